@@ -1,0 +1,311 @@
+"""The ``jurymeter`` command line (typer + rich).
+
+Every :class:`~jurymeter.errors.JurymeterError` becomes one line on stderr and a
+non-zero exit status: 1 for a fatal problem (missing source, unreadable store),
+3 when ``--strict`` rejected a source. Other exceptions are bugs and keep their
+traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any
+
+import orjson
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from jurymeter.errors import ConfigError, JurymeterError, StrictModeError
+
+app = typer.Typer(
+    help="How far to trust a leaderboard scored by LLM judges.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+store_app = typer.Typer(help="Inspect a judgment store.", no_args_is_help=True)
+app.add_typer(store_app, name="store")
+
+# Outside a terminal rich would wrap tables at 80 columns; logs read better wide.
+_WIDTH = None if sys.stdout.isatty() else 160
+out = Console(highlight=False, width=_WIDTH)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+StoreOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--store",
+        help="Store folder or s3://bucket/prefix [default: $JURYMETER_STORE or ./jurymeter-store]",
+    ),
+]
+StorageOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--storage-option",
+        help="KEY=VALUE for S3 (endpoint_url, region, key, secret...); repeatable",
+    ),
+]
+ConfigOpt = Annotated[
+    Path | None,
+    typer.Option("--config", help="TOML file with `store` and a [storage_options] table"),
+]
+
+
+def _pairs(values: list[str] | None, what: str) -> dict[str, str]:
+    out_: dict[str, str] = {}
+    for value in values or []:
+        name, sep, rest = value.partition("=")
+        if not sep or not name.strip() or not rest.strip():
+            msg = f"{what} expects NAME=VALUE, got {value!r}"
+            raise ConfigError(msg)
+        out_[name.strip()] = rest.strip()
+    return out_
+
+
+def _load_config(path: Path | None) -> dict[str, Any]:
+    path = path or (Path(p) if (p := os.environ.get("JURYMETER_CONFIG")) else None)
+    if path is None:
+        return {}
+    try:
+        return tomllib.loads(path.read_text())
+    except FileNotFoundError as exc:
+        msg = f"config file not found: {path}"
+        raise ConfigError(msg) from exc
+    except tomllib.TOMLDecodeError as exc:
+        msg = f"config file {path} is not valid TOML: {exc}"
+        raise ConfigError(msg) from exc
+
+
+def _open_store(store: str | None, storage_option: list[str] | None, config: Path | None):
+    from jurymeter.store import Store, default_store_url
+
+    settings = _load_config(config)
+    options = {
+        **{str(k): v for k, v in settings.get("storage_options", {}).items()},
+        **_pairs(storage_option, "--storage-option"),
+    }
+    return Store(store or settings.get("store") or default_store_url(), options)
+
+
+def _run(fn, *args: Any, **kwargs: Any) -> Any:
+    try:
+        return fn(*args, **kwargs)
+    except StrictModeError as exc:
+        err.print(f"error: {exc}", markup=False)
+        raise typer.Exit(3) from None
+    except JurymeterError as exc:
+        err.print(f"error: {exc}", markup=False)
+        raise typer.Exit(1) from None
+
+
+@app.command()
+def ingest(
+    sources: Annotated[list[str], typer.Argument(help="Files, folders or globs; local or s3://")],
+    store: StoreOpt = None,
+    map_: Annotated[
+        list[str] | None,
+        typer.Option("--map", help="CANONICAL=SOURCE column rename, e.g. score=rating; repeatable"),
+    ] = None,
+    item_set: Annotated[
+        str | None, typer.Option("--item-set", help="Item set for records that have none")
+    ] = None,
+    scale: Annotated[
+        str | None, typer.Option("--scale", help="Score range LOW,HIGH, e.g. 1,10")
+    ] = None,
+    storage_option: StorageOpt = None,
+    config: ConfigOpt = None,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="Fail (exit 3) if any record is quarantined")
+    ] = False,
+    lock_timeout: Annotated[
+        float, typer.Option("--lock-timeout", help="Seconds to wait for another ingest")
+    ] = 600.0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the run manifest as JSON")] = False,
+) -> None:
+    """Ingest judgment logs into the store, with quarantine and reconciliation."""
+    _run(_ingest, sources, store, map_, item_set, scale, storage_option, config, strict,
+         lock_timeout, as_json)
+
+
+def _parse_scale(scale: str | None) -> tuple[float, float] | None:
+    if scale is None:
+        return None
+    parts = scale.split(",")
+    try:
+        low, high = (float(p) for p in parts)
+    except ValueError:
+        msg = f"--scale expects LOW,HIGH (two numbers), got {scale!r}"
+        raise ConfigError(msg) from None
+    return low, high
+
+
+def _ingest(sources, store, map_, item_set, scale, storage_option, config, strict,
+            lock_timeout, as_json) -> None:
+    from jurymeter.ingest import ingest as run_ingest
+    from jurymeter.sources import discover_sources
+    from jurymeter.store import s3fs_options
+    from jurymeter.validate import ValidationOptions
+
+    target = _open_store(store, storage_option, config)
+    options = ValidationOptions(
+        column_map=_pairs(map_, "--map"), item_set=item_set, scale=_parse_scale(scale)
+    )
+    found = discover_sources(sources, storage_options=s3fs_options(target.storage_options))
+    report = run_ingest(target, found, options, strict=strict, lock_timeout=lock_timeout)
+    if as_json:
+        sys.stdout.write(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2).decode() + "\n")
+        return
+    print_ingest_report(report)
+
+
+def print_ingest_report(report) -> None:
+    table = Table(title=f"ingest {report.run_id} -> {report.store}", title_justify="left")
+    for col in ("source", "status", "protocol", "read", "accepted", "quarantined", "duplicates"):
+        table.add_column(col, justify="right" if col in ("read", "accepted", "quarantined", "duplicates") else "left")
+    for s in report.sources:
+        table.add_row(
+            s.source, s.status, s.protocol or "-", f"{s.read:,}", f"{s.accepted:,}",
+            f"{s.quarantined:,}", f"{s.duplicates_dropped:,}",
+        )
+    t = report.totals()
+    table.add_row("total", "", "", f"{t['read']:,}", f"{t['accepted']:,}",
+                  f"{t['quarantined']:,}", f"{t['duplicates_dropped']:,}")
+    out.print(table)
+    for s in report.sources:
+        if s.note:
+            out.print(f"{s.source}: {s.note}", markup=False)
+        if s.reasons:
+            out.print(
+                f"{s.source}: quarantined " + ", ".join(f"{k} {v}" for k, v in s.reasons.items()),
+                markup=False,
+            )
+    balanced = all(s.balanced for s in report.sources)
+    out.print(
+        "reconciliation: read = accepted + quarantined + duplicates dropped "
+        + ("holds for every source" if balanced else "DOES NOT HOLD")
+    )
+
+
+@store_app.command("info")
+def store_info_cmd(
+    store: StoreOpt = None,
+    storage_option: StorageOpt = None,
+    config: ConfigOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
+) -> None:
+    """Records, systems, items, judges and crossing completeness per item set."""
+    _run(_store_info, store, storage_option, config, as_json)
+
+
+def _store_info(store, storage_option, config, as_json) -> None:
+    from jurymeter.info import metadata_counts, quarantine_counts, store_info
+
+    target = _open_store(store, storage_option, config)
+    summary = store_info(target)
+    quarantine = quarantine_counts(target)
+    meta = metadata_counts(target)
+    if as_json:
+        payload = {
+            "store": target.url,
+            "item_sets": summary.to_dicts(),
+            "metadata": meta,
+            "quarantine": {r["reason"]: r["records"] for r in quarantine.to_dicts()},
+        }
+        sys.stdout.write(orjson.dumps(payload, option=orjson.OPT_INDENT_2).decode() + "\n")
+        return
+    print_store_info(target.url, summary, quarantine, meta)
+
+
+def print_store_info(url, summary, quarantine, meta) -> None:
+    table = Table(title=f"store {url}", title_justify="left")
+    for col in summary.columns:
+        table.add_column(col, justify="left" if col in ("protocol", "item_set") else "right")
+    for row in summary.iter_rows(named=True):
+        table.add_row(*[
+            f"{v:.3f}" if k == "completeness" else (f"{v:,}" if isinstance(v, int) else str(v))
+            for k, v in row.items()
+        ])
+    out.print(table)
+    out.print(f"metadata: {meta['systems']} systems, {meta['judges']} judges")
+    if quarantine.height:
+        out.print(
+            "quarantine: "
+            + ", ".join(f"{r['reason']} {r['records']:,}" for r in quarantine.to_dicts())
+        )
+    else:
+        out.print("quarantine: empty")
+
+
+@app.command()
+def simulate(
+    out_dir: Annotated[Path, typer.Option("--out", help="Folder to write the dump into")],
+    seed: Annotated[int, typer.Option(help="Random seed")] = 0,
+    systems: Annotated[int | None, typer.Option(help="Number of systems")] = None,
+    items: Annotated[int | None, typer.Option(help="Number of items")] = None,
+    judges: Annotated[int | None, typer.Option(help="Number of judges")] = None,
+    faults: Annotated[int, typer.Option(help="Bad records to inject (for the quarantine)")] = 0,
+) -> None:
+    """Write a seeded, realistic dump with its true parameters in truth.json."""
+    _run(_simulate, out_dir, seed, systems, items, judges, faults)
+
+
+def _simulate(out_dir, seed, systems, items, judges, faults) -> dict[str, Path]:
+    import dataclasses
+
+    from jurymeter.simulate import SimulationParams, simulate_dump, write_dump
+
+    changes: dict[str, Any] = {"seed": seed}
+    for name, value in (("n_systems", systems), ("n_items", items), ("n_judges", judges)):
+        if value is not None:
+            changes[name] = value
+    try:
+        params = dataclasses.replace(SimulationParams(), **changes)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
+    dump = simulate_dump(params)
+    paths = write_dump(dump, out_dir, faults=faults, seed=seed)
+    for name, path in paths.items():
+        out.print(f"wrote {name}: {path}", markup=False)
+    return paths
+
+
+@app.command()
+def demo(
+    workdir: Annotated[
+        Path, typer.Option("--workdir", help="Where the dump and the store go")
+    ] = Path("jurymeter-demo"),
+    seed: Annotated[int, typer.Option(help="Random seed")] = 0,
+) -> None:
+    """The main job on the embedded default: simulate a dump, ingest it, print the store."""
+    _run(_demo, workdir, seed)
+
+
+def _demo(workdir: Path, seed: int) -> None:
+    from jurymeter.info import metadata_counts, quarantine_counts, store_info
+    from jurymeter.ingest import ingest as run_ingest
+    from jurymeter.sources import discover_sources
+    from jurymeter.store import Store
+    from jurymeter.validate import ValidationOptions
+
+    dump_dir = workdir / "dump"
+    paths = _simulate(dump_dir, seed, None, None, None, 12)
+    store = Store(str(workdir / "store"))
+    sources = [str(p) for name, p in paths.items() if name != "truth"]
+    report = run_ingest(
+        store, discover_sources(sources), ValidationOptions(scale=(1.0, 10.0))
+    )
+    print_ingest_report(report)
+    print_store_info(store.url, store_info(store), quarantine_counts(store), metadata_counts(store))
+    out.print(f"store: {store.url}  (inspect with: jurymeter store info --store {store.url})")
+
+
+def main() -> None:  # pragma: no cover - console entry point
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

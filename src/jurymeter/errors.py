@@ -1,0 +1,31 @@
+"""Exception hierarchy: one base class, one subclass per kind of failure.
+
+The CLI turns a :class:`JurymeterError` into a one-line message and an exit
+status; anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+
+class JurymeterError(Exception):
+    """Base class of every error jurymeter raises on purpose."""
+
+
+class SourceError(JurymeterError):
+    """A source named on the command line is missing or unreadable."""
+
+
+class StoreError(JurymeterError):
+    """The store cannot be opened, read or written."""
+
+
+class StoreLockedError(StoreError):
+    """Another ingest holds the store's write lock and did not release it in time."""
+
+
+class StrictModeError(JurymeterError):
+    """``--strict`` was given and at least one record went to quarantine."""
+
+
+class ConfigError(JurymeterError):
+    """An option or configuration value is invalid."""

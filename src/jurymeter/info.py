@@ -1,0 +1,92 @@
+"""Store summary: per protocol and item set, what the store holds and how crossed it is."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from jurymeter.schema import JUDGMENT_PROTOCOLS, Protocol
+from jurymeter.store import Store
+
+INFO_COLUMNS = (
+    "protocol",
+    "item_set",
+    "records",
+    "systems",
+    "items",
+    "judges",
+    "generations",
+    "replicates",
+    "cells_present",
+    "cells_possible",
+    "completeness",
+)
+
+
+def _summary_of(protocol: Protocol, item_set: str, frame: pl.LazyFrame) -> pl.LazyFrame:
+    """One summary row.
+
+    Completeness is the share of crossed cells present: for pointwise data the
+    cells are (system, item, judge); for pairwise data (unordered system pair,
+    item, judge) over the pairs that occur at all, since a pairwise design need
+    not compare every pair.
+    """
+    if protocol == "pointwise":
+        systems = pl.col("system_id").n_unique()
+        unit = pl.col("system_id")
+        units = systems
+    else:
+        systems = pl.concat_list("system_a", "system_b").explode().n_unique()
+        unit = pl.concat_str(
+            pl.min_horizontal("system_a", "system_b"),
+            pl.max_horizontal("system_a", "system_b"),
+            separator="\x1f",
+        )
+        units = unit.n_unique()
+    cells = pl.struct(unit.alias("u"), "item_id", "judge_id").n_unique()
+    items = pl.col("item_id").n_unique()
+    judges = pl.col("judge_id").n_unique()
+    possible = units.cast(pl.Int64) * items.cast(pl.Int64) * judges.cast(pl.Int64)
+    return frame.select(
+        pl.lit(protocol).alias("protocol"),
+        pl.lit(item_set).alias("item_set"),
+        pl.len().cast(pl.Int64).alias("records"),
+        systems.cast(pl.Int64).alias("systems"),
+        items.cast(pl.Int64).alias("items"),
+        judges.cast(pl.Int64).alias("judges"),
+        pl.col("generation").n_unique().cast(pl.Int64).alias("generations"),
+        pl.col("replicate").n_unique().cast(pl.Int64).alias("replicates"),
+        cells.cast(pl.Int64).alias("cells_present"),
+        possible.alias("cells_possible"),
+        (cells / possible).alias("completeness"),
+    )
+
+
+def store_info(store: Store) -> pl.DataFrame:
+    """One row per (protocol, item set) with counts and crossing completeness."""
+    store.check()
+    rows = []
+    for protocol in JUDGMENT_PROTOCOLS:
+        for item_set in store.item_sets(protocol):
+            rows.append(_summary_of(protocol, item_set, store.scan(protocol, item_set)))
+    if not rows:
+        return pl.DataFrame(schema={c: pl.String if c in ("protocol", "item_set") else (pl.Float64 if c == "completeness" else pl.Int64) for c in INFO_COLUMNS})
+    return pl.concat(pl.collect_all(rows))
+
+
+def metadata_counts(store: Store) -> dict[str, int]:
+    """Rows in the systems and judges metadata tables."""
+    return {
+        p: store.scan(p).select(pl.len()).collect().item()  # type: ignore[arg-type]
+        for p in ("systems", "judges")
+    }
+
+
+def quarantine_counts(store: Store) -> pl.DataFrame:
+    """Quarantined records per reason."""
+    files = store.quarantine_files()
+    if not files:
+        return pl.DataFrame(schema={"reason": pl.String, "records": pl.UInt32})
+    frames = [store.read_parquet(p).select("reason") for p in files]
+    return (
+        pl.concat(frames).group_by("reason").agg(pl.len().alias("records")).sort("reason")
+    )

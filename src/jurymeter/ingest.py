@@ -1,0 +1,483 @@
+"""Ingest: sources -> validated, de-duplicated, partitioned records in the store.
+
+For every source file, ``records read = accepted + quarantined + duplicates
+dropped`` holds and is written into the source's commit marker and the run's
+manifest. One source is one transaction (see :mod:`jurymeter.store`):
+
+1. hash the file; a file whose content is already committed is skipped;
+2. stream it in bounded batches: parse, validate, write accepted rows as
+   (invisible) parts per partition and rejected rows to quarantine parts;
+3. find duplicates among the new rows and against committed rows of the same
+   partitions (64-bit key hashes first, exact key comparison on collisions):
+   an exact re-delivery is dropped and counted, a conflicting one goes to
+   quarantine, and parts that lose rows are rewritten;
+4. write the commit marker.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from jurymeter.errors import StrictModeError
+from jurymeter.schema import (
+    QUARANTINE_SCHEMA,
+    SCHEMAS,
+    SOURCE_ID,
+    SOURCE_LINE,
+    Protocol,
+    detect_protocol,
+)
+from jurymeter.sources import (
+    DEFAULT_BLOCK_BYTES,
+    RawBatch,
+    SourceFile,
+    content_sha256,
+    read_batches,
+)
+from jurymeter.store import Store
+from jurymeter.validate import ROW, ValidationOptions, apply_column_map, validate_batch
+
+
+@dataclass(slots=True)
+class SourceReport:
+    """Reconciliation of one source file."""
+
+    source: str
+    sha256: str
+    status: str  # "ingested" | "already_ingested"
+    protocol: str | None = None
+    read: int = 0
+    accepted: int = 0
+    quarantined: int = 0
+    duplicates_dropped: int = 0
+    reasons: dict[str, int] = field(default_factory=dict)
+    note: str = ""
+
+    @property
+    def balanced(self) -> bool:
+        return self.read == self.accepted + self.quarantined + self.duplicates_dropped
+
+
+@dataclass(slots=True)
+class IngestReport:
+    """What one ``jurymeter ingest`` run did."""
+
+    run_id: str
+    store: str
+    started: str
+    finished: str | None = None
+    sources: list[SourceReport] = field(default_factory=list)
+    removed_uncommitted: int = 0
+
+    def totals(self) -> dict[str, int]:
+        return {
+            k: sum(getattr(s, k) for s in self.sources)
+            for k in ("read", "accepted", "quarantined", "duplicates_dropped")
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "store": self.store,
+            "started": self.started,
+            "finished": self.finished,
+            "removed_uncommitted_files": self.removed_uncommitted,
+            "totals": self.totals(),
+            "sources": [asdict(s) for s in self.sources],
+        }
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def new_run_id() -> str:
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    return f"{stamp}-{uuid.uuid4().hex[:8]}"
+
+
+def ingest(
+    store: Store,
+    sources: list[SourceFile],
+    options: ValidationOptions,
+    *,
+    strict: bool = False,
+    lock_timeout: float = 600.0,
+    block_bytes: int = DEFAULT_BLOCK_BYTES,
+    on_source: Callable[[SourceReport], None] | None = None,
+) -> IngestReport:
+    """Ingest ``sources`` into ``store`` under its write lock.
+
+    Raises
+    ------
+    StoreError
+        The store cannot be created, read, written or locked.
+    StrictModeError
+        ``strict`` is set and a record went to quarantine (that source is not
+        committed; earlier sources stay committed).
+    """
+    store.create()
+    report = IngestReport(run_id=new_run_id(), store=store.url, started=_now())
+    with store.lock(timeout=lock_timeout):
+        report.removed_uncommitted = len(store.remove_uncommitted())
+        seen: dict[str, str] = {}
+        for source in sources:
+            sha = content_sha256(source)
+            marker = store.marker(sha)
+            if marker is not None or sha in seen:
+                first = seen.get(sha) or marker.get("source", "?")  # type: ignore[union-attr]
+                result = SourceReport(
+                    source=source.url,
+                    sha256=sha,
+                    status="already_ingested",
+                    protocol=(marker or {}).get("protocol"),
+                    note=f"same content as {first}, already in the store: nothing to do",
+                )
+            else:
+                result = _ingest_source(store, source, sha, options, report.run_id, strict)
+            seen.setdefault(sha, source.url)
+            report.sources.append(result)
+            store.write_json(f"runs/{report.run_id}.json", {**report.to_json(), "status": "running"})
+            if on_source is not None:
+                on_source(result)
+        report.finished = _now()
+        store.write_json(f"runs/{report.run_id}.json", {**report.to_json(), "status": "complete"})
+    return report
+
+
+@dataclass(slots=True)
+class _Staged:
+    """Parts written for one source before its commit."""
+
+    sid: str
+    parts: list[tuple[str | None, str]] = field(default_factory=list)  # (item_set, relpath)
+    quarantine_parts: list[str] = field(default_factory=list)
+    seq: int = 0
+
+    def next_name(self) -> str:
+        self.seq += 1
+        return f"part-{self.sid}-{self.seq:05d}.parquet"
+
+
+def _quarantine_frame(
+    source: SourceFile,
+    sid: str,
+    protocol: str | None,
+    lines: np.ndarray,
+    raws: list[str],
+    reasons: list[str] | pl.Series,
+    messages: list[str] | pl.Series,
+) -> pl.DataFrame:
+    n = len(lines)
+    return pl.DataFrame(
+        {
+            "source": [source.url] * n,
+            "line": lines.astype(np.int64),
+            "raw": raws,
+            "reason": reasons,
+            "message": messages,
+            "protocol": [protocol] * n,
+            SOURCE_ID: [sid] * n,
+        },
+        schema=QUARANTINE_SCHEMA,
+    )
+
+
+def _ingest_source(
+    store: Store,
+    source: SourceFile,
+    sha: str,
+    options: ValidationOptions,
+    run_id: str,
+    strict: bool,
+) -> SourceReport:
+    sid = store.source_id(sha)
+    staged = _Staged(sid)
+    result = SourceReport(source=source.url, sha256=sha, status="ingested")
+    reasons: Counter[str] = Counter()
+    protocol: Protocol | None = None
+    decided = False
+    for batch in read_batches(source):
+        result.read += batch.n_read
+        frame = apply_column_map(batch.frame, options.column_map)
+        if not decided and frame.width:
+            protocol, decided = detect_protocol(set(frame.columns)), True
+        quarantined: list[pl.DataFrame] = []
+        if batch.malformed:
+            quarantined.append(
+                _quarantine_frame(
+                    source,
+                    sid,
+                    protocol,
+                    np.asarray([m.line for m in batch.malformed]),
+                    [m.raw for m in batch.malformed],
+                    ["malformed_line"] * len(batch.malformed),
+                    [m.message for m in batch.malformed],
+                )
+            )
+        if frame.height and protocol is None:
+            rows = np.arange(frame.height)
+            quarantined.append(
+                _quarantine_frame(
+                    source,
+                    sid,
+                    None,
+                    batch.lines,
+                    batch.raw(rows),
+                    ["unknown_protocol"] * frame.height,
+                    [
+                        "cannot tell the protocol from the columns "
+                        f"{sorted(frame.columns)}: expected 'score' (pointwise), "
+                        "'system_a'/'system_b' with 'winner' or 'preference' (pairwise), "
+                        "or a systems/judges metadata table (use --map to rename)"
+                    ]
+                    * frame.height,
+                )
+            )
+        elif frame.height:
+            accepted, rejected = validate_batch(frame, protocol, options)  # type: ignore[arg-type]
+            if rejected.height:
+                rows = rejected[ROW].to_numpy()
+                quarantined.append(
+                    _quarantine_frame(
+                        source,
+                        sid,
+                        protocol,
+                        batch.lines[rows],
+                        batch.raw(rows),
+                        rejected["reason"],
+                        rejected["message"],
+                    )
+                )
+            _write_accepted(store, staged, protocol, accepted, batch)  # type: ignore[arg-type]
+        for q in quarantined:
+            reasons.update(q["reason"].to_list())
+            relpath = f"quarantine/{staged.next_name()}"
+            store.write_parquet(relpath, q)
+            staged.quarantine_parts.append(relpath)
+    result.protocol = protocol
+    if protocol is not None and staged.parts:
+        dropped, conflicts = _resolve_duplicates(store, staged, protocol)
+        result.duplicates_dropped = dropped
+        if conflicts is not None and conflicts.height:
+            raws = _fetch_raw(source, conflicts["line"].to_numpy())
+            q = _quarantine_frame(
+                source,
+                sid,
+                protocol,
+                conflicts["line"].to_numpy(),
+                [raws.get(int(line), "") for line in conflicts["line"]],
+                ["conflicting_duplicate"] * conflicts.height,
+                conflicts["message"],
+            )
+            reasons.update(q["reason"].to_list())
+            relpath = f"quarantine/{staged.next_name()}"
+            store.write_parquet(relpath, q)
+            staged.quarantine_parts.append(relpath)
+    result.reasons = dict(sorted(reasons.items()))
+    result.quarantined = sum(reasons.values())
+    result.accepted = result.read - result.quarantined - result.duplicates_dropped
+    if strict and result.quarantined:
+        msg = (
+            f"--strict: {result.quarantined} record(s) of {source.url} rejected "
+            f"({', '.join(f'{k}: {v}' for k, v in result.reasons.items())}); source not committed"
+        )
+        raise StrictModeError(msg)
+    store.write_json(
+        f"ingested/{sha}.json",
+        {
+            "sha256": sha,
+            "source_id": sid,
+            "source": source.url,
+            "size": source.size,
+            "format": source.format,
+            "protocol": protocol,
+            "run_id": run_id,
+            "committed": _now(),
+            "options": {
+                "map": options.column_map,
+                "item_set": options.item_set,
+                "scale": list(options.scale) if options.scale else None,
+            },
+            "counts": {
+                "read": result.read,
+                "accepted": result.accepted,
+                "quarantined": result.quarantined,
+                "duplicates_dropped": result.duplicates_dropped,
+                "reasons": result.reasons,
+            },
+            "parts": [p for _, p in staged.parts],
+            "quarantine_parts": staged.quarantine_parts,
+        },
+    )
+    return result
+
+
+def _write_accepted(
+    store: Store, staged: _Staged, protocol: Protocol, accepted: pl.DataFrame, batch: RawBatch
+) -> None:
+    if not accepted.height:
+        return
+    lines = pl.Series(SOURCE_LINE, batch.lines, dtype=pl.Int64).gather(accepted[ROW])
+    accepted = accepted.drop(ROW).with_columns(
+        pl.lit(staged.sid, dtype=pl.String).alias(SOURCE_ID), lines
+    )
+    if "item_set" in SCHEMAS[protocol].dtypes:
+        groups = accepted.partition_by("item_set", as_dict=True, include_key=False)
+        items = [(str(key[0]), part) for key, part in groups.items()]
+    else:
+        items = [(None, accepted)]
+    for item_set, part in items:
+        relpath = f"{Store.partition_dir(protocol, item_set)}/{staged.next_name()}"
+        store.write_parquet(relpath, part)
+        staged.parts.append((item_set, relpath))
+
+
+def _value_text(protocol: Protocol) -> pl.Expr:
+    """The judged value of a record as one comparable string (nulls included)."""
+    value_columns = SCHEMAS[protocol].value
+    return pl.concat_str(
+        [pl.col(c).cast(pl.String).fill_null("\x00") for c in value_columns], separator="\x1f"
+    )
+
+
+def _resolve_duplicates(
+    store: Store, staged: _Staged, protocol: Protocol
+) -> tuple[int, pl.DataFrame | None]:
+    """Drop exact re-deliveries and pull out conflicts; rewrite the parts that shrink.
+
+    Returns the number of rows dropped and a frame (``line``, ``message``) of the
+    new records that conflict with another record of the same key.
+    """
+    schema = SCHEMAS[protocol]
+    key = [c for c in schema.key if c != "item_set"]
+    dropped = 0
+    conflicts: list[pl.DataFrame] = []
+    by_set: dict[str | None, list[str]] = {}
+    for item_set, relpath in staged.parts:
+        by_set.setdefault(item_set, []).append(store.path(relpath))
+    for item_set, new_paths in by_set.items():
+        old_paths = [f.path for f in store.data_files(protocol, item_set)]
+        needed = [*key, *schema.value, SOURCE_ID, SOURCE_LINE]
+        new = store._scan_files(new_paths, needed).with_columns(pl.lit(True).alias("is_new"))
+        old = (
+            store._scan_files(old_paths, needed).with_columns(pl.lit(False).alias("is_new"))
+            if old_paths
+            else None
+        )
+        both = pl.concat([new, old]) if old is not None else new
+        both = both.with_columns(pl.struct(key).hash().alias("__h"))
+        repeated = (
+            both.group_by("__h").agg(pl.len().alias("n")).filter(pl.col("n") > 1).select("__h")
+        )
+        candidates = both.join(repeated, on="__h", how="semi").collect()
+        if not candidates.height:
+            continue
+        candidates = candidates.with_columns(_value_text(protocol).alias("__v"))
+        first_old = (
+            candidates.filter(~pl.col("is_new"))
+            .sort(SOURCE_ID, SOURCE_LINE)
+            .group_by(key, maintain_order=True)
+            .agg(
+                pl.col("__v").first().alias("__old_v"),
+                pl.col(SOURCE_ID).first().alias("__old_sid"),
+                pl.col(SOURCE_LINE).first().alias("__old_line"),
+            )
+        )
+        fresh = candidates.filter(pl.col("is_new")).join(
+            first_old, on=key, how="left", nulls_equal=True
+        )
+        fresh = fresh.with_columns(
+            pl.col("__v").n_unique().over(key).alias("__n_values"),
+            pl.col(SOURCE_LINE).min().over(key).alias("__first"),
+            pl.len().over(key).alias("__n_new"),
+        )
+        has_old = pl.col("__old_v").is_not_null()
+        status = (
+            pl.when(has_old & (pl.col("__v") == pl.col("__old_v")))
+            .then(pl.lit("drop"))
+            .when(has_old)
+            .then(pl.lit("conflict"))
+            .when(pl.col("__n_new") == 1)
+            .then(pl.lit("keep"))
+            .when(pl.col("__n_values") == 1)
+            .then(pl.when(pl.col(SOURCE_LINE) == pl.col("__first")).then(pl.lit("keep")).otherwise(pl.lit("drop")))
+            .otherwise(pl.lit("conflict"))
+        )
+        fresh = fresh.with_columns(status.alias("__status"))
+        drop_lines = fresh.filter(pl.col("__status") == "drop")[SOURCE_LINE]
+        conflict = fresh.filter(pl.col("__status") == "conflict")
+        committed = store.committed()
+        sources_of = {
+            sid: (store.marker(committed[sid]) or {}).get("source", sid)
+            for sid in conflict["__old_sid"].drop_nulls().unique().to_list()
+            if sid in committed
+        }
+        if conflict.height:
+            others = conflict.with_columns(
+                pl.col(SOURCE_LINE)
+                .implode()
+                .over(key)
+                .alias("__lines")
+            )
+            messages = []
+            for row in others.iter_rows(named=True):
+                if row["__old_v"] is not None:
+                    origin = sources_of.get(row["__old_sid"], row["__old_sid"])
+                    messages.append(
+                        f"same key as the stored record from {origin} line {row['__old_line']}, "
+                        "which has a different value; the stored record is kept"
+                    )
+                else:
+                    mates = [line for line in row["__lines"] if line != row[SOURCE_LINE]]
+                    messages.append(
+                        "same key as line(s) "
+                        + ", ".join(str(m) for m in mates[:10])
+                        + " of this file with a different value; all of them are quarantined"
+                    )
+            conflicts.append(
+                pl.DataFrame({"line": conflict[SOURCE_LINE], "message": messages})
+            )
+        removed = pl.concat([drop_lines, conflict[SOURCE_LINE]])
+        dropped += drop_lines.len()
+        if removed.len():
+            emptied = _rewrite_without(store, new_paths, removed)
+            staged.parts = [p for p in staged.parts if store.path(p[1]) not in emptied]
+    return dropped, (pl.concat(conflicts) if conflicts else None)
+
+
+def _rewrite_without(store: Store, paths: list[str], lines: pl.Series) -> set[str]:
+    """Rewrite the (uncommitted) parts that hold any of ``lines``; return those emptied."""
+    doomed = lines.to_frame(SOURCE_LINE)
+    emptied = set()
+    for path in paths:
+        frame = store.read_parquet(path)
+        kept = frame.join(doomed, on=SOURCE_LINE, how="anti")
+        if kept.height == frame.height:
+            continue
+        if kept.height:
+            store.write_parquet(path[len(store.root) + 1 :], kept)
+        else:
+            store.remove([path])
+            emptied.add(path)
+    return emptied
+
+
+def _fetch_raw(source: SourceFile, lines: np.ndarray) -> dict[int, str]:
+    """Raw text of the given lines, by reading the source again (conflicts only)."""
+    wanted = set(int(x) for x in lines)
+    out: dict[int, str] = {}
+    for batch in read_batches(source, block_bytes=DEFAULT_BLOCK_BYTES):
+        hit = np.flatnonzero(np.isin(batch.lines, list(wanted)))
+        if len(hit):
+            for line, text in zip(batch.lines[hit], batch.raw(hit), strict=True):
+                out[int(line)] = text
+    return out

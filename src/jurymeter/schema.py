@@ -1,0 +1,180 @@
+"""The canonical record schema of the judgment store (documented in ``docs/schema.md``).
+
+Every protocol has *key* columns (one judgment is one key), *value* columns (what
+the judge said) and optional columns. Re-delivery of the same key with the same
+value is an exact duplicate; the same key with another value is a conflict.
+Columns outside the schema are kept as strings under their own name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import polars as pl
+
+Protocol = Literal["pointwise", "pairwise", "systems", "judges"]
+PROTOCOLS: tuple[Protocol, ...] = ("pointwise", "pairwise", "systems", "judges")
+JUDGMENT_PROTOCOLS: tuple[Protocol, ...] = ("pointwise", "pairwise")
+
+# Lineage columns written by ingest: which committed source a row came from, and
+# its 1-based line (JSONL/CSV) or row (Parquet) there.
+SOURCE_ID = "_source_id"
+SOURCE_LINE = "_source_line"
+
+ID = pl.String
+INDEX = pl.Int64
+FLOAT = pl.Float64
+TIMESTAMP = pl.Datetime("us", "UTC")
+
+
+@dataclass(frozen=True, slots=True)
+class ProtocolSchema:
+    """Columns of one protocol, in storage order."""
+
+    name: Protocol
+    key: tuple[str, ...]
+    value: tuple[str, ...]
+    required: tuple[str, ...]
+    optional: dict[str, pl.DataType]
+    dtypes: dict[str, pl.DataType]
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return tuple(self.dtypes)
+
+
+_OPTIONAL_JUDGMENT: dict[str, pl.DataType] = {
+    "batch_id": ID,
+    "batch_position": INDEX,
+    "judge_logprob": FLOAT,
+    "timestamp": TIMESTAMP,
+    "run_id": ID,
+}
+
+POINTWISE = ProtocolSchema(
+    name="pointwise",
+    key=("item_set", "item_id", "system_id", "judge_id", "generation", "replicate"),
+    value=("score",),
+    required=("item_set", "item_id", "system_id", "judge_id", "score"),
+    optional={**_OPTIONAL_JUDGMENT, "response_length": INDEX},
+    dtypes={
+        "item_set": ID,
+        "item_id": ID,
+        "system_id": ID,
+        "judge_id": ID,
+        "score": FLOAT,
+        "generation": INDEX,
+        "replicate": INDEX,
+        **_OPTIONAL_JUDGMENT,
+        "response_length": INDEX,
+    },
+)
+
+PAIRWISE = ProtocolSchema(
+    name="pairwise",
+    key=("item_set", "item_id", "system_a", "system_b", "judge_id", "generation", "replicate"),
+    value=("winner", "preference"),
+    required=("item_set", "item_id", "system_a", "system_b", "judge_id"),
+    optional={**_OPTIONAL_JUDGMENT, "length_a": INDEX, "length_b": INDEX},
+    dtypes={
+        "item_set": ID,
+        "item_id": ID,
+        "system_a": ID,
+        "system_b": ID,
+        "judge_id": ID,
+        "winner": ID,
+        "preference": FLOAT,
+        "generation": INDEX,
+        "replicate": INDEX,
+        **_OPTIONAL_JUDGMENT,
+        "length_a": INDEX,
+        "length_b": INDEX,
+    },
+)
+
+SYSTEMS = ProtocolSchema(
+    name="systems",
+    key=("system_id",),
+    value=("model", "config", "family"),
+    required=("system_id",),
+    optional={"model": ID, "config": ID, "family": ID},
+    dtypes={"system_id": ID, "model": ID, "config": ID, "family": ID},
+)
+
+JUDGES = ProtocolSchema(
+    name="judges",
+    key=("judge_id",),
+    value=("family", "vendor", "tier"),
+    required=("judge_id",),
+    optional={"family": ID, "vendor": ID, "tier": ID},
+    dtypes={"judge_id": ID, "family": ID, "vendor": ID, "tier": ID},
+)
+
+SCHEMAS: dict[Protocol, ProtocolSchema] = {
+    s.name: s for s in (POINTWISE, PAIRWISE, SYSTEMS, JUDGES)
+}
+
+# Non-negative integer columns.
+INDEX_COLUMNS = frozenset(
+    {"generation", "replicate", "batch_position", "response_length", "length_a", "length_b"}
+)
+ID_COLUMNS = frozenset(
+    {"item_set", "item_id", "system_id", "judge_id", "system_a", "system_b"}
+)
+
+# Accepted spellings of `winner`, matched case-insensitively after trimming; the
+# Arena-Hard/Chatbot-Arena spellings are included because users' logs carry them.
+WINNER_ALIASES: dict[str, str] = {
+    "a": "A",
+    "model_a": "A",
+    "b": "B",
+    "model_b": "B",
+    "tie": "tie",
+    "draw": "tie",
+    "tie (bothbad)": "tie",
+}
+
+Reason = Literal[
+    "malformed_line",
+    "missing_field",
+    "wrong_type",
+    "out_of_range",
+    "non_finite_score",
+    "score_out_of_scale",
+    "unknown_winner",
+    "preference_out_of_range",
+    "same_system",
+    "invalid_item_set",
+    "conflicting_duplicate",
+    "unknown_protocol",
+]
+REASONS: tuple[str, ...] = Reason.__args__  # type: ignore[attr-defined]
+
+QUARANTINE_SCHEMA: dict[str, pl.DataType] = {
+    "source": pl.String,
+    "line": pl.Int64,
+    "raw": pl.String,
+    "reason": pl.String,
+    "message": pl.String,
+    "protocol": pl.String,
+    SOURCE_ID: pl.String,
+}
+
+
+def detect_protocol(columns: set[str]) -> Protocol | None:
+    """Protocol of a source from its (mapped) column names.
+
+    Pairwise wins over pointwise when both kinds of column are present, because
+    ``system_a``/``system_b`` cannot belong to a pointwise record. Metadata tables
+    are recognised by their id column without a judgment column.
+    """
+    if {"system_a", "system_b"} & columns or {"winner", "preference"} & columns:
+        return "pairwise"
+    if "score" in columns:
+        return "pointwise"
+    if "system_id" in columns and "judge_id" not in columns:
+        return "systems"
+    if "judge_id" in columns and "system_id" not in columns:
+        return "judges"
+    return None

@@ -1,0 +1,462 @@
+"""Finding source files and reading them in bounded batches of raw records.
+
+A source is a JSON Lines (plain, ``.gz``, ``.zst``), CSV (plain, ``.gz``) or
+Parquet file on the local disk or on S3. Reading never interprets values: it
+yields each batch as a polars frame with the columns as they came, the 1-based
+line (JSONL, CSV) or row (Parquet) of every record, and the lines that could not
+be parsed at all. Validation happens in :mod:`jurymeter.validate`.
+
+Memory is bounded by ``block_bytes`` (JSONL, CSV) or ``parquet_rows`` (Parquet),
+never by the size of the file.
+"""
+
+from __future__ import annotations
+
+import csv
+import glob as globmod
+import hashlib
+import io
+import json
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import fsspec
+import numpy as np
+import orjson
+import polars as pl
+import pyarrow.parquet as pq
+
+from jurymeter.errors import SourceError
+
+SourceFormat = Literal["jsonl", "csv", "parquet"]
+
+_FORMATS: tuple[tuple[str, SourceFormat, str | None], ...] = (
+    (".jsonl.gz", "jsonl", "gzip"),
+    (".ndjson.gz", "jsonl", "gzip"),
+    (".jsonl.zst", "jsonl", "zstd"),
+    (".ndjson.zst", "jsonl", "zstd"),
+    (".jsonl", "jsonl", None),
+    (".ndjson", "jsonl", None),
+    (".csv.gz", "csv", "gzip"),
+    (".csv", "csv", None),
+    (".parquet", "parquet", None),
+)
+
+DEFAULT_BLOCK_BYTES = 64 * 1024 * 1024
+DEFAULT_PARQUET_ROWS = 500_000
+
+
+@dataclass(frozen=True, slots=True)
+class SourceFile:
+    """One file to ingest."""
+
+    url: str
+    path: str
+    fs: Any = field(repr=False, compare=False)
+    format: SourceFormat
+    compression: str | None
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class MalformedRecord:
+    """A line that is not a record at all (not JSON, wrong CSV arity)."""
+
+    line: int
+    raw: str
+    message: str
+
+
+@dataclass(slots=True)
+class RawBatch:
+    """Records of one block, as they came.
+
+    ``frame`` holds the parsed records, ``lines[k]`` the line or row of
+    ``frame[k]``, and ``raw(rows)`` returns the raw text of the given frame rows
+    (only called for records that go to quarantine).
+    """
+
+    frame: pl.DataFrame
+    lines: np.ndarray
+    malformed: list[MalformedRecord]
+    raw: Callable[[np.ndarray], list[str]]
+
+    @property
+    def n_read(self) -> int:
+        return self.frame.height + len(self.malformed)
+
+
+def format_of(path: str) -> tuple[SourceFormat, str | None] | None:
+    """Format and compression of a file from its name, or ``None`` if unsupported."""
+    lower = path.lower()
+    for suffix, fmt, compression in _FORMATS:
+        if lower.endswith(suffix):
+            return fmt, compression
+    return None
+
+
+def filesystem_for(url: str, storage_options: dict[str, Any] | None = None) -> tuple[Any, str]:
+    """An fsspec file system and the path inside it, for a local path or ``s3://`` URL."""
+    if url.startswith("s3://"):
+        fs = fsspec.filesystem("s3", **(storage_options or {}))
+        return fs, url[len("s3://") :]
+    if "://" in url and not url.startswith("file://"):
+        msg = f"unsupported URL scheme in {url!r}: use a local path or s3://bucket/prefix"
+        raise SourceError(msg)
+    local = url[len("file://") :] if url.startswith("file://") else url
+    return fsspec.filesystem("file"), os.path.abspath(os.path.expanduser(local))
+
+
+def discover_sources(
+    specs: list[str], *, storage_options: dict[str, Any] | None = None
+) -> list[SourceFile]:
+    """Expand files, folders and globs into an ordered, de-duplicated list of sources.
+
+    Raises
+    ------
+    SourceError
+        When a spec matches nothing, or names a single file of unsupported format.
+    """
+    found: dict[str, SourceFile] = {}
+    for spec in specs:
+        fs, path = filesystem_for(spec, storage_options)
+        scheme = "s3://" if spec.startswith("s3://") else ""
+        explicit = False
+        if globmod.has_magic(path):
+            candidates = sorted(fs.glob(path))
+        elif fs.isdir(path):
+            candidates = sorted(fs.find(path))
+        elif fs.exists(path):
+            candidates, explicit = [path], True
+        else:
+            msg = f"source not found: {spec}"
+            raise SourceError(msg)
+        matched = 0
+        for candidate in candidates:
+            kind = format_of(candidate)
+            if kind is None:
+                if explicit:
+                    msg = (
+                        f"unsupported source format: {spec} (expected .jsonl, .ndjson, "
+                        ".jsonl.gz, .jsonl.zst, .csv, .csv.gz or .parquet)"
+                    )
+                    raise SourceError(msg)
+                continue
+            if fs.isdir(candidate):
+                continue
+            url = scheme + candidate
+            if url not in found:
+                found[url] = SourceFile(
+                    url=url,
+                    path=candidate,
+                    fs=fs,
+                    format=kind[0],
+                    compression=kind[1],
+                    size=int(fs.size(candidate)),
+                )
+            matched += 1
+        if matched == 0:
+            msg = f"source not found: {spec} matches no .jsonl/.csv/.parquet file"
+            raise SourceError(msg)
+    return list(found.values())
+
+
+def content_sha256(source: SourceFile, chunk: int = 8 * 1024 * 1024) -> str:
+    """SHA-256 of the file's bytes as stored (compressed files are not decompressed)."""
+    digest = hashlib.sha256()
+    with source.fs.open(source.path, "rb") as handle:
+        while block := handle.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def read_batches(
+    source: SourceFile,
+    *,
+    block_bytes: int = DEFAULT_BLOCK_BYTES,
+    parquet_rows: int = DEFAULT_PARQUET_ROWS,
+) -> Iterator[RawBatch]:
+    """Yield the records of ``source`` in batches of bounded size."""
+    try:
+        if source.format == "jsonl":
+            yield from _jsonl_batches(source, block_bytes)
+        elif source.format == "csv":
+            yield from _csv_batches(source, block_bytes)
+        else:
+            yield from _parquet_batches(source, parquet_rows)
+    except (OSError, EOFError) as exc:
+        msg = f"cannot read {source.url}: {exc}"
+        raise SourceError(msg) from exc
+
+
+# ---------------------------------------------------------------- JSON Lines
+
+
+def _open_text_blocks(source: SourceFile, block_bytes: int) -> Iterator[bytes]:
+    """Decompressed blocks of whole lines, each ending at a newline (but the last)."""
+    with source.fs.open(source.path, "rb", compression=source.compression) as handle:
+        carry = b""
+        while True:
+            block = handle.read(block_bytes)
+            if not block:
+                break
+            data = carry + block
+            cut = data.rfind(b"\n")
+            if cut < 0:
+                carry = data
+                continue
+            carry = data[cut + 1 :]
+            yield data[: cut + 1]
+        if carry:
+            yield carry
+
+
+def _line_starts(block: bytes) -> np.ndarray:
+    """Byte offsets at which each physical line of ``block`` starts."""
+    newlines = np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == 10)
+    starts = np.concatenate(([0], newlines + 1))
+    return starts[starts < len(block)] if len(block) else starts[:0]
+
+
+def _slice_lines(block: bytes, starts: np.ndarray, which: np.ndarray) -> list[str]:
+    out = []
+    for k in which:
+        begin = int(starts[k])
+        end = int(starts[k + 1]) if k + 1 < len(starts) else len(block)
+        out.append(block[begin:end].rstrip(b"\r\n").decode("utf-8", errors="replace"))
+    return out
+
+
+def _jsonl_batches(source: SourceFile, block_bytes: int) -> Iterator[RawBatch]:
+    first_line = 1
+    for block in _open_text_blocks(source, block_bytes):
+        starts = _line_starts(block)
+        yield _parse_jsonl_block(block, starts, first_line)
+        first_line += len(starts)
+
+
+def _fast_frame(block: bytes, n_lines: int) -> pl.DataFrame | None:
+    """Parse a block with polars' reader when that provably loses nothing.
+
+    polars infers the schema from the first rows and silently drops keys first
+    seen later, and skips blank lines. So the result is accepted only if it has
+    one row per line and every ``"key":`` in the text maps to a non-null parsed
+    value; otherwise the block is re-read with full inference, and if that
+    fails, line by line.
+    """
+    for infer in (100, None):
+        try:
+            frame = pl.read_ndjson(io.BytesIO(block), infer_schema_length=infer)
+        except Exception:  # polars raises several types for one cause: bad input
+            return None
+        if frame.height != n_lines:
+            return None
+        keys_in_text = block.count(b'":')
+        keys_parsed = sum(frame.height - c.null_count() for c in frame.iter_columns())
+        if keys_in_text == keys_parsed or infer is None:
+            return frame
+    return None
+
+
+def _parse_jsonl_block(block: bytes, starts: np.ndarray, first_line: int) -> RawBatch:
+    n_lines = len(starts)
+
+    def raw(rows: np.ndarray, idx: np.ndarray = np.arange(n_lines)) -> list[str]:
+        return _slice_lines(block, starts, idx[rows])
+
+    frame = _fast_frame(block, n_lines) if n_lines else pl.DataFrame()
+    if frame is not None:
+        return RawBatch(
+            frame=frame,
+            lines=np.arange(first_line, first_line + n_lines, dtype=np.int64),
+            malformed=[],
+            raw=raw,
+        )
+    # Slow path: one line at a time, so a bad line costs only itself.
+    records: list[dict[str, Any]] = []
+    kept: list[int] = []
+    malformed: list[MalformedRecord] = []
+    texts = _slice_lines(block, starts, np.arange(n_lines))
+    for k, text in enumerate(texts):
+        if not text.strip():
+            continue
+        try:
+            value = orjson.loads(text)
+        except orjson.JSONDecodeError as exc:
+            # Python's json writes NaN and Infinity by default; read them so that
+            # such a score is rejected as non-finite, not as a malformed line.
+            try:
+                value = json.loads(text)
+            except ValueError:
+                malformed.append(MalformedRecord(first_line + k, text, f"not valid JSON: {exc}"))
+                continue
+        if not isinstance(value, dict):
+            kind = type(value).__name__
+            malformed.append(
+                MalformedRecord(first_line + k, text, f"expected a JSON object, got {kind}")
+            )
+            continue
+        records.append({key: _as_text(v) for key, v in value.items()})
+        kept.append(k)
+    kept_idx = np.asarray(kept, dtype=np.int64)
+    return RawBatch(
+        frame=_frame_of_text_records(records),
+        lines=first_line + kept_idx,
+        malformed=malformed,
+        raw=lambda rows: _slice_lines(block, starts, kept_idx[rows]),
+    )
+
+
+def _as_text(value: Any) -> str | None:
+    """JSON value as the text the fast reader would give after a cast to string."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value) if isinstance(value, float) else str(value)
+    return orjson.dumps(value).decode()
+
+
+def _frame_of_text_records(records: list[dict[str, str | None]]) -> pl.DataFrame:
+    columns: dict[str, list[str | None]] = {}
+    for k, record in enumerate(records):
+        for key, value in record.items():
+            column = columns.get(key)
+            if column is None:
+                column = columns[key] = [None] * k
+            column.append(value)
+        for key, column in columns.items():
+            if len(column) == k:
+                column.append(None)
+    return pl.DataFrame(
+        {key: pl.Series(key, values, dtype=pl.String) for key, values in columns.items()},
+        height=len(records),
+    )
+
+
+# ---------------------------------------------------------------- CSV
+
+
+def _csv_batches(source: SourceFile, block_bytes: int) -> Iterator[RawBatch]:
+    """CSV through the standard library's reader, which knows quoting and arity.
+
+    Every value is text; an empty field is missing.
+    """
+    with source.fs.open(
+        source.path,
+        "rt",
+        compression=source.compression,
+        encoding="utf-8",
+        errors="replace",
+        newline="",
+    ) as handle:
+        physical: list[str] = []
+
+        def lines_iter() -> Iterator[str]:
+            for line in handle:
+                physical.append(line)
+                yield line
+
+        reader = csv.reader(lines_iter())
+        try:
+            header = next(reader)
+        except StopIteration:
+            return
+        header = [h.strip() for h in header]
+        width = len(header)
+        rows: list[list[str]] = []
+        raws: list[str] = []
+        lines: list[int] = []
+        malformed: list[MalformedRecord] = []
+        size = 0
+        while True:
+            physical.clear()
+            try:
+                row = next(reader)
+            except StopIteration:
+                break
+            except csv.Error as exc:
+                text = "".join(physical).rstrip("\r\n")
+                malformed.append(MalformedRecord(reader.line_num, text, f"bad CSV: {exc}"))
+                continue
+            text = "".join(physical).rstrip("\r\n")
+            first = reader.line_num - max(len(physical) - 1, 0)
+            if not row or (len(row) == 1 and not row[0].strip()):
+                continue
+            if len(row) != width:
+                malformed.append(
+                    MalformedRecord(
+                        first, text, f"expected {width} fields as in the header, got {len(row)}"
+                    )
+                )
+            else:
+                rows.append(row)
+                raws.append(text)
+                lines.append(first)
+            size += len(text)
+            if size >= block_bytes:
+                yield _csv_batch(header, rows, raws, lines, malformed)
+                rows, raws, lines, malformed, size = [], [], [], [], 0
+        if rows or malformed:
+            yield _csv_batch(header, rows, raws, lines, malformed)
+
+
+def _csv_batch(
+    header: list[str],
+    rows: list[list[str]],
+    raws: list[str],
+    lines: list[int],
+    malformed: list[MalformedRecord],
+) -> RawBatch:
+    columns = list(zip(*rows, strict=True)) if rows else [() for _ in header]
+    frame = pl.DataFrame(
+        {
+            name: pl.Series(name, values, dtype=pl.String)
+            for name, values in zip(_dedupe(header), columns, strict=True)
+        },
+        height=len(rows),
+    ).with_columns(pl.all().replace("", None))
+    return RawBatch(
+        frame=frame,
+        lines=np.asarray(lines, dtype=np.int64),
+        malformed=malformed,
+        raw=lambda which: [raws[int(k)] for k in which],
+    )
+
+
+def _dedupe(names: list[str]) -> list[str]:
+    seen: dict[str, int] = {}
+    out = []
+    for name in names:
+        n = seen.get(name, 0)
+        out.append(name if n == 0 else f"{name}__{n}")
+        seen[name] = n + 1
+    return out
+
+
+# ---------------------------------------------------------------- Parquet
+
+
+def _parquet_batches(source: SourceFile, rows: int) -> Iterator[RawBatch]:
+    with source.fs.open(source.path, "rb") as handle:
+        parquet = pq.ParquetFile(handle)
+        first = 1
+        for record_batch in parquet.iter_batches(batch_size=rows):
+            frame = pl.from_arrow(record_batch)
+            assert isinstance(frame, pl.DataFrame)
+            n = frame.height
+
+            def raw(which: np.ndarray, frame: pl.DataFrame = frame) -> list[str]:
+                picked = frame[which.tolist()]
+                return [orjson.dumps(r, default=str).decode() for r in picked.to_dicts()]
+
+            yield RawBatch(
+                frame=frame,
+                lines=np.arange(first, first + n, dtype=np.int64),
+                malformed=[],
+                raw=raw,
+            )
+            first += n

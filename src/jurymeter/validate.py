@@ -1,0 +1,334 @@
+"""Validation of raw records into the canonical typed schema, vectorized with polars.
+
+Each record either becomes a typed row of its protocol (``docs/schema.md``) or is
+rejected with one reason code and a message naming the field and the value that
+arrived. Checks run in a fixed order and the first failing check gives the
+reason: missing field, wrong type, out of range, then the protocol's own rules.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from jurymeter.errors import ConfigError
+from jurymeter.naming import MAX_ENCODED_LENGTH
+from jurymeter.schema import (
+    ID_COLUMNS,
+    INDEX_COLUMNS,
+    SCHEMAS,
+    SOURCE_ID,
+    SOURCE_LINE,
+    WINNER_ALIASES,
+    Protocol,
+)
+
+ROW = "__row"
+_SHOWN_CHARS = 60
+
+
+@dataclass(frozen=True, slots=True)
+class ValidationOptions:
+    """How raw columns map onto the schema and which values are allowed.
+
+    Parameters
+    ----------
+    column_map
+        Canonical name -> source column name (``--map score=rating``).
+    item_set
+        Value for records that have no ``item_set`` (``--item-set``).
+    scale
+        Inclusive ``(low, high)`` range of a pointwise score (``--scale 1,10``).
+    """
+
+    column_map: dict[str, str] = field(default_factory=dict)
+    item_set: str | None = None
+    scale: tuple[float, float] | None = None
+
+    def __post_init__(self) -> None:
+        if self.scale is not None:
+            low, high = self.scale
+            if not (math.isfinite(low) and math.isfinite(high) and low < high):
+                msg = f"--scale must be two finite numbers low,high with low < high; got {low},{high}"
+                raise ConfigError(msg)
+        targets = list(self.column_map.values())
+        if len(set(targets)) != len(targets):
+            msg = f"--map uses one source column twice: {self.column_map}"
+            raise ConfigError(msg)
+
+
+def apply_column_map(frame: pl.DataFrame, column_map: dict[str, str]) -> pl.DataFrame:
+    """Rename source columns to canonical names.
+
+    A source column that already carries the canonical name is kept as
+    ``<name>__unmapped`` so that nothing the user sent is lost.
+    """
+    renames: dict[str, str] = {}
+    for canonical, source_name in column_map.items():
+        if source_name not in frame.columns or source_name == canonical:
+            continue
+        if canonical in frame.columns:
+            renames[canonical] = f"{canonical}__unmapped"
+        renames[source_name] = canonical
+    return frame.rename(renames) if renames else frame
+
+
+def _text(expr: pl.Expr, dtype: pl.DataType) -> pl.Expr:
+    """A column's values as short text, for messages and for unknown columns."""
+    if isinstance(dtype, pl.Struct):
+        text = expr.struct.json_encode()
+    elif isinstance(dtype, pl.List | pl.Array):
+        text = pl.struct(expr.alias("v")).struct.json_encode().str.slice(5).str.strip_suffix("}")
+    elif dtype == pl.Null:
+        text = pl.lit(None, dtype=pl.String)
+    else:
+        text = expr.cast(pl.String)
+    return text
+
+
+def _is_scalar(dtype: pl.DataType) -> bool:
+    return dtype.is_numeric() or dtype == pl.String or dtype == pl.Null
+
+
+def _coerce(name: str, dtype: pl.DataType, target: pl.DataType) -> tuple[pl.Expr, pl.Expr]:
+    """Typed value and a flag for values that cannot be read as ``target``.
+
+    Text is accepted for every type when it parses (CSV has nothing else);
+    booleans, lists and objects are never numbers or ids.
+    """
+    col = pl.col(name)
+    present = col.is_not_null()
+    if not _is_scalar(dtype) and not (target.is_temporal() and dtype.is_temporal()):
+        return pl.lit(None, dtype=target), present
+    if target == pl.String:
+        value = col.cast(pl.String).str.strip_chars()
+        value = pl.when(value == "").then(None).otherwise(value)
+        return value, pl.lit(False)
+    if target == pl.Float64:
+        value = (
+            col.str.strip_chars().cast(pl.Float64, strict=False)
+            if dtype == pl.String
+            else col.cast(pl.Float64)
+        )
+        return value, present & value.is_null()
+    if target == pl.Int64:
+        as_float = (
+            col.str.strip_chars().cast(pl.Float64, strict=False)
+            if dtype == pl.String
+            else col.cast(pl.Float64)
+        )
+        integral = as_float.is_finite() & (as_float == as_float.round(0)) & (as_float.abs() < 2.0**53)
+        value = pl.when(integral).then(as_float).otherwise(None).cast(pl.Int64)
+        return value, present & value.is_null()
+    if target.is_temporal():
+        if dtype == pl.String:
+            value = col.str.strip_chars().str.to_datetime(
+                time_unit="us", time_zone="UTC", strict=False
+            )
+        elif isinstance(dtype, pl.Datetime):
+            value = (
+                col.dt.convert_time_zone("UTC")
+                if dtype.time_zone
+                else col.dt.replace_time_zone("UTC")
+            ).dt.cast_time_unit("us")
+        else:
+            return pl.lit(None, dtype=target), present
+        return value, present & value.is_null()
+    msg = f"no coercion to {target}"
+    raise AssertionError(msg)
+
+
+_EXPECTED = {
+    pl.String: "a text or integer id",
+    pl.Float64: "a number",
+    pl.Int64: "an integer",
+}
+
+
+def _expected(target: pl.DataType) -> str:
+    if target.is_temporal():
+        return "an ISO 8601 timestamp"
+    return _EXPECTED.get(target, str(target))  # type: ignore[call-overload]
+
+
+def validate_batch(
+    frame: pl.DataFrame, protocol: Protocol, options: ValidationOptions
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Split raw records into typed accepted rows and rejected rows.
+
+    Parameters
+    ----------
+    frame
+        Raw records with canonical names already applied (:func:`apply_column_map`).
+    protocol
+        The source's protocol.
+    options
+        Allowed values.
+
+    Returns
+    -------
+    accepted
+        Canonical columns in schema order, then the unknown columns as text, then
+        ``__row`` (the record's index in ``frame``).
+    rejected
+        ``__row``, ``reason``, ``message`` for every rejected record.
+    """
+    schema = SCHEMAS[protocol]
+    in_frame = dict(frame.schema)
+    unknown = [c for c in frame.columns if c not in schema.dtypes and c != ROW]
+    typed: list[pl.Expr] = []
+    bad_flags: dict[str, pl.Expr] = {}
+    texts: dict[str, pl.Expr] = {}
+    for name, target in schema.dtypes.items():
+        if name in in_frame:
+            value, bad = _coerce(name, in_frame[name], target)
+            texts[name] = _text(pl.col(name), in_frame[name]).str.slice(0, _SHOWN_CHARS)
+        else:
+            value, bad = pl.lit(None, dtype=target), pl.lit(False)
+            texts[name] = pl.lit(None, dtype=pl.String)
+        if name == "item_set" and options.item_set is not None:
+            value = value.fill_null(pl.lit(options.item_set))
+        if name in ("generation", "replicate"):
+            value = value.fill_null(pl.lit(0, dtype=pl.Int64))
+        typed.append(value.alias(name))
+        bad_flags[name] = bad
+    staged = frame.with_row_index(ROW).select(
+        pl.col(ROW),
+        *typed,
+        *[_text(pl.col(c), in_frame[c]).alias(c) for c in unknown],
+        *[bad.alias(f"__bad_{n}") for n, bad in bad_flags.items()],
+        *[t.alias(f"__txt_{n}") for n, t in texts.items()],
+    )
+
+    checks: list[tuple[pl.Expr, str, pl.Expr]] = []
+    for name in schema.required:
+        checks.append(
+            (
+                pl.col(name).is_null() & ~pl.col(f"__bad_{name}"),
+                "missing_field",
+                pl.lit(f"required field {name!r} is missing or empty"),
+            )
+        )
+    if protocol == "pairwise":
+        checks.append(
+            (
+                pl.col("winner").is_null()
+                & pl.col("preference").is_null()
+                & ~pl.col("__bad_winner")
+                & ~pl.col("__bad_preference"),
+                "missing_field",
+                pl.lit("a pairwise record needs 'winner' or 'preference'"),
+            )
+        )
+    for name, target in schema.dtypes.items():
+        checks.append(
+            (
+                pl.col(f"__bad_{name}"),
+                "wrong_type",
+                pl.format(
+                    "field {}: expected {}, got {}",
+                    pl.lit(repr(name)),
+                    pl.lit(_expected(target)),
+                    pl.col(f"__txt_{name}"),
+                ),
+            )
+        )
+    for name in schema.dtypes:
+        if name in INDEX_COLUMNS:
+            checks.append(
+                (
+                    pl.col(name) < 0,
+                    "out_of_range",
+                    pl.format(
+                        "field {}: expected an integer >= 0, got {}",
+                        pl.lit(repr(name)),
+                        pl.col(name),
+                    ),
+                )
+            )
+    if "item_set" in schema.dtypes:
+        # Encoded length: 1 byte per safe byte, 3 per escaped one (bounded by 3x).
+        checks.append(
+            (
+                pl.col("item_set").str.len_bytes() * 3 > MAX_ENCODED_LENGTH,
+                "invalid_item_set",
+                pl.format(
+                    "field 'item_set': name too long for a folder ({} bytes; at most {})",
+                    pl.col("item_set").str.len_bytes(),
+                    pl.lit(MAX_ENCODED_LENGTH // 3),
+                ),
+            )
+        )
+    if protocol == "pointwise":
+        checks.append(
+            (
+                ~pl.col("score").is_finite(),
+                "non_finite_score",
+                pl.format("field 'score': expected a finite number, got {}", pl.col("score")),
+            )
+        )
+        if options.scale is not None:
+            low, high = options.scale
+            checks.append(
+                (
+                    (pl.col("score") < low) | (pl.col("score") > high),
+                    "score_out_of_scale",
+                    pl.format(
+                        "field 'score': {} is outside the declared scale [{}, {}]",
+                        pl.col("score"),
+                        pl.lit(low),
+                        pl.lit(high),
+                    ),
+                )
+            )
+    if protocol == "pairwise":
+        winner = pl.col("winner").str.to_lowercase().replace_strict(
+            WINNER_ALIASES, default=None, return_dtype=pl.String
+        )
+        checks += [
+            (
+                pl.col("system_a") == pl.col("system_b"),
+                "same_system",
+                pl.format("system_a and system_b are both {}", pl.col("system_a")),
+            ),
+            (
+                pl.col("winner").is_not_null() & winner.is_null(),
+                "unknown_winner",
+                pl.format(
+                    "field 'winner': expected A, B or tie, got {}", pl.col("__txt_winner")
+                ),
+            ),
+            (
+                ~pl.col("preference").is_between(0.0, 1.0) | pl.col("preference").is_nan(),
+                "preference_out_of_range",
+                pl.format("field 'preference': {} is not in [0, 1]", pl.col("preference")),
+            ),
+        ]
+        staged = staged.with_columns(winner.alias("__winner_norm"))
+
+    reason: pl.Expr = pl.lit(None, dtype=pl.String)
+    message: pl.Expr = pl.lit(None, dtype=pl.String)
+    for cond, code, text in reversed(checks):
+        # fill_null(False): a null comparison (value absent) is not a failure.
+        reason = pl.when(cond.fill_null(False)).then(pl.lit(code)).otherwise(reason)
+        message = pl.when(cond.fill_null(False)).then(text).otherwise(message)
+    staged = staged.with_columns(reason.alias("reason"), message.alias("message"))
+
+    rejected = staged.filter(pl.col("reason").is_not_null()).select(ROW, "reason", "message")
+    accepted = staged.filter(pl.col("reason").is_null())
+    if protocol == "pairwise":
+        accepted = accepted.with_columns(pl.col("__winner_norm").alias("winner"))
+    accepted = accepted.select(*schema.dtypes, *unknown, ROW)
+    return accepted, rejected
+
+
+def lineage_columns(source_id: str, lines: pl.Series) -> list[pl.Series]:
+    """The two lineage columns every stored row carries."""
+    return [
+        pl.Series(SOURCE_ID, [source_id], dtype=pl.String).extend_constant(source_id, len(lines) - 1)
+        if len(lines)
+        else pl.Series(SOURCE_ID, [], dtype=pl.String),
+        lines.alias(SOURCE_LINE).cast(pl.Int64),
+    ]
