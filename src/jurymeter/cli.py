@@ -125,10 +125,13 @@ def ingest(
         float, typer.Option("--lock-timeout", help="Seconds to wait for another ingest")
     ] = 600.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the run manifest as JSON")] = False,
+    block_mb: Annotated[
+        float, typer.Option("--block-mb", help="Megabytes of input per batch (bounds memory)")
+    ] = 64.0,
 ) -> None:
     """Ingest judgment logs into the store, with quarantine and reconciliation."""
     _run(_ingest, sources, store, map_, item_set, scale, storage_option, config, strict,
-         lock_timeout, as_json)
+         lock_timeout, as_json, block_mb)
 
 
 def _parse_scale(scale: str | None) -> tuple[float, float] | None:
@@ -144,7 +147,7 @@ def _parse_scale(scale: str | None) -> tuple[float, float] | None:
 
 
 def _ingest(sources, store, map_, item_set, scale, storage_option, config, strict,
-            lock_timeout, as_json) -> None:
+            lock_timeout, as_json, block_mb) -> None:
     from jurymeter.ingest import ingest as run_ingest
     from jurymeter.sources import discover_sources
     from jurymeter.store import s3fs_options
@@ -155,7 +158,13 @@ def _ingest(sources, store, map_, item_set, scale, storage_option, config, stric
         column_map=_pairs(map_, "--map"), item_set=item_set, scale=_parse_scale(scale)
     )
     found = discover_sources(sources, storage_options=s3fs_options(target.storage_options))
-    report = run_ingest(target, found, options, strict=strict, lock_timeout=lock_timeout)
+    if not block_mb > 0:
+        msg = f"--block-mb must be positive, got {block_mb}"
+        raise ConfigError(msg)
+    report = run_ingest(
+        target, found, options, strict=strict, lock_timeout=lock_timeout,
+        block_bytes=int(block_mb * 1024 * 1024),
+    )
     if as_json:
         sys.stdout.write(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2).decode() + "\n")
         return

@@ -142,7 +142,9 @@ def ingest(
                     note=f"same content as {first}, already in the store: nothing to do",
                 )
             else:
-                result = _ingest_source(store, source, sha, options, report.run_id, strict)
+                result = _ingest_source(
+                    store, source, sha, options, report.run_id, strict, block_bytes
+                )
             seen.setdefault(sha, source.url)
             report.sources.append(result)
             store.write_json(f"runs/{report.run_id}.json", {**report.to_json(), "status": "running"})
@@ -198,6 +200,7 @@ def _ingest_source(
     options: ValidationOptions,
     run_id: str,
     strict: bool,
+    block_bytes: int = DEFAULT_BLOCK_BYTES,
 ) -> SourceReport:
     sid = store.source_id(sha)
     staged = _Staged(sid)
@@ -205,7 +208,7 @@ def _ingest_source(
     reasons: Counter[str] = Counter()
     protocol: Protocol | None = None
     decided = False
-    for batch in read_batches(source):
+    for batch in read_batches(source, block_bytes=block_bytes, parquet_rows=_rows_for(block_bytes)):
         result.read += batch.n_read
         frame = apply_column_map(batch.frame, options.column_map)
         if not decided and frame.width:
@@ -268,7 +271,7 @@ def _ingest_source(
         dropped, conflicts = _resolve_duplicates(store, staged, protocol)
         result.duplicates_dropped = dropped
         if conflicts is not None and conflicts.height:
-            raws = _fetch_raw(source, conflicts["line"].to_numpy())
+            raws = _fetch_raw(source, conflicts["line"].to_numpy(), block_bytes)
             q = _quarantine_frame(
                 source,
                 sid,
@@ -471,11 +474,18 @@ def _rewrite_without(store: Store, paths: list[str], lines: pl.Series) -> set[st
     return emptied
 
 
-def _fetch_raw(source: SourceFile, lines: np.ndarray) -> dict[int, str]:
+def _rows_for(block_bytes: int) -> int:
+    """Parquet rows per batch for a byte budget (about 128 bytes a record in JSON)."""
+    return max(1, block_bytes // 128)
+
+
+def _fetch_raw(source: SourceFile, lines: np.ndarray, block_bytes: int) -> dict[int, str]:
     """Raw text of the given lines, by reading the source again (conflicts only)."""
     wanted = set(int(x) for x in lines)
     out: dict[int, str] = {}
-    for batch in read_batches(source, block_bytes=DEFAULT_BLOCK_BYTES):
+    for batch in read_batches(
+        source, block_bytes=block_bytes, parquet_rows=_rows_for(block_bytes)
+    ):
         hit = np.flatnonzero(np.isin(batch.lines, list(wanted)))
         if len(hit):
             for line, text in zip(batch.lines[hit], batch.raw(hit), strict=True):

@@ -119,9 +119,6 @@ SCHEMAS: dict[Protocol, ProtocolSchema] = {
 INDEX_COLUMNS = frozenset(
     {"generation", "replicate", "batch_position", "response_length", "length_a", "length_b"}
 )
-ID_COLUMNS = frozenset(
-    {"item_set", "item_id", "system_id", "judge_id", "system_a", "system_b"}
-)
 
 # Accepted spellings of `winner`, matched case-insensitively after trimming; the
 # Arena-Hard/Chatbot-Arena spellings are included because users' logs carry them.

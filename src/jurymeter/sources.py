@@ -44,6 +44,9 @@ _FORMATS: tuple[tuple[str, SourceFormat, str | None], ...] = (
     (".parquet", "parquet", None),
 )
 
+# Prefix of a text value that was a JSON boolean, array or object (slow path only).
+NOT_SCALAR = "\x1e"
+
 DEFAULT_BLOCK_BYTES = 64 * 1024 * 1024
 DEFAULT_PARQUET_ROWS = 500_000
 
@@ -256,15 +259,34 @@ def _fast_frame(block: bytes, n_lines: int) -> pl.DataFrame | None:
         keys_in_text = block.count(b'":')
         keys_parsed = sum(frame.height - c.null_count() for c in frame.iter_columns())
         if keys_in_text == keys_parsed or infer is None:
-            return frame
+            return None if _may_hide_types(frame) else frame
     return None
+
+
+def _may_hide_types(frame: pl.DataFrame) -> bool:
+    """Whether a text column may hold booleans, arrays or objects turned into text.
+
+    polars' reader turns a column that mixes strings with booleans or objects
+    into text, and the type is lost; such blocks go the slow path, which keeps
+    it. A real string that merely looks like one only costs speed.
+    """
+    text_columns = [c for c, t in frame.schema.items() if t == pl.String]
+    if not text_columns:
+        return False
+    suspicious = pl.any_horizontal(
+        pl.col(c).str.starts_with("{")
+        | pl.col(c).str.starts_with("[")
+        | pl.col(c).is_in(["true", "false"])
+        for c in text_columns
+    )
+    return bool(frame.select(suspicious.any()).item())
 
 
 def _parse_jsonl_block(block: bytes, starts: np.ndarray, first_line: int) -> RawBatch:
     n_lines = len(starts)
 
-    def raw(rows: np.ndarray, idx: np.ndarray = np.arange(n_lines)) -> list[str]:
-        return _slice_lines(block, starts, idx[rows])
+    def raw(rows: np.ndarray) -> list[str]:
+        return _slice_lines(block, starts, rows)
 
     frame = _fast_frame(block, n_lines) if n_lines else pl.DataFrame()
     if frame is not None:
@@ -310,14 +332,18 @@ def _parse_jsonl_block(block: bytes, starts: np.ndarray, first_line: int) -> Raw
 
 
 def _as_text(value: Any) -> str | None:
-    """JSON value as the text the fast reader would give after a cast to string."""
+    """A JSON value as text; booleans, arrays and objects carry :data:`NOT_SCALAR`.
+
+    The marker keeps the slow path's verdicts equal to the fast path's, where
+    such values arrive as boolean, list or struct columns: never an id or number.
+    """
     if value is None or isinstance(value, str):
         return value
     if isinstance(value, bool):
-        return "true" if value else "false"
+        return NOT_SCALAR + ("true" if value else "false")
     if isinstance(value, int | float):
         return repr(value) if isinstance(value, float) else str(value)
-    return orjson.dumps(value).decode()
+    return NOT_SCALAR + orjson.dumps(value).decode()
 
 
 def _frame_of_text_records(records: list[dict[str, str | None]]) -> pl.DataFrame:
@@ -328,7 +354,7 @@ def _frame_of_text_records(records: list[dict[str, str | None]]) -> pl.DataFrame
             if column is None:
                 column = columns[key] = [None] * k
             column.append(value)
-        for key, column in columns.items():
+        for column in columns.values():
             if len(column) == k:
                 column.append(None)
     return pl.DataFrame(

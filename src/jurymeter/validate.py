@@ -16,14 +16,12 @@ import polars as pl
 from jurymeter.errors import ConfigError
 from jurymeter.naming import MAX_ENCODED_LENGTH
 from jurymeter.schema import (
-    ID_COLUMNS,
     INDEX_COLUMNS,
     SCHEMAS,
-    SOURCE_ID,
-    SOURCE_LINE,
     WINNER_ALIASES,
     Protocol,
 )
+from jurymeter.sources import NOT_SCALAR
 
 ROW = "__row"
 _SHOWN_CHARS = 60
@@ -78,11 +76,14 @@ def apply_column_map(frame: pl.DataFrame, column_map: dict[str, str]) -> pl.Data
 def _text(expr: pl.Expr, dtype: pl.DataType) -> pl.Expr:
     """A column's values as short text, for messages and for unknown columns."""
     if isinstance(dtype, pl.Struct):
-        text = expr.struct.json_encode()
+        text = pl.when(expr.is_not_null()).then(expr.struct.json_encode())
     elif isinstance(dtype, pl.List | pl.Array):
-        text = pl.struct(expr.alias("v")).struct.json_encode().str.slice(5).str.strip_suffix("}")
+        encoded = pl.struct(expr.alias("v")).struct.json_encode().str.slice(5).str.strip_suffix("}")
+        text = pl.when(expr.is_not_null()).then(encoded)
     elif dtype == pl.Null:
         text = pl.lit(None, dtype=pl.String)
+    elif dtype == pl.String:
+        text = expr.str.strip_prefix(NOT_SCALAR)
     else:
         text = expr.cast(pl.String)
     return text
@@ -102,6 +103,16 @@ def _coerce(name: str, dtype: pl.DataType, target: pl.DataType) -> tuple[pl.Expr
     present = col.is_not_null()
     if not _is_scalar(dtype) and not (target.is_temporal() and dtype.is_temporal()):
         return pl.lit(None, dtype=target), present
+    if dtype == pl.String:
+        not_scalar = col.str.starts_with(NOT_SCALAR)
+        value, bad = _coerce_scalar(col, dtype, target, present)
+        return pl.when(not_scalar).then(None).otherwise(value), bad | not_scalar.fill_null(False)
+    return _coerce_scalar(col, dtype, target, present)
+
+
+def _coerce_scalar(
+    col: pl.Expr, dtype: pl.DataType, target: pl.DataType, present: pl.Expr
+) -> tuple[pl.Expr, pl.Expr]:
     if target == pl.String:
         value = col.cast(pl.String).str.strip_chars()
         value = pl.when(value == "").then(None).otherwise(value)
@@ -322,13 +333,3 @@ def validate_batch(
         accepted = accepted.with_columns(pl.col("__winner_norm").alias("winner"))
     accepted = accepted.select(*schema.dtypes, *unknown, ROW)
     return accepted, rejected
-
-
-def lineage_columns(source_id: str, lines: pl.Series) -> list[pl.Series]:
-    """The two lineage columns every stored row carries."""
-    return [
-        pl.Series(SOURCE_ID, [source_id], dtype=pl.String).extend_constant(source_id, len(lines) - 1)
-        if len(lines)
-        else pl.Series(SOURCE_ID, [], dtype=pl.String),
-        lines.alias(SOURCE_LINE).cast(pl.Int64),
-    ]
