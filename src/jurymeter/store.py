@@ -11,6 +11,7 @@ Layout under the store root (a folder or ``s3://bucket/prefix``)::
     ingested/<sha256>.json                     commit marker of one source file
     runs/<run_id>.json                         per-run reconciliation manifest
     _lock                                      write lock (local stores)
+    _lock.json                                 write lock (S3 stores)
 
 ``<sid>`` is the first 16 hex digits of the source file's SHA-256. A file under
 ``data/`` or ``quarantine/`` is part of the store only if ``ingested/`` holds the
@@ -36,7 +37,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from jurymeter.errors import StoreError, StoreLockedError
+from jurymeter.errors import ConfigError, StoreError, StoreLockedError
 from jurymeter.naming import decode_item_set, encode_item_set
 from jurymeter.schema import JUDGMENT_PROTOCOLS, PROTOCOLS, SCHEMAS, Protocol
 from jurymeter.sources import filesystem_for
@@ -47,6 +48,12 @@ DEFAULT_STORE = "jurymeter-store"
 SOURCE_ID_LENGTH = 16
 # An S3 lock older than this is presumed abandoned by a crashed writer.
 S3_LOCK_STALE_SECONDS = 6 * 3600
+S3_LOCK_FILE = "_lock.json"
+# Pause before an S3 lock owner reads its lock back, and between attempts.
+S3_LOCK_CONFIRM_SECONDS = 0.2
+S3_LOCK_POLL_SECONDS = 0.5
+# S3 error codes of a conditional write that lost to another writer.
+_S3_LOST_RACE = frozenset({"PreconditionFailed", "ConditionalRequestConflict", "NoSuchKey"})
 
 
 def default_store_url() -> str:
@@ -84,8 +91,15 @@ class Store:
     root: str = field(init=False)
 
     def __post_init__(self) -> None:
-        s3_options = s3fs_options(self.storage_options) if self.is_s3 else None
-        self.fs, self.root = filesystem_for(self.url, s3_options)
+        if self.is_s3:
+            s3_options = s3fs_options(self.storage_options)
+            try:
+                self.fs, self.root = filesystem_for(self.url, s3_options)
+            except Exception as exc:  # s3fs checks some option combinations up front
+                msg = f"cannot open store {self.url}: {_short(exc)}"
+                raise StoreError(msg) from exc
+        else:
+            self.fs, self.root = filesystem_for(self.url, None)
         self.root = self.root.rstrip("/")
 
     # ------------------------------------------------------------ basics
@@ -145,7 +159,11 @@ class Store:
         data = orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
         target = self.path(relpath)
         if self.is_s3:
-            self.fs.pipe_file(target, data)
+            try:
+                self.fs.pipe_file(target, data)
+            except Exception as exc:  # s3fs/botocore raise many types for one cause
+                msg = f"cannot write {self.display(target)}: {_short(exc)}"
+                raise StoreError(msg) from exc
             return
         os.makedirs(os.path.dirname(target), exist_ok=True)
         tmp = f"{target}.tmp-{uuid.uuid4().hex}"
@@ -162,8 +180,14 @@ class Store:
         target = self.path(relpath)
         table = frame.to_arrow()
         if self.is_s3:
-            with self.fs.open(target, "wb") as handle:
-                pq.write_table(table, handle, compression="zstd")
+            # Serialise first, then one upload: a failed upload leaves no object.
+            sink = pa.BufferOutputStream()
+            pq.write_table(table, sink, compression="zstd")
+            try:
+                self.fs.pipe_file(target, sink.getvalue().to_pybytes())
+            except Exception as exc:  # s3fs/botocore raise many types for one cause
+                msg = f"cannot write {self.display(target)}: {_short(exc)}"
+                raise StoreError(msg) from exc
             return
         os.makedirs(os.path.dirname(target), exist_ok=True)
         pq.write_table(table, target, compression="zstd")
@@ -255,14 +279,23 @@ class Store:
     def remove_uncommitted(self) -> list[str]:
         """Delete parts of sources whose marker was never written (a crashed ingest).
 
+        Also removes half-written JSON files and marks the manifest of a run that
+        never finished as ``interrupted``.
+
         Call only under :meth:`lock`.
         """
         stale = [p for p, _ in self._files("data", committed_only=False)]
         stale += [p for p, _ in self._files("quarantine", committed_only=False)]
         keep = set(self.committed())
         doomed = [p for p in stale if _sid_of(p) not in keep]
-        doomed += [p for p in self._list("ingested") if ".tmp-" in p]
+        doomed += [p for p in self._list("ingested") + self._list("runs") if ".tmp-" in p]
         self.remove(doomed)
+        for path in self._list("runs"):
+            if path.endswith(".json"):
+                manifest = orjson.loads(self.fs.cat_file(path))
+                if manifest.get("status") == "running":
+                    manifest["status"] = "interrupted"
+                    self.write_json(path[len(self.root) + 1 :], manifest)
         return doomed
 
     # ------------------------------------------------------------ reading
@@ -305,9 +338,16 @@ class Store:
         if self.is_s3:
             tables = []
             for path in paths:
-                with self.fs.open(path, "rb") as handle:
-                    tables.append(_select_arrow(pq.read_table(handle), columns))
-            frame = pl.from_arrow(pa.concat_tables(tables, promote_options="default"))
+                # One GET per part, and only the wanted columns are decoded.
+                parquet = pq.ParquetFile(pa.BufferReader(self.fs.cat_file(path)))
+                present = [c for c in columns if c in parquet.schema_arrow.names]
+                tables.append(_select_arrow(parquet.read(columns=present), columns))
+            table = pa.concat_tables(tables, promote_options="default")
+            # A column absent from every part reads as text nulls, like an extra column.
+            for k, column in enumerate(table.schema):
+                if pa.types.is_null(column.type):
+                    table = table.set_column(k, column.name, table.column(k).cast(pa.string()))
+            frame = pl.from_arrow(table)
             assert isinstance(frame, pl.DataFrame)
             return frame.lazy()
         return pl.scan_parquet(paths, missing_columns="insert", extra_columns="ignore").select(
@@ -345,43 +385,116 @@ class Store:
             yield
         finally:
             with contextlib.suppress(Exception):
-                held = self.read_json("_lock.json")
+                held = self.read_json(S3_LOCK_FILE)
                 if held.get("token") == token:
-                    self.fs.rm(self.path("_lock.json"))
+                    self.fs.rm(self.path(S3_LOCK_FILE))
 
     def _acquire_s3_lock(self, timeout: float) -> str:
+        """Take the S3 lock object; return the token that proves ownership.
+
+        The lock is created with a conditional PUT (``If-None-Match: *``), so of
+        two writers exactly one succeeds; a stale lock is replaced with
+        ``If-Match: <its ETag>``, so of two writers taking over the same stale
+        lock exactly one succeeds. The owner then reads the lock back after a
+        short pause, which still guards against S3-compatible services that
+        ignore conditional headers.
+        """
         token = uuid.uuid4().hex
         me = {"token": token, "host": socket.gethostname(), "pid": os.getpid(), "time": time.time()}
+        data = orjson.dumps(me, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
         deadline = time.monotonic() + timeout
+        held: dict[str, Any] | None = None
         while True:
-            try:
-                held = self.read_json("_lock.json")
-            except FileNotFoundError:
+            if self._put_lock(data, mode="create"):
                 held = None
-            if held is None or _lock_is_stale(held):
-                self.write_json("_lock.json", me)
-                time.sleep(0.2)
-                confirmed = self.read_json("_lock.json")
-                if confirmed.get("token") == token:
+            else:
+                held, etag = self._read_lock()
+                if held is not None and etag and _lock_is_stale(held):
+                    self._put_lock(data, IfMatch=etag)
+            if held is None or held.get("token") != token:
+                time.sleep(S3_LOCK_CONFIRM_SECONDS)
+                confirmed, _ = self._read_lock()
+                if confirmed is not None and confirmed.get("token") == token:
                     return token
+                held = confirmed or held
             if time.monotonic() > deadline:
+                owner = (
+                    f" (pid {held.get('pid')} on {held.get('host')})"
+                    if isinstance(held, dict)
+                    else ""
+                )
                 msg = (
-                    f"store {self.url} is locked by another ingest (pid {held and held.get('pid')} "
-                    f"on {held and held.get('host')}); waited {timeout:.0f} s"
+                    f"store {self.url} is locked by another ingest{owner}; waited "
+                    f"{timeout:.0f} s (use --lock-timeout to wait longer; a lock left by a "
+                    f"crashed ingest on another host expires after "
+                    f"{S3_LOCK_STALE_SECONDS // 3600} h, or delete "
+                    f"{self.display(self.path(S3_LOCK_FILE))})"
                 )
                 raise StoreLockedError(msg)
-            time.sleep(0.5)
+            time.sleep(S3_LOCK_POLL_SECONDS)
+
+    def _put_lock(self, data: bytes, **condition: Any) -> bool:
+        """Write the lock object under ``condition``; ``False`` if the condition failed."""
+        try:
+            self.fs.pipe_file(self.path(S3_LOCK_FILE), data, **condition)
+        except Exception as exc:  # s3fs/botocore raise many types for one cause
+            code = _s3_error_code(exc)
+            if isinstance(exc, FileExistsError) or code in _S3_LOST_RACE:
+                return False
+            if code == "NotImplemented":
+                # A service without conditional writes: write, then rely on the read-back.
+                self.write_json(S3_LOCK_FILE, orjson.loads(data))
+                return True
+            msg = f"cannot lock store {self.url}: {_short(exc)}"
+            raise StoreError(msg) from exc
+        return True
+
+    def _read_lock(self) -> tuple[dict[str, Any] | None, str | None]:
+        """The lock object and its ETag; ``(None, None)`` if there is none.
+
+        A lock object that is not a JSON object cannot belong to a live writer
+        (S3 writes objects whole) and reads as stale.
+        """
+        path = self.path(S3_LOCK_FILE)
+        try:
+            etag = self.fs.info(path, refresh=True).get("ETag")
+            raw = self.fs.cat_file(path)
+        except FileNotFoundError:
+            return None, None
+        except Exception as exc:  # s3fs/botocore raise many types for one cause
+            msg = f"cannot read the lock of store {self.url}: {_short(exc)}"
+            raise StoreError(msg) from exc
+        try:
+            held = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            held = None
+        if not isinstance(held, dict):
+            held = {"token": None, "host": None, "pid": None, "time": 0}
+        return held, etag
+
+
+def _s3_error_code(exc: BaseException) -> str | None:
+    """The S3 error code behind an s3fs exception (``NoSuchKey``...), if there is one."""
+    for err in (exc, exc.__cause__):
+        response = getattr(err, "response", None)
+        if isinstance(response, dict):
+            return response.get("Error", {}).get("Code")
+    return None
 
 
 def _lock_is_stale(held: dict[str, Any]) -> bool:
-    if time.time() - float(held.get("time", 0)) > S3_LOCK_STALE_SECONDS:
+    try:
+        since = float(held.get("time") or 0)
+    except (TypeError, ValueError):
+        since = 0.0
+    if time.time() - since > S3_LOCK_STALE_SECONDS:
         return True
     if held.get("host") == socket.gethostname():
         try:
             os.kill(int(held.get("pid", -1)), 0)
         except ProcessLookupError:
             return True
-        except (PermissionError, ValueError):
+        except (PermissionError, ValueError, TypeError, OverflowError):
             return False
     return False
 
@@ -391,8 +504,8 @@ def _select_arrow(table: pa.Table, columns: list[str]) -> pa.Table:
     for name in columns:
         if name in table.column_names:
             arrays.append(table.column(name))
-        else:
-            arrays.append(pa.nulls(table.num_rows, pa.string()))
+        else:  # null-typed, so that it takes the type of the column in other parts
+            arrays.append(pa.nulls(table.num_rows))
     return pa.table(dict(zip(columns, arrays, strict=True)))
 
 
@@ -415,22 +528,96 @@ def _partition_of(path: str) -> tuple[Protocol, str | None]:
     return protocol, item_set  # type: ignore[return-value]
 
 
+# Flat ``--storage-option`` keys and the type each must have. Values from the
+# command line arrive as text: "false" is truthy, so booleans must be parsed.
+_S3_BOOL_OPTIONS = frozenset(
+    {
+        "anon",
+        "use_ssl",
+        "requester_pays",
+        "version_aware",
+        "cache_regions",
+        "fixed_upload_size",
+        "local_expiry_check",
+        "default_fill_cache",
+        "use_listings_cache",
+        "skip_instance_cache",
+    }
+)
+_S3_INT_OPTIONS = frozenset({"default_block_size", "max_concurrency", "max_paths"})
+_S3_FLOAT_OPTIONS = frozenset({"listings_expiry_time"})
+_S3_TEXT_OPTIONS = frozenset(
+    {"key", "secret", "token", "username", "password", "profile", "default_cache_type"}
+)
+_S3_TABLE_OPTIONS = frozenset({"client_kwargs", "config_kwargs", "s3_additional_kwargs"})
+_S3_CLIENT_OPTIONS = {"endpoint_url": "endpoint_url", "region_name": "region_name", "region": "region_name"}
+_S3_OPTIONS = (
+    _S3_BOOL_OPTIONS
+    | _S3_INT_OPTIONS
+    | _S3_FLOAT_OPTIONS
+    | _S3_TEXT_OPTIONS
+    | _S3_TABLE_OPTIONS
+    | frozenset(_S3_CLIENT_OPTIONS)
+    | {"session"}
+)
+_TRUE = frozenset({"true", "1", "yes", "on"})
+_FALSE = frozenset({"false", "0", "no", "off"})
+
+
 def s3fs_options(options: dict[str, Any]) -> dict[str, Any]:
-    """Map flat ``--storage-option`` keys onto s3fs arguments."""
+    """Map flat ``--storage-option`` keys onto s3fs arguments.
+
+    ``endpoint_url`` and ``region`` go into s3fs's ``client_kwargs`` (merged with
+    a ``client_kwargs`` table from the config file); text values of boolean and
+    numeric options are parsed. An unknown key or a value of the wrong type is a
+    :class:`ConfigError` that names the key, never the value (it may be a secret).
+    """
     out: dict[str, Any] = {}
     client_kwargs: dict[str, Any] = {}
     for key, value in options.items():
-        if key in ("endpoint_url", "region_name"):
-            client_kwargs[key] = value
-        elif key == "region":
-            client_kwargs["region_name"] = value
-        elif key in ("key", "secret", "token", "anon", "profile", "use_ssl"):
-            out[key] = value
+        if key not in _S3_OPTIONS:
+            msg = (
+                f"unknown storage option {key!r}; known: endpoint_url, region, key, secret, "
+                f"token, profile, anon, use_ssl and the other s3fs.S3FileSystem arguments"
+            )
+            raise ConfigError(msg)
+        if key in _S3_CLIENT_OPTIONS:
+            client_kwargs[_S3_CLIENT_OPTIONS[key]] = value
+        elif key == "client_kwargs":
+            if not isinstance(value, dict):
+                msg = "storage option client_kwargs must be a table (set it in the --config file)"
+                raise ConfigError(msg)
+            client_kwargs = {**value, **client_kwargs}
         else:
-            out[key] = value
+            out[key] = _typed_option(key, value)
     if client_kwargs:
         out["client_kwargs"] = client_kwargs
     return out
+
+
+def _typed_option(key: str, value: Any) -> Any:
+    if key in _S3_TABLE_OPTIONS and not isinstance(value, dict):
+        msg = f"storage option {key} must be a table (set it in the --config file)"
+        raise ConfigError(msg)
+    if not isinstance(value, str):
+        return value
+    text = value.strip().lower()
+    if key in _S3_BOOL_OPTIONS:
+        if text in _TRUE:
+            return True
+        if text in _FALSE:
+            return False
+        msg = f"storage option {key} must be true or false"
+        raise ConfigError(msg)
+    try:
+        if key in _S3_INT_OPTIONS:
+            return int(text)
+        if key in _S3_FLOAT_OPTIONS:
+            return float(text)
+    except ValueError:
+        msg = f"storage option {key} must be a number"
+        raise ConfigError(msg) from None
+    return value
 
 
 def _short(exc: BaseException) -> str:
