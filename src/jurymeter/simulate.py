@@ -90,7 +90,7 @@ from __future__ import annotations
 
 import copy
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -99,8 +99,12 @@ import numpy as np
 import orjson
 import polars as pl
 
+from jurymeter.errors import JurymeterError
+
 __all__ = [
     "FAULT_KINDS",
+    "PAIRWISE_COLUMNS",
+    "POINTWISE_COLUMNS",
     "SimulatedDump",
     "SimulationError",
     "SimulationParams",
@@ -234,7 +238,7 @@ _SIGMA_FIELDS: tuple[str, ...] = (
 )
 
 
-class SimulationError(ValueError):
+class SimulationError(JurymeterError, ValueError):
     """Invalid simulation parameters or an impossible fault request."""
 
 
@@ -418,9 +422,6 @@ class SimulatedDump:
     truth: dict[str, Any] = field(repr=False)
 
 
-DEFAULT_PARAMS = SimulationParams()
-
-
 # --------------------------------------------------------------------------
 # validation
 # --------------------------------------------------------------------------
@@ -592,6 +593,24 @@ def _centred_var(x: np.ndarray, axes: tuple[int, ...], df: int) -> float | None:
     return float(np.sum(c * c) / df)
 
 
+def _plain(value: Any) -> Any:
+    """Python scalars / lists for JSON (numpy scalars and tuples converted)."""
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.floating):
+        return float(value)
+    return value
+
+
+def _normalised(p: SimulationParams) -> SimulationParams:
+    """The same parameters with numpy scalars replaced by Python ones."""
+    values = {f: _plain(getattr(p, f)) for f in p.__dataclass_fields__}
+    values["scale"] = tuple(values["scale"])
+    return SimulationParams(**values)
+
+
 def _sample_var(x: np.ndarray) -> float | None:
     return float(np.var(x, ddof=1)) if x.size > 1 else None
 
@@ -666,7 +685,7 @@ def _select_pairs(rng: np.random.Generator, p: SimulationParams) -> np.ndarray:
 # --------------------------------------------------------------------------
 
 
-def simulate_dump(params: SimulationParams = DEFAULT_PARAMS) -> SimulatedDump:
+def simulate_dump(params: SimulationParams = SimulationParams()) -> SimulatedDump:
     r"""Simulate pointwise and pairwise judgments with known truth.
 
     Parameters
@@ -706,8 +725,8 @@ def simulate_dump(params: SimulationParams = DEFAULT_PARAMS) -> SimulatedDump:
     >>> dump.pointwise.select("item_id", "system_id", "judge_id").row(0)[1].startswith("sys-")
     True
     """
-    p = params
-    _validate(p)
+    _validate(params)
+    p = _normalised(params)
     root = np.random.default_rng(p.seed)
     rng = dict(zip(_STREAMS, root.spawn(len(_STREAMS)), strict=True))
 
@@ -991,6 +1010,23 @@ def _truth(
         "sigma2_g": _centred_var(e["nu_g"], (2,), n_s * n_i * (n_g - 1)),
         "sigma2_gj": _centred_var(e["nu_gj"], (2, 3), n_s * n_i * (n_g - 1) * (n_j - 1)),
     }
+    # An s x i x j G-study with replicates r:sij ([Anand2026]) cannot separate
+    # generations from replicates when n_generations == 1: nu_g:si is then
+    # confounded with nu_si and nu_gj:si with nu_sij.
+    pooled = {
+        "sigma2_si": population["sigma2_si"] + population["sigma2_g"],
+        "sigma2_sij": population["sigma2_sij"] + population["sigma2_gj"],
+    }
+    pooled_realized = {
+        "sigma2_si": _centred_var(e["nu_si"] + e["nu_g"][:, :, 0], (0, 1), (n_s - 1) * (n_i - 1))
+        if n_g == 1
+        else None,
+        "sigma2_sij": _centred_var(
+            e["nu_sij"] + e["nu_gj"][:, :, 0, :], (0, 1, 2), (n_s - 1) * (n_i - 1) * (n_j - 1)
+        )
+        if n_g == 1
+        else None,
+    }
     sp = e["self_preference"]
     self_pref_parts = {
         "sigma2_s": _sample_var(sp.mean(axis=1)),
@@ -1030,8 +1066,7 @@ def _truth(
         },
     }
 
-    params = asdict(p)
-    params["scale"] = list(p.scale)
+    params = {f: _plain(getattr(p, f)) for f in p.__dataclass_fields__}
     sys_rows = systems.to_dicts()
     for s, row in enumerate(sys_rows):
         row.update(
@@ -1084,6 +1119,8 @@ def _truth(
             "population": population,
             "realized": realized,
             "self_preference_realized": self_pref_parts,
+            "single_generation_population": pooled,
+            "single_generation_realized": pooled_realized,
         },
         "cyclicjudge": cyclic,
         "systems": sys_rows,
