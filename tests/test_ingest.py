@@ -45,6 +45,8 @@ POINTWISE_CASES = [
     ("wrong_type", _bad(system_id={"name": "x"})),
     ("wrong_type", _bad(timestamp="yesterday")),
     ("out_of_range", _bad(replicate=-1)),
+    ("invalid_item_set", _bad(item_set="x" * 241)),
+    ("invalid_item_set", _bad(item_set="É" * 41)),
     ("non_finite_score", '{"item_set":"chat","item_id":"q9","system_id":"s1","judge_id":"j1","score":NaN}'),
     ("score_out_of_scale", _bad(score=11)),
     ("score_out_of_scale", _bad(score=0.5)),
@@ -238,7 +240,7 @@ def test_unknown_protocol_quarantines_every_record(tmp_path: Path) -> None:
 
 
 def test_item_set_names_are_stored_safely_and_read_back(tmp_path: Path) -> None:
-    names = ["../../etc", "MT-Bench", "mt-bench", "a/b", "ünï cödé", "%2E%2E"]
+    names = ["../../etc", "MT-Bench", "mt-bench", "a/b", "ünï cödé", "%2E%2E", "x" * 240, "É" * 40]
     records = [{**GOOD, "item_set": n} for n in names]
     store = Store(str(tmp_path / "store"))
     run_ingest(store, write_jsonl(tmp_path / "x.jsonl", records))

@@ -260,15 +260,18 @@ def validate_batch(
                 )
             )
     if "item_set" in schema.dtypes:
-        # Encoded length: 1 byte per safe byte, 3 per escaped one (bounded by 3x).
+        # Length of naming.encode_item_set: 1 byte per safe byte, 3 per escaped one.
+        n_bytes = pl.col("item_set").str.len_bytes()
+        n_safe = pl.col("item_set").str.count_matches(r"[a-z0-9_-]")
+        encoded = n_safe + 3 * (n_bytes - n_safe)
         checks.append(
             (
-                pl.col("item_set").str.len_bytes() * 3 > MAX_ENCODED_LENGTH,
+                encoded > MAX_ENCODED_LENGTH,
                 "invalid_item_set",
                 pl.format(
-                    "field 'item_set': name too long for a folder ({} bytes; at most {})",
-                    pl.col("item_set").str.len_bytes(),
-                    pl.lit(MAX_ENCODED_LENGTH // 3),
+                    "field 'item_set': name too long for a folder ({} bytes encoded; at most {})",
+                    encoded,
+                    pl.lit(MAX_ENCODED_LENGTH),
                 ),
             )
         )
