@@ -60,7 +60,8 @@ def _pairs(values: list[str] | None, what: str) -> dict[str, str]:
     for value in values or []:
         name, sep, rest = value.partition("=")
         if not sep or not name.strip() or not rest.strip():
-            msg = f"{what} expects NAME=VALUE, got {value!r}"
+            # Never echo the value: it may be a credential typed without its name.
+            msg = f"{what} expects NAME=VALUE (argument {len(out_) + 1} is not of that form)"
             raise ConfigError(msg)
         out_[name.strip()] = rest.strip()
     return out_

@@ -370,9 +370,9 @@ def _resolve_duplicates(
     for item_set, new_paths in by_set.items():
         old_paths = [f.path for f in store.data_files(protocol, item_set)]
         needed = [*key, *schema.value, SOURCE_ID, SOURCE_LINE]
-        new = store._scan_files(new_paths, needed).with_columns(pl.lit(True).alias("is_new"))
+        new = store.scan_files(new_paths, needed, protocol).with_columns(pl.lit(True).alias("is_new"))
         old = (
-            store._scan_files(old_paths, needed).with_columns(pl.lit(False).alias("is_new"))
+            store.scan_files(old_paths, needed, protocol).with_columns(pl.lit(False).alias("is_new"))
             if old_paths
             else None
         )

@@ -124,18 +124,19 @@ def discover_sources(
     """
     found: dict[str, SourceFile] = {}
     for spec in specs:
-        fs, path = filesystem_for(spec, storage_options)
-        scheme = "s3://" if spec.startswith("s3://") else ""
-        explicit = False
-        if globmod.has_magic(path):
-            candidates = sorted(fs.glob(path))
-        elif fs.isdir(path):
-            candidates = sorted(fs.find(path))
-        elif fs.exists(path):
-            candidates, explicit = [path], True
+        if spec.startswith("s3://"):
+            try:
+                fs, path = filesystem_for(spec, storage_options)
+                candidates, explicit = _candidates(fs, path, spec)
+            except SourceError:
+                raise
+            except Exception as exc:  # s3fs/botocore raise many types for one cause
+                msg = f"cannot read {spec}: {_short(exc)}"
+                raise SourceError(msg) from exc
         else:
-            msg = f"source not found: {spec}"
-            raise SourceError(msg)
+            fs, path = filesystem_for(spec, storage_options)
+            candidates, explicit = _candidates(fs, path, spec)
+        scheme = "s3://" if spec.startswith("s3://") else ""
         matched = 0
         for candidate in candidates:
             kind = format_of(candidate)
@@ -166,12 +167,35 @@ def discover_sources(
     return list(found.values())
 
 
+def _candidates(fs: Any, path: str, spec: str) -> tuple[list[str], bool]:
+    """Paths a spec names, and whether it named one file explicitly."""
+    if globmod.has_magic(path):
+        return sorted(fs.glob(path)), False
+    if fs.isdir(path):
+        return sorted(fs.find(path)), False
+    if fs.exists(path):
+        return [path], True
+    msg = f"source not found: {spec}"
+    raise SourceError(msg)
+
+
+def _short(exc: BaseException) -> str:
+    """One line of an exception, without anything that could carry a credential."""
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return text[:200]
+
+
 def content_sha256(source: SourceFile, chunk: int = 8 * 1024 * 1024) -> str:
     """SHA-256 of the file's bytes as stored (compressed files are not decompressed)."""
     digest = hashlib.sha256()
-    with source.fs.open(source.path, "rb") as handle:
-        while block := handle.read(chunk):
-            digest.update(block)
+    try:
+        with source.fs.open(source.path, "rb") as handle:
+            while block := handle.read(chunk):
+                digest.update(block)
+    except Exception as exc:  # fsspec/botocore raise many types for one cause
+        first = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        msg = f"cannot read {source.url}: {first}"
+        raise SourceError(msg) from exc
     return digest.hexdigest()
 
 
@@ -235,9 +259,15 @@ def _slice_lines(block: bytes, starts: np.ndarray, which: np.ndarray) -> list[st
 def _jsonl_batches(source: SourceFile, block_bytes: int) -> Iterator[RawBatch]:
     first_line = 1
     for block in _open_text_blocks(source, block_bytes):
-        starts = _line_starts(block)
-        yield _parse_jsonl_block(block, starts, first_line)
-        first_line += len(starts)
+        batch, n_lines = _parse_jsonl_block(block, first_line)
+        yield batch
+        first_line += n_lines
+
+
+def _count_lines(block: bytes) -> int:
+    if not block:
+        return 0
+    return block.count(b"\n") + (0 if block.endswith(b"\n") else 1)
 
 
 def _fast_frame(block: bytes, n_lines: int) -> pl.DataFrame | None:
@@ -282,20 +312,23 @@ def _may_hide_types(frame: pl.DataFrame) -> bool:
     return bool(frame.select(suspicious.any()).item())
 
 
-def _parse_jsonl_block(block: bytes, starts: np.ndarray, first_line: int) -> RawBatch:
-    n_lines = len(starts)
-
-    def raw(rows: np.ndarray) -> list[str]:
-        return _slice_lines(block, starts, rows)
-
+def _parse_jsonl_block(block: bytes, first_line: int) -> tuple[RawBatch, int]:
+    """Records of one block of whole lines, and the number of physical lines in it."""
+    n_lines = _count_lines(block)
     frame = _fast_frame(block, n_lines) if n_lines else pl.DataFrame()
     if frame is not None:
-        return RawBatch(
+        # Line offsets are only needed to quote rejected records; find them then.
+        def raw(rows: np.ndarray) -> list[str]:
+            return _slice_lines(block, _line_starts(block), rows)
+
+        batch = RawBatch(
             frame=frame,
             lines=np.arange(first_line, first_line + n_lines, dtype=np.int64),
             malformed=[],
             raw=raw,
         )
+        return batch, n_lines
+    starts = _line_starts(block)
     # Slow path: one line at a time, so a bad line costs only itself.
     records: list[dict[str, Any]] = []
     kept: list[int] = []
@@ -323,12 +356,13 @@ def _parse_jsonl_block(block: bytes, starts: np.ndarray, first_line: int) -> Raw
         records.append({key: _as_text(v) for key, v in value.items()})
         kept.append(k)
     kept_idx = np.asarray(kept, dtype=np.int64)
-    return RawBatch(
+    batch = RawBatch(
         frame=_frame_of_text_records(records),
         lines=first_line + kept_idx,
         malformed=malformed,
         raw=lambda rows: _slice_lines(block, starts, kept_idx[rows]),
     )
+    return batch, n_lines
 
 
 def _as_text(value: Any) -> str | None:

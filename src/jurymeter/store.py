@@ -39,7 +39,7 @@ import pyarrow.parquet as pq
 
 from jurymeter.errors import ConfigError, StoreError, StoreLockedError
 from jurymeter.naming import decode_item_set, encode_item_set
-from jurymeter.schema import JUDGMENT_PROTOCOLS, PROTOCOLS, SCHEMAS, Protocol
+from jurymeter.schema import JUDGMENT_PROTOCOLS, PROTOCOLS, SCHEMAS, SOURCE_LINE, Protocol
 from jurymeter.sources import filesystem_for
 
 STORE_FORMAT = 1
@@ -195,7 +195,7 @@ class Store:
     def read_parquet(self, path: str) -> pl.DataFrame:
         """One Parquet file of the store, whole (``path`` as returned by listings)."""
         with self.fs.open(path, "rb") as handle:
-            frame = pl.from_arrow(pq.read_table(handle))
+            frame = pl.from_arrow(pq.ParquetFile(handle).read())
         assert isinstance(frame, pl.DataFrame)
         return frame
 
@@ -323,7 +323,7 @@ class Store:
         for f in files:
             by_set.setdefault(f.item_set, []).append(f.path)
         for found_set, paths in sorted(by_set.items(), key=lambda kv: str(kv[0])):
-            lazy = self._scan_files(paths, [c for c in wanted if c != "item_set"])
+            lazy = self.scan_files(paths, [c for c in wanted if c != "item_set"], protocol)
             if protocol in JUDGMENT_PROTOCOLS:
                 lazy = lazy.with_columns(pl.lit(found_set, dtype=pl.String).alias("item_set"))
             frames.append(lazy.select(wanted))
@@ -333,8 +333,8 @@ class Store:
             )
         return pl.concat(frames, how="vertical_relaxed")
 
-    def _scan_files(self, paths: list[str], columns: list[str]) -> pl.LazyFrame:
-        """Scan parts whose sets of extra columns may differ; absent columns read as null."""
+    def scan_files(self, paths: list[str], columns: list[str], protocol: Protocol) -> pl.LazyFrame:
+        """Scan parts of one protocol whose extra columns may differ; absent ones read as null."""
         if self.is_s3:
             tables = []
             for path in paths:
@@ -350,9 +350,12 @@ class Store:
             frame = pl.from_arrow(table)
             assert isinstance(frame, pl.DataFrame)
             return frame.lazy()
-        return pl.scan_parquet(paths, missing_columns="insert", extra_columns="ignore").select(
-            columns
-        )
+        # polars takes the first file's schema; name every wanted column's type so
+        # a column missing from the first part (an extra column) still reads.
+        wanted = {c: _dtype_of(c, protocol) for c in columns}
+        return pl.scan_parquet(
+            paths, schema=wanted, missing_columns="insert", extra_columns="ignore"
+        ).select(columns)
 
     @contextlib.contextmanager
     def lock(self, *, timeout: float = 600.0) -> Iterator[None]:
@@ -405,18 +408,18 @@ class Store:
         deadline = time.monotonic() + timeout
         held: dict[str, Any] | None = None
         while True:
-            if self._put_lock(data, mode="create"):
-                held = None
-            else:
+            wrote = self._put_lock(data, mode="create")
+            if not wrote:
                 held, etag = self._read_lock()
+                if held is None and time.monotonic() <= deadline:
+                    continue  # released in the meantime: try again at once
                 if held is not None and etag and _lock_is_stale(held):
-                    self._put_lock(data, IfMatch=etag)
-            if held is None or held.get("token") != token:
+                    wrote = self._put_lock(data, IfMatch=etag)
+            if wrote:
                 time.sleep(S3_LOCK_CONFIRM_SECONDS)
-                confirmed, _ = self._read_lock()
-                if confirmed is not None and confirmed.get("token") == token:
+                held, _ = self._read_lock()
+                if held is not None and held.get("token") == token:
                     return token
-                held = confirmed or held
             if time.monotonic() > deadline:
                 owner = (
                     f" (pid {held.get('pid')} on {held.get('host')})"
@@ -425,7 +428,7 @@ class Store:
                 )
                 msg = (
                     f"store {self.url} is locked by another ingest{owner}; waited "
-                    f"{timeout:.0f} s (use --lock-timeout to wait longer; a lock left by a "
+                    f"{timeout:g} s (use --lock-timeout to wait longer; a lock left by a "
                     f"crashed ingest on another host expires after "
                     f"{S3_LOCK_STALE_SECONDS // 3600} h, or delete "
                     f"{self.display(self.path(S3_LOCK_FILE))})"
@@ -480,6 +483,15 @@ def _s3_error_code(exc: BaseException) -> str | None:
         if isinstance(response, dict):
             return response.get("Error", {}).get("Code")
     return None
+
+
+def _dtype_of(column: str, protocol: Protocol) -> pl.DataType:
+    """Stored type of a column: the protocol's schema, the lineage columns', else text."""
+    if column in SCHEMAS[protocol].dtypes:
+        return SCHEMAS[protocol].dtypes[column]
+    if column == SOURCE_LINE:
+        return pl.Int64()
+    return pl.String()
 
 
 def _lock_is_stale(held: dict[str, Any]) -> bool:

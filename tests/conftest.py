@@ -1,0 +1,82 @@
+"""Shared fixtures."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+S3_BUCKET = "bucket"
+
+
+@dataclass(frozen=True)
+class MotoS3:
+    """A running moto S3 server and a boto3 client on it."""
+
+    endpoint: str
+    port: int
+    bucket: str
+    client: object
+
+    def reset(self) -> None:
+        """Forget every bucket and object, then create the test bucket again."""
+        request = urllib.request.Request(f"{self.endpoint}/moto-api/reset", method="POST")
+        with urllib.request.urlopen(request, timeout=10):
+            pass
+        self.client.create_bucket(Bucket=self.bucket)  # type: ignore[attr-defined]
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def moto_s3_server() -> Iterator[MotoS3]:
+    """moto's standalone S3 server for the session, as in s3fs's own test-suite.
+
+    The plain AWS environment variables point every client (botocore, s3fs) at
+    it; they are restored when the session ends.
+    """
+    pytest.importorskip("moto.server")
+    boto3 = pytest.importorskip("boto3")
+    from moto.server import ThreadedMotoServer
+
+    port = _free_port()
+    endpoint = f"http://127.0.0.1:{port}"
+    werkzeug = logging.getLogger("werkzeug")
+    old_level = werkzeug.level
+    werkzeug.setLevel(logging.ERROR)
+    patch = pytest.MonkeyPatch()
+    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"):
+        patch.delenv(name, raising=False)
+    patch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    patch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    patch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    patch.setenv("AWS_ENDPOINT_URL", endpoint)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
+        client.create_bucket(Bucket=S3_BUCKET)
+        yield MotoS3(endpoint=endpoint, port=port, bucket=S3_BUCKET, client=client)
+    finally:
+        server.stop()
+        patch.undo()
+        werkzeug.setLevel(old_level)
+
+
+@pytest.fixture
+def moto_s3(moto_s3_server: MotoS3) -> Iterator[MotoS3]:
+    """The moto server with an empty test bucket and no cached s3fs instances."""
+    import s3fs
+
+    moto_s3_server.reset()
+    s3fs.S3FileSystem.clear_instance_cache()
+    yield moto_s3_server
+    s3fs.S3FileSystem.clear_instance_cache()
