@@ -16,12 +16,15 @@ manifest. One source is one transaction (see :mod:`jurymeter.store`):
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import queue
+import threading
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import polars as pl
@@ -44,6 +47,8 @@ from jurymeter.sources import (
 )
 from jurymeter.store import Store
 from jurymeter.validate import ROW, ValidationOptions, apply_column_map, validate_batch
+
+T = TypeVar("T")
 
 
 @dataclass(slots=True)
@@ -208,7 +213,8 @@ def _ingest_source(
     reasons: Counter[str] = Counter()
     protocol: Protocol | None = None
     decided = False
-    for batch in read_batches(source, block_bytes=block_bytes, parquet_rows=_rows_for(block_bytes)):
+    batches = read_batches(source, block_bytes=block_bytes, parquet_rows=_rows_for(block_bytes))
+    for batch in prefetch(batches):
         result.read += batch.n_read
         frame = apply_column_map(batch.frame, options.column_map)
         if not decided and frame.width:
@@ -472,6 +478,43 @@ def _rewrite_without(store: Store, paths: list[str], lines: pl.Series) -> set[st
             store.remove([path])
             emptied.add(path)
     return emptied
+
+
+def prefetch(items: Iterator[T], depth: int = 1) -> Iterator[T]:
+    """Produce the next ``depth`` items in a background thread while the caller works.
+
+    Parsing (polars, GIL released) then overlaps validation and writing on the
+    second core; memory holds at most ``depth + 1`` batches. An exception in the
+    producer is re-raised in the caller at the item where it happened.
+    """
+    slots: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            for item in items:
+                if stop.is_set():
+                    return
+                slots.put(("item", item))
+            slots.put(("done", None))
+        except BaseException as exc:  # handed to the consumer, never lost
+            slots.put(("error", exc))
+
+    worker = threading.Thread(target=produce, daemon=True, name="jurymeter-prefetch")
+    worker.start()
+    try:
+        while True:
+            kind, value = slots.get()
+            if kind == "done":
+                return
+            if kind == "error":
+                raise value
+            yield value
+    finally:
+        stop.set()
+        with contextlib.suppress(queue.Empty):
+            slots.get_nowait()
+        worker.join(timeout=60)
 
 
 def _rows_for(block_bytes: int) -> int:

@@ -28,6 +28,7 @@ ROW = "__row"
 # Accepted timestamp spellings: ISO 8601 with "T" or a space, optional fraction,
 # "Z" or a numeric offset, or none (read as UTC); or a bare date.
 TIMESTAMP_FORMATS = (
+    "%Y-%m-%dT%H:%M:%SZ",  # the common case first: 4x faster than the general form
     "%Y-%m-%dT%H:%M:%S%.f%#z",
     "%Y-%m-%dT%H:%M:%S%.f",
     "%Y-%m-%d %H:%M:%S%.f%#z",
@@ -103,6 +104,26 @@ def _is_scalar(dtype: pl.DataType) -> bool:
     return dtype.is_numeric() or dtype == pl.String or dtype == pl.Null
 
 
+def parse_timestamps(text: pl.Series) -> pl.Series:
+    """Text to UTC timestamps, trying :data:`TIMESTAMP_FORMATS` in turn.
+
+    Each later format is tried only on the values still unparsed: an explicit
+    format is ~30x faster than polars' per-value inference, and a failing one
+    costs as much as inference, so it must not run on every row.
+    """
+    text = text.str.strip_chars()
+    out = text.str.to_datetime(TIMESTAMP_FORMATS[0], time_unit="us", time_zone="UTC", strict=False)
+    for fmt in TIMESTAMP_FORMATS[1:]:
+        todo = (out.is_null() & text.is_not_null()).arg_true()
+        if not len(todo):
+            break
+        parsed = text.gather(todo).str.to_datetime(
+            fmt, time_unit="us", time_zone="UTC", strict=False
+        )
+        out = out.scatter(todo, parsed)
+    return out
+
+
 def _coerce(name: str, dtype: pl.DataType, target: pl.DataType) -> tuple[pl.Expr, pl.Expr]:
     """Typed value and a flag for values that cannot be read as ``target``.
 
@@ -145,14 +166,7 @@ def _coerce_scalar(
         return value, present & value.is_null()
     if target.is_temporal():
         if dtype == pl.String:
-            text = col.str.strip_chars()
-            # Explicit formats are ~30x faster than polars' per-value inference.
-            value = pl.coalesce(
-                [
-                    text.str.to_datetime(fmt, time_unit="us", time_zone="UTC", strict=False)
-                    for fmt in TIMESTAMP_FORMATS
-                ]
-            )
+            value = col.map_batches(parse_timestamps, return_dtype=target)
         elif isinstance(dtype, pl.Datetime):
             value = (
                 col.dt.convert_time_zone("UTC")
