@@ -358,6 +358,12 @@ def _value_text(protocol: Protocol) -> pl.Expr:
     )
 
 
+# Candidate rows (keys whose hash repeats) compared exactly per pass; beyond this
+# the comparison runs in hash buckets so memory stays bounded when a whole dump
+# is re-delivered under another name.
+CANDIDATES_PER_PASS = 1_000_000
+
+
 def _resolve_duplicates(
     store: Store, staged: _Staged, protocol: Protocol
 ) -> tuple[int, pl.DataFrame | None]:
@@ -368,6 +374,7 @@ def _resolve_duplicates(
     """
     schema = SCHEMAS[protocol]
     key = [c for c in schema.key if c != "item_set"]
+    needed = [*key, *schema.value, SOURCE_ID, SOURCE_LINE]
     dropped = 0
     conflicts: list[pl.DataFrame] = []
     by_set: dict[str | None, list[str]] = {}
@@ -375,92 +382,112 @@ def _resolve_duplicates(
         by_set.setdefault(item_set, []).append(store.path(relpath))
     for item_set, new_paths in by_set.items():
         old_paths = [f.path for f in store.data_files(protocol, item_set)]
-        needed = [*key, *schema.value, SOURCE_ID, SOURCE_LINE]
-        new = store.scan_files(new_paths, needed, protocol).with_columns(pl.lit(True).alias("is_new"))
-        old = (
-            store.scan_files(old_paths, needed, protocol).with_columns(pl.lit(False).alias("is_new"))
-            if old_paths
-            else None
-        )
-        both = pl.concat([new, old]) if old is not None else new
-        both = both.with_columns(pl.struct(key).hash().alias("__h"))
+        frames = [store.scan_files(new_paths, needed, protocol).with_columns(is_new=pl.lit(True))]
+        if old_paths:
+            frames.append(
+                store.scan_files(old_paths, needed, protocol).with_columns(is_new=pl.lit(False))
+            )
+        both = pl.concat(frames).with_columns(pl.struct(key).hash().alias("__h"))
         repeated = (
             both.group_by("__h").agg(pl.len().alias("n")).filter(pl.col("n") > 1).select("__h")
-        )
-        candidates = both.join(repeated, on="__h", how="semi").collect()
-        if not candidates.height:
+        ).collect()
+        if not repeated.height:
             continue
-        candidates = candidates.with_columns(_value_text(protocol).alias("__v"))
-        first_old = (
-            candidates.filter(~pl.col("is_new"))
-            .sort(SOURCE_ID, SOURCE_LINE)
-            .group_by(key, maintain_order=True)
-            .agg(
-                pl.col("__v").first().alias("__old_v"),
-                pl.col(SOURCE_ID).first().alias("__old_sid"),
-                pl.col(SOURCE_LINE).first().alias("__old_line"),
-            )
-        )
-        fresh = candidates.filter(pl.col("is_new")).join(
-            first_old, on=key, how="left", nulls_equal=True
-        )
-        fresh = fresh.with_columns(
-            pl.col("__v").n_unique().over(key).alias("__n_values"),
-            pl.col(SOURCE_LINE).min().over(key).alias("__first"),
-            pl.len().over(key).alias("__n_new"),
-        )
-        has_old = pl.col("__old_v").is_not_null()
-        status = (
-            pl.when(has_old & (pl.col("__v") == pl.col("__old_v")))
-            .then(pl.lit("drop"))
-            .when(has_old)
-            .then(pl.lit("conflict"))
-            .when(pl.col("__n_new") == 1)
-            .then(pl.lit("keep"))
-            .when(pl.col("__n_values") == 1)
-            .then(pl.when(pl.col(SOURCE_LINE) == pl.col("__first")).then(pl.lit("keep")).otherwise(pl.lit("drop")))
-            .otherwise(pl.lit("conflict"))
-        )
-        fresh = fresh.with_columns(status.alias("__status"))
-        drop_lines = fresh.filter(pl.col("__status") == "drop")[SOURCE_LINE]
-        conflict = fresh.filter(pl.col("__status") == "conflict")
-        committed = store.committed()
-        sources_of = {
-            sid: (store.marker(committed[sid]) or {}).get("source", sid)
-            for sid in conflict["__old_sid"].drop_nulls().unique().to_list()
-            if sid in committed
-        }
+        buckets = -(-repeated.height // CANDIDATES_PER_PASS)
+        drop_parts, conflict_parts = [], []
+        for bucket in range(buckets):
+            in_bucket = (pl.col("__h") % buckets) == bucket
+            candidates = both.filter(in_bucket).join(
+                repeated.lazy().filter(in_bucket), on="__h", how="semi"
+            ).collect()
+            drop_lines, conflict = _classify_candidates(candidates, key, protocol)
+            drop_parts.append(drop_lines)
+            conflict_parts.append(conflict)
+        drop_lines = pl.concat(drop_parts)
+        conflict = pl.concat(conflict_parts)
         if conflict.height:
-            others = conflict.with_columns(
-                pl.col(SOURCE_LINE)
-                .implode()
-                .over(key)
-                .alias("__lines")
-            )
-            messages = []
-            for row in others.iter_rows(named=True):
-                if row["__old_v"] is not None:
-                    origin = sources_of.get(row["__old_sid"], row["__old_sid"])
-                    messages.append(
-                        f"same key as the stored record from {origin} line {row['__old_line']}, "
-                        "which has a different value; the stored record is kept"
-                    )
-                else:
-                    mates = [line for line in row["__lines"] if line != row[SOURCE_LINE]]
-                    messages.append(
-                        "same key as line(s) "
-                        + ", ".join(str(m) for m in mates[:10])
-                        + " of this file with a different value; all of them are quarantined"
-                    )
-            conflicts.append(
-                pl.DataFrame({"line": conflict[SOURCE_LINE], "message": messages})
-            )
+            conflicts.append(_conflict_messages(store, conflict, key))
         removed = pl.concat([drop_lines, conflict[SOURCE_LINE]])
         dropped += drop_lines.len()
         if removed.len():
             emptied = _rewrite_without(store, new_paths, removed)
             staged.parts = [p for p in staged.parts if store.path(p[1]) not in emptied]
     return dropped, (pl.concat(conflicts) if conflicts else None)
+
+
+def _classify_candidates(
+    candidates: pl.DataFrame, key: list[str], protocol: Protocol
+) -> tuple[pl.Series, pl.DataFrame]:
+    """Among rows whose key hashes repeat, the new rows to drop and those in conflict.
+
+    A new row equal to the stored record of its key is dropped; different from
+    it, a conflict. Without a stored record, the first of equal new rows is kept
+    and the rest dropped; new rows with different values all conflict.
+    """
+    candidates = candidates.with_columns(_value_text(protocol).alias("__v"))
+    first_old = (
+        candidates.filter(~pl.col("is_new"))
+        .sort(SOURCE_ID, SOURCE_LINE)
+        .group_by(key, maintain_order=True)
+        .agg(
+            pl.col("__v").first().alias("__old_v"),
+            pl.col(SOURCE_ID).first().alias("__old_sid"),
+            pl.col(SOURCE_LINE).first().alias("__old_line"),
+        )
+    )
+    fresh = candidates.filter(pl.col("is_new")).join(
+        first_old, on=key, how="left", nulls_equal=True
+    )
+    fresh = fresh.with_columns(
+        pl.col("__v").n_unique().over(key).alias("__n_values"),
+        pl.col(SOURCE_LINE).min().over(key).alias("__first"),
+        pl.len().over(key).alias("__n_new"),
+    )
+    has_old = pl.col("__old_v").is_not_null()
+    is_first = pl.col(SOURCE_LINE) == pl.col("__first")
+    status = (
+        pl.when(has_old & (pl.col("__v") == pl.col("__old_v")))
+        .then(pl.lit("drop"))
+        .when(has_old)
+        .then(pl.lit("conflict"))
+        .when(pl.col("__n_new") == 1)
+        .then(pl.lit("keep"))
+        .when(pl.col("__n_values") == 1)
+        .then(pl.when(is_first).then(pl.lit("keep")).otherwise(pl.lit("drop")))
+        .otherwise(pl.lit("conflict"))
+    )
+    fresh = fresh.with_columns(status.alias("__status"))
+    drop_lines = fresh.filter(pl.col("__status") == "drop")[SOURCE_LINE]
+    conflict = fresh.filter(pl.col("__status") == "conflict").with_columns(
+        pl.col(SOURCE_LINE).implode().over(key).alias("__lines")
+    )
+    return drop_lines, conflict.select(SOURCE_LINE, "__old_v", "__old_sid", "__old_line", "__lines")
+
+
+def _conflict_messages(store: Store, conflict: pl.DataFrame, key: list[str]) -> pl.DataFrame:
+    """``line`` and ``message`` of conflicting new records (few: a loop is fine)."""
+    committed = store.committed()
+    sources_of = {
+        sid: (store.marker(committed[sid]) or {}).get("source", sid)
+        for sid in conflict["__old_sid"].drop_nulls().unique().to_list()
+        if sid in committed
+    }
+    messages = []
+    for row in conflict.iter_rows(named=True):
+        if row["__old_v"] is not None:
+            origin = sources_of.get(row["__old_sid"], row["__old_sid"])
+            messages.append(
+                f"same key as the stored record from {origin} line {row['__old_line']}, "
+                "which has a different value; the stored record is kept"
+            )
+        else:
+            mates = [line for line in row["__lines"] if line != row[SOURCE_LINE]]
+            messages.append(
+                "same key as line(s) "
+                + ", ".join(str(m) for m in mates[:10])
+                + " of this file with a different value; all of them are quarantined"
+            )
+    return pl.DataFrame({"line": conflict[SOURCE_LINE], "message": messages})
 
 
 def _rewrite_without(store: Store, paths: list[str], lines: pl.Series) -> set[str]:
