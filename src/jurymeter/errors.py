@@ -29,3 +29,7 @@ class StrictModeError(JurymeterError):
 
 class ConfigError(JurymeterError):
     """An option or configuration value is invalid."""
+
+
+class DesignError(JurymeterError):
+    """A design specification or the data given for it is invalid."""

@@ -1,0 +1,159 @@
+"""G-study: mean squares and variance components of a balanced design from a dense array.
+
+The data are a dense array with one axis per facet of the :class:`~jurymeter.design.Design`
+(in ``design.facets`` order); for a nested facet the axis holds its levels within
+each level of its nest. Sums of squares are the squared norms of the effect
+projections (see :mod:`jurymeter.design`), the components solve
+``E[MS] = C sigma2`` exactly (method of moments / ANOVA estimator; paper
+``ask-which-not-how-good``, appendix "We estimate components by expected mean
+squares on the complete crossed block"). Raw components can be negative; shares
+are truncated at zero, as the paper does.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from jurymeter.design import Design, Effect
+from jurymeter.errors import DesignError
+
+
+@dataclass(frozen=True)
+class GStudy:
+    """A fitted G-study.
+
+    Attributes
+    ----------
+    design
+        The design.
+    sizes
+        Levels per facet.
+    effects
+        Effect labels, in the order of every array below.
+    df, ss, ms
+        Degrees of freedom, sums of squares and mean squares per effect.
+    sigma2
+        Raw variance components (may be negative).
+    grand_mean
+        Mean of all observations.
+    """
+
+    design: Design
+    sizes: dict[str, int]
+    effects: tuple[str, ...]
+    df: np.ndarray
+    ss: np.ndarray
+    ms: np.ndarray
+    sigma2: np.ndarray
+    grand_mean: float
+
+    @property
+    def sigma2_truncated(self) -> np.ndarray:
+        return np.maximum(self.sigma2, 0.0)
+
+    @property
+    def shares(self) -> np.ndarray:
+        """Share of total variance per effect, components truncated at zero first."""
+        positive = self.sigma2_truncated
+        total = positive.sum()
+        return positive / total if total > 0 else np.zeros_like(positive)
+
+    def component(self, label: str) -> float:
+        """Raw component of an effect by label (``"sj"``, ``"r:sij"``)."""
+        return float(self.sigma2[self.effects.index(label)])
+
+    def components(self) -> dict[str, float]:
+        return {f"sigma2_{e.replace(':', '_')}": float(v) for e, v in zip(self.effects, self.sigma2, strict=True)}
+
+
+def mean_squares(x: np.ndarray, design: Design) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Degrees of freedom, sums of squares and mean squares of every effect.
+
+    Parameters
+    ----------
+    x
+        Dense balanced data, one axis per facet in ``design.facets`` order.
+    design
+        The design.
+
+    Notes
+    -----
+    :math:`SS_S = \\lVert P_S x \\rVert^2` with
+    :math:`P_S = \\sum_{U \\subseteq R(S)} (-1)^{|U|} A_{S \\setminus U}`
+    (module docstring of :mod:`jurymeter.design`). The projection of effect ``S``
+    is constant along the facets outside ``S``, so it is computed on the array of
+    ``S``-marginal means and its squares are weighted by ``N / cells(S)``.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    if x.ndim != len(design.facets):
+        msg = f"data have {x.ndim} axes; design {design.facets} needs {len(design.facets)}"
+        raise DesignError(msg)
+    if not np.all(np.isfinite(x)):
+        msg = "data must be complete and finite: extract a balanced block first"
+        raise DesignError(msg)
+    sizes = dict(zip(design.facets, x.shape, strict=True))
+    axis = {f: k for k, f in enumerate(design.facets)}
+    means: dict[Effect, np.ndarray] = {}
+
+    def mean_over(keep: Effect) -> np.ndarray:
+        if keep not in means:
+            drop = tuple(axis[f] for f in design.facets if f not in keep)
+            means[keep] = x.mean(axis=drop, keepdims=True) if drop else x
+        return means[keep]
+
+    total = x.size
+    dfs, sss = [], []
+    for effect in design.effects:
+        primary = sorted(design.primary(effect))
+        projection = np.zeros([sizes[f] if f in effect else 1 for f in design.facets])
+        for r in range(len(primary) + 1):
+            for removed in itertools.combinations(primary, r):
+                projection = projection + (-1) ** r * mean_over(effect - frozenset(removed))
+        cells = int(np.prod([sizes[f] for f in effect]))
+        sss.append(float(np.sum(projection**2)) * total / cells)
+        dfs.append(design.df(effect, sizes))
+    df = np.asarray(dfs, dtype=np.float64)
+    ss = np.asarray(sss)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ms = np.where(df > 0, ss / df, np.nan)
+    return df, ss, ms
+
+
+def components_from_ms(ms: np.ndarray, design: Design, sizes: Mapping[str, int]) -> np.ndarray:
+    """Solve ``E[MS] = C sigma2`` for the components; ``ms`` may be (..., n_effects)."""
+    return np.linalg.solve(design.ems_matrix(sizes), np.asarray(ms).T).T
+
+
+def fit_gstudy(x: np.ndarray, design: Design) -> GStudy:
+    """Variance components of a balanced design by expected mean squares.
+
+    Raises
+    ------
+    DesignError
+        When an effect has no degrees of freedom (a facet with one level): drop
+        that facet from the design instead.
+    """
+    df, ss, ms = mean_squares(x, design)
+    sizes = dict(zip(design.facets, np.shape(x), strict=True))
+    if np.any(df <= 0):
+        flat = [design.label(e) for e, d in zip(design.effects, df, strict=True) if d <= 0]
+        msg = (
+            f"effects {flat} have no degrees of freedom (a facet has one level: "
+            f"sizes {sizes}); drop that facet from the design"
+        )
+        raise DesignError(msg)
+    sigma2 = components_from_ms(ms, design, sizes)
+    return GStudy(
+        design=design,
+        sizes=sizes,
+        effects=design.labels,
+        df=df,
+        ss=ss,
+        ms=ms,
+        sigma2=sigma2,
+        grand_mean=float(np.mean(x)),
+    )
