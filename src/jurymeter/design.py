@@ -98,7 +98,7 @@ class Design:
         changed = True
         while changed:
             changed = False
-            for letter, inside in nests.items():
+            for inside in nests.values():
                 extra = set().union(*(nests[n] for n in inside)) - inside if inside else set()
                 if extra:
                     inside |= extra
