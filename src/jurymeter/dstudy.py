@@ -1,0 +1,229 @@
+"""D-study: error variances, generalizability, ceilings, MDD and sizing from components.
+
+Notation of paper ``ask-which-not-how-good`` (section 3, appendix): the object of
+measurement is the system facet ``s``; every other facet is random and sampled
+``n_f`` times. For an effect ``T`` with variance component :math:`\\sigma^2_T`,
+
+- relative error :math:`\\sigma^2_\\delta = \\sum_{T \\ni s, T \\ne \\{s\\}} \\sigma^2_T / \\prod_{f \\in T \\setminus s} n_f`
+  (for ``s x i x j x r:sij``: :math:`\\sigma^2_{si}/n_i + \\sigma^2_{sj}/n_j + \\sigma^2_{sij}/(n_i n_j) + \\sigma^2_e/(n_i n_j n_r)`);
+- absolute error :math:`\\sigma^2_\\Delta = \\sigma^2_\\delta + \\sum_{T \\not\\ni s} \\sigma^2_T / \\prod_{f \\in T} n_f`;
+- :math:`E\\rho^2 = \\sigma^2_s / (\\sigma^2_s + \\sigma^2_\\delta)`, :math:`\\Phi = \\sigma^2_s / (\\sigma^2_s + \\sigma^2_\\Delta)`;
+- the single-judge ceiling is :math:`E\\rho^2` with unlimited items (and runs) and
+  one judge, :math:`\\sigma^2_s / (\\sigma^2_s + \\sigma^2_{sj})` (paper eq. 4), and
+  at ``n`` judges :math:`\\sigma^2_s / (\\sigma^2_s + \\sigma^2_{sj}/n)`;
+- :math:`\\mathrm{MDD}_{95} = 1.96 \\sqrt{2 \\sigma^2_\\delta}` (appendix: the
+  difference of two system means shares items and judges, so only the
+  system interactions remain, and its variance is :math:`2\\sigma^2_\\delta`).
+
+Raw components (possibly negative) are used throughout, so truncation never
+flatters a floor. Every function accepts components with leading batch axes
+(bootstrap resamples).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+from jurymeter.design import Design
+from jurymeter.errors import DesignError
+
+Z95 = float(stats.norm.ppf(0.975))
+# Search limits for "how many judges / items": beyond these the answer is "never".
+MAX_JUDGES = 1_000
+MAX_ITEMS = 10_000_000
+
+
+def _sizes(design: Design, obj: str, n: Mapping[str, float]) -> dict[str, float]:
+    missing = [f for f in design.facets if f != obj and f not in n]
+    if missing:
+        msg = f"D-study sizes needed for facets {missing}"
+        raise DesignError(msg)
+    return {f: float(n[f]) for f in design.facets if f != obj}
+
+
+def error_variances(
+    sigma2: np.ndarray, design: Design, n: Mapping[str, float], *, obj: str = "s"
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Universe-score, relative and absolute error variance at D-study sizes ``n``.
+
+    ``n`` maps every facet but ``obj`` to its D-study count (``np.inf`` allowed).
+    ``sigma2`` is ``(..., n_effects)`` in ``design.effects`` order.
+    """
+    sizes = _sizes(design, obj, n)
+    sigma2 = np.asarray(sigma2, dtype=np.float64)
+    tau = np.zeros(sigma2.shape[:-1])
+    delta = np.zeros(sigma2.shape[:-1])
+    absolute_extra = np.zeros(sigma2.shape[:-1])
+    for k, effect in enumerate(design.effects):
+        others = [f for f in effect if f != obj]
+        divisor = float(np.prod([sizes[f] for f in others])) if others else 1.0
+        term = sigma2[..., k] / divisor if np.isfinite(divisor) else 0.0 * sigma2[..., k]
+        if effect == frozenset({obj}):
+            tau = tau + sigma2[..., k]
+        elif obj in effect:
+            delta = delta + term
+        else:
+            absolute_extra = absolute_extra + term
+    return tau, delta, delta + absolute_extra
+
+
+def erho2(sigma2: np.ndarray, design: Design, n: Mapping[str, float], *, obj: str = "s") -> np.ndarray:
+    """Generalizability coefficient :math:`E\\rho^2` (relative decisions)."""
+    tau, delta, _ = error_variances(sigma2, design, n, obj=obj)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return tau / (tau + delta)
+
+
+def phi(sigma2: np.ndarray, design: Design, n: Mapping[str, float], *, obj: str = "s") -> np.ndarray:
+    """Dependability coefficient :math:`\\Phi` (absolute decisions)."""
+    tau, _, absolute = error_variances(sigma2, design, n, obj=obj)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return tau / (tau + absolute)
+
+
+def mdd95(
+    sigma2: np.ndarray,
+    design: Design,
+    n: Mapping[str, float],
+    *,
+    obj: str = "s",
+    df: float | None = None,
+) -> np.ndarray:
+    """Minimum detectable difference :math:`q \\sqrt{2\\sigma^2_\\delta}`, ``q`` = 1.96 or t(0.975, df)."""
+    _, delta, _ = error_variances(sigma2, design, n, obj=obj)
+    q = Z95 if df is None else float(stats.t.ppf(0.975, df))
+    return q * np.sqrt(2.0 * np.maximum(delta, 0.0))
+
+
+@dataclass(frozen=True)
+class Facets:
+    """Which design letters play the roles of the paper's D-study."""
+
+    system: str = "s"
+    item: str = "i"
+    judge: str = "j"
+    replicate: str | None = "r"
+
+    def sizes(self, design: Design, items: float, judges: float, replicates: float = 1) -> dict[str, float]:
+        n = {self.item: items, self.judge: judges}
+        if self.replicate is not None and self.replicate in design.facets:
+            n[self.replicate] = replicates
+        for f in design.facets:
+            if f != self.system and f not in n:
+                msg = f"facet {f!r} has no D-study role (system, item, judge, replicate)"
+                raise DesignError(msg)
+        return n
+
+
+# The paper's roles: s systems, i items, j judges, r replicates.
+PAPER_ROLES = Facets()
+
+
+def ceiling(sigma2: np.ndarray, design: Design, roles: Facets = PAPER_ROLES, judges: float = 1) -> np.ndarray:
+    """:math:`E\\rho^2` with unlimited items and runs at ``judges`` judges (paper eq. 4)."""
+    return erho2(sigma2, design, roles.sizes(design, np.inf, judges, np.inf), obj=roles.system)
+
+
+def judges_needed(
+    sigma2: np.ndarray,
+    design: Design,
+    *,
+    target: float = 0.8,
+    items: float = 30,
+    replicates: float = 3,
+    roles: Facets = PAPER_ROLES,
+) -> int | None:
+    """Fewest judges for :math:`E\\rho^2 \\ge` target at given items and runs; ``None`` = never."""
+    counts = np.arange(1, MAX_JUDGES + 1, dtype=np.float64)
+    values = np.array(
+        [erho2(sigma2, design, roles.sizes(design, items, k, replicates), obj=roles.system) for k in counts]
+    )
+    hit = np.flatnonzero(values >= target)
+    return int(counts[hit[0]]) if len(hit) else None
+
+
+def items_needed(
+    sigma2: np.ndarray,
+    design: Design,
+    *,
+    target: float = 0.8,
+    judges: float = 1,
+    replicates: float = 1,
+    roles: Facets = PAPER_ROLES,
+) -> int | None:
+    """Fewest items for :math:`E\\rho^2 \\ge` target; ``None`` when the target is at or above the ceiling.
+
+    :math:`E\\rho^2` rises monotonically with items toward the ceiling, so the
+    count is found by doubling then bisection.
+    """
+
+    def value(k: float) -> float:
+        return float(erho2(sigma2, design, roles.sizes(design, k, judges, replicates), obj=roles.system))
+
+    if value(MAX_ITEMS) < target:
+        return None
+    low, high = 0, 1
+    while value(high) < target:
+        low, high = high, high * 2
+    while high - low > 1:
+        mid = (low + high) // 2
+        if value(mid) >= target:
+            high = mid
+        else:
+            low = mid
+    return high
+
+
+def budget_optimum(
+    sigma2: np.ndarray,
+    design: Design,
+    budget: int,
+    *,
+    roles: Facets = PAPER_ROLES,
+) -> tuple[int, int, int, float]:
+    """Split of ``budget`` calls, :math:`n_i n_j n_r \\le C`, minimizing :math:`\\sigma^2_\\delta`.
+
+    Integer search over every feasible triple (appendix: "Under a call budget
+    the optimum is interior"). Returns ``(n_i, n_j, n_r, mdd95)``.
+    """
+    has_r = roles.replicate is not None and roles.replicate in design.facets
+    best: tuple[float, int, int, int] | None = None
+    for n_j in range(1, budget + 1):
+        for n_r in range(1, (budget // n_j if has_r else 1) + 1):
+            n_i = budget // (n_j * n_r)
+            if n_i < 1:
+                break
+            _, delta, _ = error_variances(
+                sigma2, design, roles.sizes(design, n_i, n_j, n_r), obj=roles.system
+            )
+            value = float(delta)
+            if best is None or value < best[0] - 1e-15:
+                best = (value, n_i, n_j, n_r)
+    assert best is not None
+    value, n_i, n_j, n_r = best
+    return n_i, n_j, n_r, Z95 * float(np.sqrt(2 * max(value, 0.0)))
+
+
+def nomogram(
+    sigma2: np.ndarray,
+    design: Design,
+    *,
+    judges: tuple[int, ...] = (1, 2, 3, 4, 5, 6, 8, 10, 15, 20),
+    items: tuple[int, ...] = (5, 10, 20, 30, 50, 100, 200, 500, 1000),
+    replicates: float = 1,
+    roles: Facets = PAPER_ROLES,
+) -> np.ndarray:
+    """:math:`E\\rho^2` on a judges x items grid (paper figure 4)."""
+    return np.array(
+        [
+            [
+                float(erho2(sigma2, design, roles.sizes(design, ni, nj, replicates), obj=roles.system))
+                for ni in items
+            ]
+            for nj in judges
+        ]
+    )

@@ -1,0 +1,163 @@
+"""D-study and bootstrap: paper numbers, hand formulas, known-truth simulation and coverage."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from jurymeter.bootstrap import bootstrap_reliability, resample_components
+from jurymeter.design import Design
+from jurymeter.dstudy import (
+    Facets,
+    budget_optimum,
+    ceiling,
+    erho2,
+    error_variances,
+    items_needed,
+    judges_needed,
+    mdd95,
+    nomogram,
+    phi,
+)
+from jurymeter.gstudy import fit_gstudy
+
+DESIGN = Design.parse("s x i x j x r:sij")
+ROLES = Facets()
+
+
+def components(**values: float) -> np.ndarray:
+    """A component vector in DESIGN's effect order; unnamed components are 0."""
+    return np.array([values.get(label.replace(":", "_"), 0.0) for label in DESIGN.labels])
+
+
+# Paper table 3 (pairwise arm): sigma2_s, sigma2_sj and the printed ceiling (3 decimals).
+TABLE_3 = [
+    ("System first (AB)", 0.0874, 0.00034, 0.996),
+    ("Baseline first (BA)", 0.0705, 0.00075, 0.989),
+    ("Balanced", 0.0801, 0.00110, 0.986),
+    ("AB, frontier-only", 0.0432, 0.00207, 0.954),
+    ("BA, frontier-only", 0.0442, 0.00119, 0.974),
+]
+
+
+@pytest.mark.parametrize(("arm", "s", "sj", "printed"), TABLE_3, ids=[t[0] for t in TABLE_3])
+def test_ceilings_of_paper_table_3(arm: str, s: float, sj: float, printed: float) -> None:
+    sigma2 = components(s=s, sj=sj, si=0.05, sij=0.02, r_sij=0.1, i=0.3, j=0.01)
+    assert round(float(ceiling(sigma2, DESIGN)), 3) == printed
+
+
+# Paper table 1 and appendix: sigma2_s with E rho^2 and MDD at 30 items, one judge,
+# one run. The two printed numbers imply the same relative error variance.
+TABLE_1 = [("Screened (ours)", 0.456, 0.695, 1.24), ("MT-Bench", 0.044, 0.463, 0.63)]
+
+
+@pytest.mark.parametrize(("bench", "s", "erho2_30", "mdd_30"), TABLE_1, ids=[t[0] for t in TABLE_1])
+def test_mdd_and_erho2_of_paper_table_1_agree(bench: str, s: float, erho2_30: float, mdd_30: float) -> None:
+    delta = s / erho2_30 - s  # invert E rho^2 = s / (s + delta)
+    sigma2 = components(s=s, sj=delta)  # all of delta in one term: any split gives the same MDD
+    n = ROLES.sizes(DESIGN, 30, 1, 1)
+    assert round(float(mdd95(sigma2, DESIGN, n)), 2) == mdd_30
+    assert float(erho2(sigma2, DESIGN, n)) == pytest.approx(erho2_30, rel=1e-12)
+
+
+def test_error_variances_match_the_hand_formula() -> None:
+    sigma2 = components(s=0.4, i=0.3, j=0.05, si=0.2, sj=0.1, ij=0.07, sij=0.3, r_sij=0.25)
+    ni, nj, nr = 17, 3, 2
+    tau, delta, absolute = error_variances(sigma2, DESIGN, ROLES.sizes(DESIGN, ni, nj, nr))
+    hand_delta = 0.2 / ni + 0.1 / nj + 0.3 / (ni * nj) + 0.25 / (ni * nj * nr)
+    hand_abs = hand_delta + 0.3 / ni + 0.05 / nj + 0.07 / (ni * nj)
+    assert float(tau) == 0.4
+    assert float(delta) == pytest.approx(hand_delta, rel=1e-14)
+    assert float(absolute) == pytest.approx(hand_abs, rel=1e-14)
+    n = ROLES.sizes(DESIGN, ni, nj, nr)
+    assert float(phi(sigma2, DESIGN, n)) == pytest.approx(0.4 / (0.4 + hand_abs))
+    assert float(mdd95(sigma2, DESIGN, n)) == pytest.approx(1.959963985 * np.sqrt(2 * hand_delta))
+    assert float(ceiling(sigma2, DESIGN, judges=3)) == pytest.approx(0.4 / (0.4 + 0.1 / 3))
+
+
+SCREENED_LIKE = components(s=0.456, si=0.474, sj=0.155, sij=0.683, r_sij=0.19, i=0.3, j=0.05, ij=0.05)
+
+
+def test_item_cost_diverges_as_the_target_nears_the_ceiling() -> None:
+    top = float(ceiling(SCREENED_LIKE, DESIGN))
+    costs = [items_needed(SCREENED_LIKE, DESIGN, target=top - gap) for gap in (0.1, 0.03, 0.01, 0.001)]
+    assert all(c is not None for c in costs)
+    assert costs == sorted(costs)
+    assert costs[-1] > 50 * costs[0]
+    assert items_needed(SCREENED_LIKE, DESIGN, target=top + 1e-6) is None
+    # The returned count is the smallest that reaches the target.
+    k = items_needed(SCREENED_LIKE, DESIGN, target=0.7)
+    assert erho2(SCREENED_LIKE, DESIGN, ROLES.sizes(DESIGN, k, 1, 1)) >= 0.7
+    assert erho2(SCREENED_LIKE, DESIGN, ROLES.sizes(DESIGN, k - 1, 1, 1)) < 0.7
+
+
+def test_ceiling_rises_with_judges_and_judges_needed_is_minimal() -> None:
+    values = [float(ceiling(SCREENED_LIKE, DESIGN, judges=k)) for k in range(1, 8)]
+    assert values == sorted(values)
+    k = judges_needed(SCREENED_LIKE, DESIGN, target=0.8, items=30, replicates=3)
+    assert k is not None
+    assert erho2(SCREENED_LIKE, DESIGN, ROLES.sizes(DESIGN, 30, k, 3)) >= 0.8
+    assert erho2(SCREENED_LIKE, DESIGN, ROLES.sizes(DESIGN, 30, k - 1, 3)) < 0.8
+    assert judges_needed(SCREENED_LIKE, DESIGN, target=0.999, items=30, replicates=3) is None
+
+
+@pytest.mark.parametrize("budget", [120, 360, 1080])
+def test_budget_optimum_is_interior_and_optimal(budget: int) -> None:
+    n_i, n_j, n_r, mdd = budget_optimum(SCREENED_LIKE, DESIGN, budget)
+    assert n_i * n_j * n_r <= budget
+    assert n_j > 1
+    assert n_i > 1
+    # No other split of the budget does better (brute force over all splits).
+    best = min(
+        float(mdd95(SCREENED_LIKE, DESIGN, ROLES.sizes(DESIGN, budget // (a * b), a, b)))
+        for a in range(1, budget + 1)
+        for b in range(1, budget // a + 1)
+    )
+    assert mdd == pytest.approx(best)
+
+
+def test_nomogram_is_monotone_and_bounded_by_the_ceiling() -> None:
+    grid = nomogram(SCREENED_LIKE, DESIGN)
+    assert np.all(np.diff(grid, axis=0) > 0)
+    assert np.all(np.diff(grid, axis=1) > 0)
+    assert np.all(grid[0] < float(ceiling(SCREENED_LIKE, DESIGN)))
+
+
+def _simulate(sizes: dict[str, int], truth: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    x = np.full([sizes[f] for f in DESIGN.facets], 3.0)
+    for k, effect in enumerate(DESIGN.effects):
+        sub = [sizes[f] if f in effect else 1 for f in DESIGN.facets]
+        x = x + rng.normal(scale=np.sqrt(truth[k]), size=sub)
+    return x
+
+
+SIZES = {"s": 30, "i": 20, "j": 4, "r": 2}
+TRUTH = components(s=0.5, i=0.3, j=0.1, si=0.3, sj=0.08, ij=0.05, sij=0.4, r_sij=0.3)
+
+
+def test_chi_square_resampling_agrees_with_resampling_whole_data_sets() -> None:
+    rng = np.random.default_rng(5)
+    whole = np.array([fit_gstudy(_simulate(SIZES, TRUTH, rng), DESIGN).sigma2 for _ in range(600)])
+    # Bootstrap from the true expected mean squares: the same distribution, by theory.
+    fit = fit_gstudy(_simulate(SIZES, TRUTH, rng), DESIGN)
+    expected_ms = DESIGN.ems_matrix(fit.sizes) @ TRUTH
+    exact = type(fit)(**{**fit.__dict__, "ms": expected_ms, "sigma2": TRUTH})
+    chi = resample_components(exact, n_boot=20_000, seed=1)
+    # SD of an SD estimate from 600 draws is about 1/sqrt(2*600) = 3% relative.
+    np.testing.assert_allclose(whole.std(axis=0), chi.std(axis=0), rtol=0.12)
+    np.testing.assert_allclose(whole.mean(axis=0), chi.mean(axis=0), atol=4 * whole.std(axis=0).max() / np.sqrt(600))
+
+
+@pytest.mark.slow
+def test_bootstrap_interval_coverage_is_nominal() -> None:
+    rng = np.random.default_rng(2026)
+    true_ceiling = float(ceiling(TRUTH, DESIGN))
+    hits_s, hits_c, n_sets = 0, 0, 300
+    for k in range(n_sets):
+        fit = fit_gstudy(_simulate(SIZES, TRUTH, rng), DESIGN)
+        result = bootstrap_reliability(fit, n_boot=800, seed=k)
+        s = result.sigma2["s"]
+        hits_s += s.low <= TRUTH[0] <= s.high
+        hits_c += result.ceiling.low <= true_ceiling <= result.ceiling.high
+    assert abs(hits_s / n_sets - 0.95) <= 0.03, hits_s / n_sets
+    assert abs(hits_c / n_sets - 0.95) <= 0.03, hits_c / n_sets
