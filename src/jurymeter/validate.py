@@ -124,7 +124,9 @@ def parse_timestamps(text: pl.Series) -> pl.Series:
     return out
 
 
-def _coerce(name: str, dtype: pl.DataType, target: pl.DataType) -> tuple[pl.Expr, pl.Expr]:
+def _coerce(
+    name: str, dtype: pl.DataType, target: pl.DataType, *, marked: bool = True
+) -> tuple[pl.Expr, pl.Expr]:
     """Typed value and a flag for values that cannot be read as ``target``.
 
     Text is accepted for every type when it parses (CSV has nothing else);
@@ -134,7 +136,7 @@ def _coerce(name: str, dtype: pl.DataType, target: pl.DataType) -> tuple[pl.Expr
     present = col.is_not_null()
     if not _is_scalar(dtype) and not (target.is_temporal() and dtype.is_temporal()):
         return pl.lit(None, dtype=target), present
-    if dtype == pl.String:
+    if dtype == pl.String and marked:
         not_scalar = col.str.starts_with(NOT_SCALAR)
         value, bad = _coerce_scalar(col, dtype, target, present)
         return pl.when(not_scalar).then(None).otherwise(value), bad | not_scalar.fill_null(False)
@@ -145,9 +147,9 @@ def _coerce_scalar(
     col: pl.Expr, dtype: pl.DataType, target: pl.DataType, present: pl.Expr
 ) -> tuple[pl.Expr, pl.Expr]:
     if target == pl.String:
-        value = col.cast(pl.String).str.strip_chars()
-        value = pl.when(value == "").then(None).otherwise(value)
-        return value, pl.lit(False)
+        # Ids are kept exactly as written (no trimming: that would copy every
+        # string); an empty id counts as missing (see the missing-field check).
+        return (col if dtype == pl.String else col.cast(pl.String)), pl.lit(False)
     if target == pl.Float64:
         value = (
             col.str.strip_chars().cast(pl.Float64, strict=False)
@@ -220,9 +222,16 @@ def validate_batch(
     unknown = [c for c in frame.columns if c not in schema.dtypes and c != ROW]
     typed: list[pl.Expr] = []
     bad_flags: list[pl.Expr] = []
+    # Only the slow JSON path marks non-scalars; skip the per-value test without marks.
+    text_columns = [c for c in schema.dtypes if in_frame.get(c) == pl.String]
+    marked = bool(text_columns) and bool(
+        frame.select(
+            pl.any_horizontal(pl.col(c).str.starts_with(NOT_SCALAR).any() for c in text_columns)
+        ).item()
+    )
     for name, target in schema.dtypes.items():
         if name in in_frame:
-            value, bad = _coerce(name, in_frame[name], target)
+            value, bad = _coerce(name, in_frame[name], target, marked=marked)
         else:
             value, bad = pl.lit(None, dtype=target), pl.lit(False)
         if name == "item_set" and options.item_set is not None:
@@ -275,7 +284,7 @@ _Message = Callable[[dict[str, pl.Expr]], pl.Expr]
 
 
 def _winner(raw: pl.Expr) -> pl.Expr:
-    return raw.str.to_lowercase().replace_strict(
+    return raw.str.strip_chars().str.to_lowercase().replace_strict(
         WINNER_ALIASES, default=None, return_dtype=pl.String
     )
 
@@ -289,7 +298,8 @@ def _checks(
     for name in schema.required:
         checks.append(
             (
-                pl.col(name).is_null() & ~pl.col(f"__bad_{name}"),
+                (pl.col(name).is_null() | (pl.col(name).cast(pl.String).str.len_bytes() == 0))
+                & ~pl.col(f"__bad_{name}"),
                 "missing_field",
                 lambda _t, name=name: pl.lit(f"required field {name!r} is missing or empty"),
             )
