@@ -1,0 +1,230 @@
+"""From pointwise records to the dense balanced array a G-study needs.
+
+Rule for the largest balanced block (documented in ``docs/gstudy.md``):
+
+1. Generations: by default the scores of a (system, item, judge, replicate) are
+   averaged over the generations present (``generations="average"``); with
+   ``"facet"`` the generation becomes a facet nested in system x item and only
+   generations present in every kept cell are used.
+2. A (system, item, judge) cell is present when it has at least one score.
+   While any cell is missing, drop the one level (a system, an item or a judge)
+   with the most missing cells among the levels still kept; ties go to the level
+   with the larger share of its cells missing, then to systems before items
+   before judges, then to the larger id. Nothing is filled in.
+3. Replicates: keep the first ``k`` replicates (by replicate index) of every
+   cell, ``k`` the smallest replicate count among the kept cells. With ``k = 1``
+   the replicate facet is dropped from the design (its variance is then part of
+   the residual).
+
+Everything dropped is reported. Grouping and counting are polars group-bys; the
+pruning loop works on a dense presence array with numpy sums.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+import polars as pl
+
+from jurymeter.design import Design
+from jurymeter.errors import DesignError
+
+GenerationMode = Literal["average", "facet"]
+
+
+@dataclass(frozen=True)
+class BalancedBlock:
+    """A complete block of scores and what was left out to get it.
+
+    ``x`` has axes (system, item, judge[, replicate]) for ``generations="average"``
+    and (system, item, judge, generation[, replicate]) for ``"facet"``, matching
+    :attr:`design`.
+    """
+
+    x: np.ndarray
+    design: Design
+    systems: tuple[str, ...]
+    items: tuple[str, ...]
+    judges: tuple[str, ...]
+    n_replicates: int
+    n_generations: int
+    completeness: float
+    records_in: int
+    observations_used: int
+    dropped_systems: tuple[str, ...] = ()
+    dropped_items: tuple[str, ...] = ()
+    dropped_judges: tuple[str, ...] = ()
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def summary(self) -> dict[str, object]:
+        return {
+            "systems": len(self.systems),
+            "items": len(self.items),
+            "judges": len(self.judges),
+            "replicates": self.n_replicates,
+            "generations": self.n_generations,
+            "completeness": self.completeness,
+            "records_in": self.records_in,
+            "observations_used": self.observations_used,
+            "dropped_systems": list(self.dropped_systems),
+            "dropped_items": list(self.dropped_items),
+            "dropped_judges": list(self.dropped_judges),
+            "notes": list(self.notes),
+        }
+
+
+def _codes(frame: pl.DataFrame, column: str) -> tuple[np.ndarray, list[str]]:
+    levels = frame.get_column(column).unique().sort()
+    codes = frame.get_column(column).cast(pl.Enum(levels.to_list())).to_physical().to_numpy()
+    return codes.astype(np.int64), levels.to_list()
+
+
+def balanced_block(
+    records: pl.DataFrame | pl.LazyFrame,
+    *,
+    generations: GenerationMode = "average",
+) -> BalancedBlock:
+    """Extract the largest balanced block by the module's rule.
+
+    Parameters
+    ----------
+    records
+        Pointwise records with ``system_id``, ``item_id``, ``judge_id``,
+        ``generation``, ``replicate`` and ``score`` (one item set).
+    generations
+        Average generations (default) or keep them as a nested facet.
+    """
+    lazy = records.lazy() if isinstance(records, pl.DataFrame) else records
+    needed = ["system_id", "item_id", "judge_id", "generation", "replicate", "score"]
+    keys = ["system_id", "item_id", "judge_id"]
+    if generations == "average":
+        cells = (
+            lazy.select(needed)
+            .group_by([*keys, "replicate"])
+            .agg(pl.col("score").mean(), pl.len().alias("__n"))
+            .collect()
+        )
+        records_in = int(cells["__n"].sum()) if cells.height else 0
+        n_generations = 1
+    elif generations == "facet":
+        cells = lazy.select(needed).collect()
+        records_in = cells.height
+        n_generations = 0
+    else:
+        msg = f"generations must be 'average' or 'facet', got {generations!r}"
+        raise DesignError(msg)
+    if not cells.height:
+        msg = "no pointwise records to fit"
+        raise DesignError(msg)
+
+    s_code, systems = _codes(cells, "system_id")
+    i_code, items = _codes(cells, "item_id")
+    j_code, judges = _codes(cells, "judge_id")
+    present = np.zeros((len(systems), len(items), len(judges)), dtype=bool)
+    present[s_code, i_code, j_code] = True
+    completeness = float(present.mean())
+    keep = [np.ones(n, dtype=bool) for n in present.shape]
+    dropped: list[list[str]] = [[], [], []]
+    names = (systems, items, judges)
+    while True:
+        sub = present[np.ix_(*keep)]
+        if sub.size == 0:
+            msg = "no balanced block: every system, item or judge level was dropped"
+            raise DesignError(msg)
+        missing = [(~sub).sum(axis=tuple(a for a in range(3) if a != axis)) for axis in range(3)]
+        if not any(m.any() for m in missing):
+            break
+        best_rank: tuple[int, float, int, str] | None = None
+        chosen = (0, 0)
+        for axis in range(3):
+            kept_idx = np.flatnonzero(keep[axis])
+            per_level = sub.size / sub.shape[axis]
+            for pos in np.flatnonzero(missing[axis] == missing[axis].max()):
+                level = int(kept_idx[pos])
+                rank = (
+                    int(missing[axis][pos]),
+                    float(missing[axis][pos] / per_level),
+                    -axis,
+                    names[axis][level],
+                )
+                if best_rank is None or rank > best_rank:
+                    best_rank, chosen = rank, (axis, level)
+        axis, level = chosen
+        keep[axis][level] = False
+        dropped[axis].append(names[axis][level])
+
+    kept_s, kept_i, kept_j = (np.flatnonzero(k) for k in keep)
+    remap = [np.full(len(n), -1, dtype=np.int64) for n in names]
+    for axis, kept in enumerate((kept_s, kept_i, kept_j)):
+        remap[axis][kept] = np.arange(len(kept))
+    s_new, i_new, j_new = remap[0][s_code], remap[1][i_code], remap[2][j_code]
+    inside = (s_new >= 0) & (i_new >= 0) & (j_new >= 0)
+    cells = cells.filter(pl.Series(inside)).with_columns(
+        pl.Series("__s", s_new[inside]), pl.Series("__i", i_new[inside]), pl.Series("__j", j_new[inside])
+    )
+    notes: list[str] = []
+    group = ["__s", "__i", "__j"]
+    if generations == "facet":
+        # Generations judged by every kept judge, indexed within (system, item).
+        complete = (
+            cells.group_by(["__s", "__i", "generation"])
+            .agg(pl.col("__j").n_unique().alias("__nj"))
+            .filter(pl.col("__nj") == len(kept_j))
+            .with_columns(
+                (pl.col("generation").rank("ordinal").over(["__s", "__i"]).cast(pl.Int64) - 1).alias("__g")
+            )
+        )
+        per_pair = complete.group_by(["__s", "__i"]).agg(pl.len().alias("g"))
+        n_pairs = len(kept_s) * len(kept_i)
+        n_generations = int(per_pair["g"].min()) if per_pair.height == n_pairs else 0
+        if n_generations < 1:
+            msg = "generations='facet': some system-item pair has no generation seen by every judge"
+            raise DesignError(msg)
+        cells = cells.join(
+            complete.select("__s", "__i", "generation", "__g"), on=["__s", "__i", "generation"]
+        ).filter(pl.col("__g") < n_generations)
+        group = [*group, "__g"]
+    cells = cells.with_columns(
+        (pl.col("replicate").rank("ordinal").over(group).cast(pl.Int64) - 1).alias("__r")
+    )
+    n_replicates = int(cells.group_by(group).agg(pl.len().alias("n"))["n"].min())
+    cells = cells.filter(pl.col("__r") < n_replicates)
+    if n_replicates == 1:
+        notes.append("one replicate per cell: the replicate facet is confounded with the residual")
+    shape = [len(kept_s), len(kept_i), len(kept_j)]
+    index = [cells["__s"].to_numpy(), cells["__i"].to_numpy(), cells["__j"].to_numpy()]
+    spec = "s x i x j"
+    if generations == "facet":
+        if n_generations < 2:
+            notes.append("fewer than two generations in some cell: the generation facet is dropped")
+        else:
+            shape.append(n_generations)
+            index.append(cells["__g"].to_numpy())
+            spec += " x g:si"
+    if n_replicates > 1:
+        shape.append(n_replicates)
+        index.append(cells["__r"].to_numpy())
+        spec += " x r:" + ("sijg" if spec.endswith("g:si") else "sij")
+    x = np.full(shape, np.nan)
+    x[tuple(index)] = cells["score"].to_numpy()
+    if np.isnan(x).any():  # pragma: no cover - the rule above guarantees completeness
+        msg = "internal error: the balanced block has holes"
+        raise AssertionError(msg)
+    return BalancedBlock(
+        x=x,
+        design=Design.parse(spec),
+        systems=tuple(systems[k] for k in kept_s),
+        items=tuple(items[k] for k in kept_i),
+        judges=tuple(judges[k] for k in kept_j),
+        n_replicates=n_replicates,
+        n_generations=n_generations if generations == "facet" else 1,
+        completeness=completeness,
+        records_in=records_in,
+        observations_used=int(x.size),
+        dropped_systems=tuple(dropped[0]),
+        dropped_items=tuple(dropped[1]),
+        dropped_judges=tuple(dropped[2]),
+        notes=tuple(notes),
+    )

@@ -1,0 +1,123 @@
+"""Ensembles, items, naive bootstrap and rank reliability against simulated truth and brute force."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from jurymeter.design import Design
+from jurymeter.diagnostics import (
+    ensemble_partitions,
+    item_diagnostics,
+    mdd_false_positive_rate,
+    naive_item_bootstrap_halfwidth,
+    wrong_order_probability,
+)
+from jurymeter.dstudy import PAPER_ROLES, mdd95
+from jurymeter.gstudy import fit_gstudy
+
+DESIGN = Design.parse("s x i x j x r:sij")
+
+
+def _truth(**values: float) -> np.ndarray:
+    return np.array([values.get(label.replace(":", "_"), 0.0) for label in DESIGN.labels])
+
+
+TRUTH = _truth(s=0.5, i=0.3, j=0.1, si=0.3, sj=0.15, ij=0.05, sij=0.4, r_sij=0.3)
+
+
+def _simulate(sizes: dict[str, int], truth: np.ndarray, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    x = np.full([sizes[f] for f in DESIGN.facets], 3.0)
+    for k, effect in enumerate(DESIGN.effects):
+        sub = [sizes[f] if f in effect else 1 for f in DESIGN.facets]
+        x = x + rng.normal(scale=np.sqrt(truth[k]), size=sub)
+    return x
+
+
+def test_ensembles_of_k_judges_carry_sigma2_sj_over_k() -> None:
+    x = _simulate({"s": 40, "i": 30, "j": 12, "r": 2}, TRUTH, seed=3)
+    for k in (2, 3):
+        check = ensemble_partitions(x, DESIGN, k=k, partitions=60, seed=k)
+        assert len(check.ratios) == 60
+        # Same-data refits: the median ratio sits near 1, as in the paper (0.93-1.11).
+        assert 0.8 < check.median < 1.25, check.median
+
+
+def test_item_discrimination_is_the_variance_of_system_means() -> None:
+    x = _simulate({"s": 12, "i": 9, "j": 3, "r": 2}, TRUTH, seed=4)
+    result = item_diagnostics(x, DESIGN, splits=50)
+    for item in range(9):
+        means = [x[s, item].mean() for s in range(12)]
+        assert result.discrimination[item] == pytest.approx(np.var(means, ddof=1))
+    assert result.split_half_rho.shape == (50,)
+    assert np.all(np.abs(result.split_half_rho) <= 1)
+    threshold = float(np.median(result.discrimination))
+    kept = result.screened(threshold)
+    assert set(kept) == {k for k in range(9) if result.discrimination[k] >= threshold}
+
+
+def test_split_half_is_high_when_items_differ_in_discrimination() -> None:
+    rng = np.random.default_rng(5)
+    spread = np.linspace(0.1, 3.0, 20)  # item i separates systems with scale spread[i]
+    quality = rng.normal(size=(30, 1, 1, 1))
+    x = quality * spread[None, :, None, None] + rng.normal(scale=0.3, size=(30, 20, 3, 2))
+    result = item_diagnostics(x, DESIGN, splits=100)
+    assert np.median(result.split_half_rho) > 0.8
+
+
+def test_naive_halfwidth_equals_its_explicit_loop() -> None:
+    design = Design.parse("s x i x j")
+    truth = np.array([0.5, 0.3, 0.0, 0.3, 0.2, 0.0, 0.4])
+    one_judge = _simulate_design(design, {"s": 20, "i": 30, "j": 4}, truth, seed=6)[:, :, :1]
+    half = naive_item_bootstrap_halfwidth(one_judge, design, n_boot=2000, seed=1)
+    rng = np.random.default_rng(1)
+    means = one_judge.mean(axis=2)
+    picks = rng.integers(0, 30, size=(2000, 30))
+    boot = np.array([means[:, p].mean(axis=1) for p in picks])
+    sds = [np.std(boot[:, a] - boot[:, b], ddof=1) for a in range(20) for b in range(a + 1, 20)]
+    assert half == pytest.approx(1.959963985 * np.sqrt(np.mean(np.square(sds))), rel=1e-9)
+
+
+def _simulate_design(design: Design, sizes: dict[str, int], truth: np.ndarray, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    x = np.zeros([sizes[f] for f in design.facets])
+    for k, effect in enumerate(design.effects):
+        sub = [sizes[f] if f in effect else 1 for f in design.facets]
+        x = x + rng.normal(scale=np.sqrt(truth[k]), size=sub)
+    return x
+
+
+def test_naive_halfwidth_is_below_the_single_judge_mdd() -> None:
+    truth = _truth(s=0.5, i=0.3, j=0.1, si=0.3, sj=0.3, ij=0.05, sij=0.4, r_sij=0.3)
+    x = _simulate({"s": 30, "i": 30, "j": 6, "r": 2}, truth, seed=8)
+    fit = fit_gstudy(x, DESIGN)
+    single = x[:, :, :1, :1]
+    half = naive_item_bootstrap_halfwidth(single, DESIGN, n_boot=1000, seed=2)
+    mdd = float(mdd95(fit.sigma2, DESIGN, PAPER_ROLES.sizes(DESIGN, 30, 1, 1)))
+    assert mdd / half > 1.3
+
+
+def test_wrong_order_probability_matches_its_closed_form_and_falls_with_judges() -> None:
+    x = _simulate({"s": 30, "i": 20, "j": 6, "r": 2}, TRUTH, seed=9)
+    fit = fit_gstudy(x, DESIGN)
+    one = wrong_order_probability(fit, judges=1, draws=20_000, seed=1)
+    three = wrong_order_probability(fit, judges=3, draws=20_000, seed=1)
+    assert 0 < three < one < 0.5
+    # Closed form for one adjacent gap distribution: same draws, explicit loop.
+    rng = np.random.default_rng(1)
+    s2 = fit.component("s")
+    true = np.sort(rng.normal(0, np.sqrt(s2), size=(20_000, 30)), axis=1)[:, ::-1][:, :10]
+    delta = fit.component("si") / 20 + fit.component("sj") + fit.component("sij") / 20 + fit.component("r:sij") / 20
+    expected = stats.norm.cdf(-(true[:, :-1] - true[:, 1:]) / np.sqrt(2 * delta)).mean()
+    assert one == pytest.approx(expected, rel=1e-9)
+
+
+@pytest.mark.slow
+def test_mdd_rule_false_positive_rate_is_near_nominal() -> None:
+    x = _simulate({"s": 20, "i": 20, "j": 3, "r": 2}, TRUTH, seed=10)
+    fit = fit_gstudy(x, DESIGN)
+    rate = mdd_false_positive_rate(fit, simulations=400, seed=3)
+    # 5% nominal; binomial SE at n=400 is 1.1 points.
+    assert 0.015 <= rate <= 0.085, rate
