@@ -251,6 +251,155 @@ def print_store_info(url, summary, quarantine, meta) -> None:
 
 
 @app.command()
+def gstudy(
+    item_set: Annotated[str, typer.Option("--item-set", help="Item set to fit")],
+    store: StoreOpt = None,
+    storage_option: StorageOpt = None,
+    config: ConfigOpt = None,
+    universe: Annotated[
+        str | None, typer.Option("--universe", help="Judge universe named in the config file")
+    ] = None,
+    population: Annotated[
+        str | None, typer.Option("--population", help="System population named in the config file")
+    ] = None,
+    generations: Annotated[
+        str, typer.Option("--generations", help="'average' (default) or 'facet'")
+    ] = "average",
+    boot: Annotated[int, typer.Option("--boot", help="Parametric bootstrap resamples")] = 800,
+    seed: Annotated[int, typer.Option(help="Random seed")] = 0,
+    target: Annotated[float, typer.Option(help="Target E rho^2 for sizing")] = 0.8,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the full report as JSON")] = False,
+) -> None:
+    """G-study and D-study of one pointwise item set, with bootstrap intervals."""
+    _run(_gstudy, item_set, store, storage_option, config, universe, population, generations,
+         boot, seed, target, as_json)
+
+
+def _named_levels(settings: dict[str, Any], table: str, name: str | None) -> tuple[str, ...] | None:
+    if name is None or name == "all":
+        return None
+    entries = settings.get(table, {})
+    if name not in entries:
+        known = ", ".join(sorted(entries)) or "none"
+        msg = f"no {table[:-1]} {name!r} in the config file (known: {known})"
+        raise ConfigError(msg)
+    values = entries[name]
+    if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+        msg = f"{table}.{name} must be a list of ids"
+        raise ConfigError(msg)
+    return tuple(values)
+
+
+def _gstudy(item_set, store, storage_option, config, universe, population, generations,
+            boot, seed, target, as_json) -> None:
+    from jurymeter.reliability import GStudyRequest, assess_item_set
+
+    settings = _load_config(config)
+    target_store = _open_store(store, storage_option, config)
+    target_store.check()
+    if item_set not in target_store.item_sets("pointwise"):
+        known = ", ".join(target_store.item_sets("pointwise")) or "none"
+        msg = f"no pointwise item set {item_set!r} in {target_store.url} (item sets: {known})"
+        raise ConfigError(msg)
+    request = GStudyRequest(
+        item_set=item_set,
+        judges=_named_levels(settings, "universes", universe),
+        systems=_named_levels(settings, "populations", population),
+        generations=generations,  # type: ignore[arg-type]
+        n_boot=boot,
+        seed=seed,
+        target=target,
+    )
+    report = assess_item_set(target_store.scan("pointwise", item_set), request)
+    report["universe"], report["population"] = universe or "all", population or "all"
+    if as_json:
+        sys.stdout.write(orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode() + "\n")
+        return
+    print_gstudy(report)
+
+
+def _fmt(value: Any, digits: int = 3) -> str:
+    if value is None:
+        return "never"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def print_gstudy(report: dict[str, Any]) -> None:
+    block = report["block"]
+    out.print(
+        f"item set {report['item_set']}  universe {report['universe']}  population "
+        f"{report['population']}  design {report['design']}  "
+        f"({block['systems']} systems x {block['items']} items x {block['judges']} judges x "
+        f"{block['replicates']} replicates; completeness {block['completeness']:.3f})",
+        markup=False,
+    )
+    for kind in ("systems", "items", "judges"):
+        if block[f"dropped_{kind}"]:
+            out.print(f"dropped {kind} to balance: {', '.join(block[f'dropped_{kind}'])}", markup=False)
+    for note in block["notes"]:
+        out.print(f"note: {note}", markup=False)
+    table = Table(title="variance components", title_justify="left")
+    for col in ("component", "raw", "share", "95% interval"):
+        table.add_column(col, justify="left" if col == "component" else "right")
+    for name, c in report["components"].items():
+        i = c["interval"]
+        table.add_row(name, f"{c['raw']:.4f}", f"{100 * c['share']:.1f}%", f"[{i['low']:.4f}, {i['high']:.4f}]")
+    out.print(table)
+    iv = report["intervals"]
+    rows = [
+        ("E rho^2 (native)", report["erho2"], iv["erho2"]),
+        ("Phi (native)", report["phi"], None),
+        ("single-judge ceiling", report["ceiling"], iv["ceiling"]),
+        ("MDD95 (native)", report["mdd95"], iv["mdd95"]),
+        ("MDD95 @30 items, 1 judge, 1 run", report["mdd95_30"], iv["mdd95_30"]),
+        ("MDD95, unlimited items, 1 judge", report["mdd95_unlimited_items"], None),
+        ("MDD95 in SD of system means", report["mdd95_in_sd_of_system_means"], None),
+    ]
+    d = Table(title="D-study", title_justify="left")
+    for col in ("quantity", "estimate", "95% interval"):
+        d.add_column(col, justify="left" if col == "quantity" else "right")
+    for name, value, interval in rows:
+        d.add_row(name, _fmt(value), f"[{interval['low']:.3f}, {interval['high']:.3f}]" if interval else "")
+    out.print(d)
+    out.print(
+        f"P(ceiling >= 0.8) = {report['p_ceiling_at_least_0_8']:.3f}; judges needed for "
+        f"E rho^2 >= {report['target']} at 30 items, 3 runs: {_fmt(report['judges_needed'])}; "
+        f"items needed at 1 judge, 1 run: {_fmt(report['items_needed'])}",
+        markup=False,
+    )
+    for budget, best in report["budget_optimum"].items():
+        out.print(
+            f"budget {budget} calls: {best['n_i']} items x {best['n_j']} judges x {best['n_r']} runs "
+            f"(MDD95 {best['mdd95']:.3f})"
+        )
+    naive = report["naive_item_bootstrap"]
+    out.print(
+        f"naive item bootstrap half-width {naive['halfwidth']:.3f} vs single-judge MDD95 "
+        f"{naive['mdd95_single_judge']:.3f}: understates {_fmt(naive['mdd95_over_halfwidth'], 2)}x"
+    )
+    rank = report["rank_reliability"]
+    out.print(
+        f"adjacent top-10 pairs in the wrong order: {rank['wrong_order_top10_1_judge']:.3f} at 1 judge, "
+        f"{rank['wrong_order_top10_3_judges']:.3f} at 3 judges"
+    )
+    for k, e in report["ensembles"].items():
+        out.print(
+            f"ensembles of {k}: observed/predicted sigma2_sj median {e['median']:.2f} "
+            f"[{e['low']:.2f}, {e['high']:.2f}] over {e['partitions']} partitions"
+        )
+    if report["items"]:
+        it = report["items"]
+        out.print(
+            f"item split-half Spearman {it['split_half_rho_median']:.3f} "
+            f"[{it['split_half_rho_low']:.3f}, {it['split_half_rho_high']:.3f}]; "
+            f"{len(it['screened_items'])} of {block['items']} items pass the screen "
+            f"(between-system variance >= {it['screen_threshold']})"
+        )
+
+
+@app.command()
 def simulate(
     out_dir: Annotated[Path, typer.Option("--out", help="Folder to write the dump into")],
     seed: Annotated[int, typer.Option(help="Random seed")] = 0,

@@ -1,0 +1,218 @@
+"""One item set's reliability report: block, G-study, D-study, intervals and checks.
+
+This is the library entry point the CLI and (later) the nightly flow call. It
+takes records as a polars frame (``Store.scan``) and returns plain data: a
+frozen request in, a JSON-ready dict out, full float64 precision (rounding is
+the CLI's job). Paper symbols are spelled the same everywhere: ``sigma2_sj``,
+``erho2``, ``phi``, ``mdd95``, ``ceiling``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from jurymeter.blocks import BalancedBlock, GenerationMode, balanced_block
+from jurymeter.bootstrap import DEFAULT_RESAMPLES, bootstrap_reliability
+from jurymeter.design import Design
+from jurymeter.diagnostics import (
+    ensemble_partitions,
+    item_diagnostics,
+    naive_item_bootstrap_halfwidth,
+    wrong_order_probability,
+)
+from jurymeter.dstudy import (
+    PAPER_ROLES,
+    budget_optimum,
+    ceiling,
+    erho2,
+    error_variances,
+    items_needed,
+    judges_needed,
+    mdd95,
+    nomogram,
+    phi,
+)
+from jurymeter.errors import DesignError
+from jurymeter.gstudy import GStudy, fit_gstudy
+
+NOMOGRAM_JUDGES = (1, 2, 3, 4, 5, 6, 8, 10, 15, 20)
+NOMOGRAM_ITEMS = (5, 10, 20, 30, 50, 100, 200, 500, 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class GStudyRequest:
+    """What to fit for one item set (validated at construction).
+
+    ``judges`` and ``systems`` restrict the fit to a judge universe and a system
+    population (``None`` = all in the data).
+    """
+
+    item_set: str
+    judges: tuple[str, ...] | None = None
+    systems: tuple[str, ...] | None = None
+    generations: GenerationMode = "average"
+    n_boot: int = DEFAULT_RESAMPLES
+    seed: int = 0
+    target: float = 0.8
+    ensembles: tuple[int, ...] = (2, 3)
+    partitions: int = 60
+    splits: int = 200
+    screen_threshold: float = 1.0
+    budgets: tuple[int, ...] = (120, 360, 1080)
+
+    def __post_init__(self) -> None:
+        if self.n_boot < 1:
+            msg = f"n_boot must be >= 1, got {self.n_boot}"
+            raise DesignError(msg)
+        if not 0 < self.target < 1:
+            msg = f"target must be in (0, 1), got {self.target}"
+            raise DesignError(msg)
+        if self.generations not in ("average", "facet"):
+            msg = f"generations must be 'average' or 'facet', got {self.generations!r}"
+            raise DesignError(msg)
+
+
+def restrict(records: pl.LazyFrame, request: GStudyRequest) -> pl.LazyFrame:
+    """Keep the item set's records of the requested judges and systems."""
+    out = records
+    if request.judges is not None:
+        out = out.filter(pl.col("judge_id").is_in(list(request.judges)))
+    if request.systems is not None:
+        out = out.filter(pl.col("system_id").is_in(list(request.systems)))
+    return out
+
+
+def _interval(i: Any) -> dict[str, float]:
+    return i.to_json()
+
+
+def dstudy_summary(fit: GStudy, *, target: float = 0.8, budgets: tuple[int, ...] = (120, 360, 1080)) -> dict[str, Any]:
+    """Point D-study quantities of paper table 1 and appendix, from a fit."""
+    design, sigma2, roles = fit.design, fit.sigma2, PAPER_ROLES
+    n_i, n_j = fit.sizes[roles.item], fit.sizes[roles.judge]
+    n_r = fit.sizes.get(roles.replicate or "", 1)
+    native = roles.sizes(design, n_i, n_j, n_r)
+    at30 = roles.sizes(design, 30, 1, 1)
+    unlimited = roles.sizes(design, np.inf, 1, 1)
+    tau, delta, absolute = error_variances(sigma2, design, native)
+    return {
+        "sizes": dict(fit.sizes),
+        "sigma2_delta": float(delta),
+        "sigma2_Delta": float(absolute),
+        "erho2": float(erho2(sigma2, design, native)),
+        "phi": float(phi(sigma2, design, native)),
+        "erho2_30": float(erho2(sigma2, design, at30)),
+        "ceiling": float(ceiling(sigma2, design)),
+        "ceiling_by_judges": {str(k): float(ceiling(sigma2, design, judges=k)) for k in (1, 2, 3, 5, 10)},
+        "mdd95": float(mdd95(sigma2, design, native)),
+        "mdd95_30": float(mdd95(sigma2, design, at30)),
+        "mdd95_unlimited_items": float(mdd95(sigma2, design, unlimited)),
+        "judges_needed": judges_needed(sigma2, design, target=target, items=30, replicates=3),
+        "items_needed": items_needed(sigma2, design, target=target, judges=1, replicates=1),
+        "target": target,
+        "budget_optimum": {
+            str(c): dict(zip(("n_i", "n_j", "n_r", "mdd95"), budget_optimum(sigma2, design, c), strict=True))
+            for c in budgets
+        },
+        "nomogram": {
+            "judges": list(NOMOGRAM_JUDGES),
+            "items": list(NOMOGRAM_ITEMS),
+            "erho2": nomogram(sigma2, design, judges=NOMOGRAM_JUDGES, items=NOMOGRAM_ITEMS).tolist(),
+        },
+        "tau": float(tau),
+    }
+
+
+def assess_item_set(records: pl.LazyFrame | pl.DataFrame, request: GStudyRequest) -> dict[str, Any]:
+    """Fit the item set and return the whole report as JSON-ready data."""
+    lazy = records.lazy() if isinstance(records, pl.DataFrame) else records
+    block = balanced_block(restrict(lazy, request), generations=request.generations)
+    return assess_block(block, request)
+
+
+def assess_block(block: BalancedBlock, request: GStudyRequest) -> dict[str, Any]:
+    """The report for an already extracted balanced block."""
+    fit = fit_gstudy(block.x, block.design)
+    roles = PAPER_ROLES
+    boot = bootstrap_reliability(fit, n_boot=request.n_boot, seed=request.seed)
+    system_means = block.x.reshape(block.x.shape[0], -1).mean(axis=1)
+    sd_means = float(np.std(system_means, ddof=1)) if len(system_means) > 1 else float("nan")
+    summary = dstudy_summary(fit, target=request.target, budgets=request.budgets)
+    # What a careful author does today: one judge, one run, items resampled.
+    one_judge = block.x[:, :, :1, ...]
+    if one_judge.ndim > 3:
+        one_judge = one_judge[..., :1]
+    naive = naive_item_bootstrap_halfwidth(
+        one_judge, block.design, n_boot=request.n_boot, seed=request.seed
+    )
+    single_native = float(
+        mdd95(fit.sigma2, block.design, roles.sizes(block.design, fit.sizes[roles.item], 1, 1))
+    )
+    items = item_diagnostics(block.x, block.design, splits=request.splits, seed=request.seed) if len(block.systems) >= 4 else None
+    ensembles = {}
+    for k in request.ensembles:
+        if len(block.judges) // k >= 2:
+            check = ensemble_partitions(block.x, block.design, k=k, partitions=request.partitions, seed=request.seed + k)
+            ensembles[str(k)] = {"median": check.median, "low": check.low, "high": check.high, "partitions": len(check.ratios)}
+    screened = [block.items[k] for k in items.screened(request.screen_threshold)] if items else []
+    return {
+        "item_set": request.item_set,
+        "request": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(request).items()},
+        "design": _design_text(block.design),
+        "block": block.summary(),
+        "grand_mean": fit.grand_mean,
+        "components": {
+            f"sigma2_{label.replace(':', '_')}": {
+                "raw": float(fit.sigma2[k]),
+                "share": float(fit.shares[k]),
+                "df": float(fit.df[k]),
+                "ms": float(fit.ms[k]),
+                "interval": _interval(boot.sigma2[label]),
+            }
+            for k, label in enumerate(fit.effects)
+        },
+        **summary,
+        "mdd95_in_sd_of_system_means": summary["mdd95"] / sd_means if sd_means > 0 else None,
+        "sd_of_system_means": sd_means,
+        "intervals": {
+            "ceiling": _interval(boot.ceiling),
+            "erho2": _interval(boot.erho2_native),
+            "mdd95": _interval(boot.mdd95_native),
+            "erho2_30": _interval(boot.erho2_30),
+            "mdd95_30": _interval(boot.mdd95_30),
+            "n_boot": boot.n_boot,
+        },
+        "p_ceiling_at_least_0_8": boot.p_ceiling_at_least_080,
+        "naive_item_bootstrap": {
+            "halfwidth": naive,
+            "mdd95_single_judge": single_native,
+            "mdd95_over_halfwidth": single_native / naive if naive > 0 else None,
+        },
+        "rank_reliability": {
+            "wrong_order_top10_1_judge": wrong_order_probability(fit, judges=1, seed=request.seed),
+            "wrong_order_top10_3_judges": wrong_order_probability(fit, judges=3, seed=request.seed),
+        },
+        "ensembles": ensembles,
+        "items": None
+        if items is None
+        else {
+            "discrimination": dict(zip(block.items, items.discrimination.tolist(), strict=True)),
+            "split_half_rho_median": float(np.median(items.split_half_rho)),
+            "split_half_rho_low": float(np.percentile(items.split_half_rho, 2.5)),
+            "split_half_rho_high": float(np.percentile(items.split_half_rho, 97.5)),
+            "screen_threshold": request.screen_threshold,
+            "screened_items": screened,
+        },
+    }
+
+
+def _design_text(design: Design) -> str:
+    parts = []
+    for f in design.facets:
+        nest = "".join(g for g in design.facets if g in design.nests[f])
+        parts.append(f"{f}:{nest}" if nest else f)
+    return " x ".join(parts)
