@@ -310,7 +310,10 @@ def _gstudy(item_set, store, storage_option, config, universe, population, gener
         seed=seed,
         target=target,
     )
-    report = assess_item_set(target_store.scan("pointwise", item_set), request)
+    systems = target_store.scan("systems").collect()
+    report = assess_item_set(
+        target_store.scan("pointwise", item_set), request, systems=systems if systems.height else None
+    )
     report["universe"], report["population"] = universe or "all", population or "all"
     if as_json:
         sys.stdout.write(orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode() + "\n")
@@ -388,6 +391,16 @@ def print_gstudy(report: dict[str, Any]) -> None:
         out.print(
             f"ensembles of {k}: observed/predicted sigma2_sj median {e['median']:.2f} "
             f"[{e['low']:.2f}, {e['high']:.2f}] over {e['partitions']} partitions"
+        )
+    nested = report.get("nested")
+    if nested:
+        share = nested["config_share_of_system_variance"]
+        out.print(
+            f"nested ({nested['design']}, {len(nested['models'])} models x "
+            f"{nested['configs_per_model']} configs): sigma2_m {nested['sigma2_m']:.4f}, "
+            f"sigma2_c:m {nested['sigma2_c_m']:.4f}, configuration share "
+            f"{_fmt(None if share is None else 100 * share, 1)}%, ceiling with the model as object "
+            f"{nested['ceiling_model_as_object']:.3f}"
         )
     if report["items"]:
         it = report["items"]

@@ -127,11 +127,82 @@ def dstudy_summary(fit: GStudy, *, target: float = 0.8, budgets: tuple[int, ...]
     }
 
 
-def assess_item_set(records: pl.LazyFrame | pl.DataFrame, request: GStudyRequest) -> dict[str, Any]:
-    """Fit the item set and return the whole report as JSON-ready data."""
+def assess_item_set(
+    records: pl.LazyFrame | pl.DataFrame,
+    request: GStudyRequest,
+    *,
+    systems: pl.DataFrame | None = None,
+) -> dict[str, Any]:
+    """Fit the item set and return the whole report as JSON-ready data.
+
+    ``systems`` is the systems metadata table (``system_id``, ``model``,
+    ``config``); when it nests configurations in models, the report adds the
+    nested split of system variance (:func:`nested_system_split`).
+    """
     lazy = records.lazy() if isinstance(records, pl.DataFrame) else records
     block = balanced_block(restrict(lazy, request), generations=request.generations)
-    return assess_block(block, request)
+    report = assess_block(block, request)
+    report["nested"] = (
+        nested_system_split(block, systems) if systems is not None and block.x.ndim in (3, 4) else None
+    )
+    return report
+
+
+def nested_layout(block: BalancedBlock, systems: pl.DataFrame) -> tuple[np.ndarray, Design, list[str], int] | None:
+    """Rearrange a block's systems into (model, configuration-within-model) axes.
+
+    Rule: models with a single configuration are dropped (nothing to nest); ``k``
+    is the smallest number of configurations among the rest; each model keeps its
+    first ``k`` systems by id. Returns the array with axes (m, c, i, j[, r]), its
+    design ``(c:m) x i x j [x r:mcij]``, the models kept and ``k``; ``None`` when
+    fewer than two models remain.
+    """
+    if "model" not in systems.columns:
+        return None
+    position = {sid: k for k, sid in enumerate(block.systems)}
+    meta = (
+        systems.filter(pl.col("system_id").is_in(list(block.systems)) & pl.col("model").is_not_null())
+        .unique("system_id", keep="first")
+        .sort("model", "system_id")
+    )
+    by_model = meta.group_by("model", maintain_order=True).agg(pl.col("system_id"))
+    groups = [(m, ids) for m, ids in by_model.iter_rows() if len(ids) >= 2]
+    if len(groups) < 2:
+        return None
+    k = min(len(ids) for _, ids in groups)
+    order = [position[sid] for _, ids in groups for sid in ids[:k]]
+    picked = block.x[order]
+    x = picked.reshape(len(groups), k, *picked.shape[1:])
+    spec = "(c:m) x i x j" + (" x r:mcij" if block.x.ndim == 4 else "")
+    return x, Design.parse(spec), [m for m, _ in groups], k
+
+
+def nested_system_split(block: BalancedBlock, systems: pl.DataFrame) -> dict[str, Any] | None:
+    """System variance split into model and configuration-within-model (paper appendix).
+
+    Also the ceiling with the model as the object of measurement: one
+    configuration, one judge, unlimited items and runs.
+    """
+    layout = nested_layout(block, systems)
+    if layout is None:
+        return None
+    x, design, models, k = layout
+    fit = fit_gstudy(x, design)
+    m, cm = fit.component("m"), fit.component("c:m")
+    sizes = {"c": 1.0, "i": np.inf, "j": 1.0}
+    if "r" in design.facets:
+        sizes["r"] = np.inf
+    total = max(m, 0.0) + max(cm, 0.0)
+    return {
+        "design": _design_text(design),
+        "models": models,
+        "configs_per_model": k,
+        "sigma2_m": m,
+        "sigma2_c_m": cm,
+        "config_share_of_system_variance": max(cm, 0.0) / total if total > 0 else None,
+        "ceiling_model_as_object": float(erho2(fit.sigma2, design, sizes, obj="m")),
+        "components": {f"sigma2_{label.replace(':', '_')}": float(v) for label, v in zip(fit.effects, fit.sigma2, strict=True)},
+    }
 
 
 def assess_block(block: BalancedBlock, request: GStudyRequest) -> dict[str, Any]:

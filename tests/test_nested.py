@@ -1,0 +1,57 @@
+"""Configurations nested in models: the layout rule and recovery of sigma2_m and sigma2_c:m."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+
+from jurymeter.blocks import BalancedBlock
+from jurymeter.design import Design
+from jurymeter.reliability import nested_layout, nested_system_split
+
+
+def _block(x: np.ndarray, systems: list[str]) -> BalancedBlock:
+    return BalancedBlock(
+        x=x, design=Design.parse("s x i x j x r:sij"), systems=tuple(systems),
+        items=tuple(f"i{k}" for k in range(x.shape[1])), judges=tuple(f"j{k}" for k in range(x.shape[2])),
+        n_replicates=x.shape[3], n_generations=1, completeness=1.0, records_in=x.size, observations_used=x.size,
+    )
+
+
+def test_layout_drops_single_configuration_models_and_keeps_the_first_k() -> None:
+    systems = ["s0", "s1", "s2", "s3", "s4", "s5"]
+    x = np.arange(6 * 2 * 2 * 2, dtype=float).reshape(6, 2, 2, 2)
+    meta = pl.DataFrame({"system_id": systems, "model": ["A", "A", "A", "B", "B", "C"]})
+    nested, design, models, k = nested_layout(_block(x, systems), meta)
+    assert (models, k) == (["A", "B"], 2)
+    assert design.facets == ("m", "c", "i", "j", "r")
+    assert nested.shape == (2, 2, 2, 2, 2)
+    np.testing.assert_array_equal(nested[0, 1], x[1])
+    np.testing.assert_array_equal(nested[1, 0], x[3])
+    assert nested_layout(_block(x, systems), meta.with_columns(pl.lit("A").alias("model"))) is None
+
+
+def test_nested_split_is_unbiased_under_the_nested_model() -> None:
+    design = Design.parse("(c:m) x i x j x r:mcij")
+    sizes = {"m": 8, "c": 3, "i": 15, "j": 3, "r": 2}
+    truth = {label: 0.1 for label in design.labels} | {"m": 0.4, "c:m": 0.2}
+    rng = np.random.default_rng(12)
+    systems = [f"s{k:02d}" for k in range(24)]
+    meta = pl.DataFrame({"system_id": systems, "model": [f"m{k // 3}" for k in range(24)]})
+    estimates = []
+    for _ in range(200):
+        x = np.zeros([sizes[f] for f in design.facets])
+        for effect in design.effects:
+            shape = [sizes[f] if f in effect else 1 for f in design.facets]
+            x = x + rng.normal(scale=np.sqrt(truth[design.label(effect)]), size=shape)
+        result = nested_system_split(_block(x.reshape(24, 15, 3, 2), systems), meta)
+        estimates.append((result["sigma2_m"], result["sigma2_c_m"]))
+    est = np.array(estimates)
+    se = est.std(axis=0, ddof=1) / np.sqrt(len(est))
+    assert np.all(np.abs(est.mean(axis=0) - [0.4, 0.2]) < 3 * se), (est.mean(axis=0), se)
+    assert 0 < result["ceiling_model_as_object"] < 1
+    assert result["configs_per_model"] == 3
+    assert result["config_share_of_system_variance"] == pytest.approx(
+        max(result["sigma2_c_m"], 0) / (max(result["sigma2_m"], 0) + max(result["sigma2_c_m"], 0))
+    )
