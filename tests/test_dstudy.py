@@ -161,3 +161,21 @@ def test_bootstrap_interval_coverage_is_nominal() -> None:
         hits_c += result.ceiling.low <= true_ceiling <= result.ceiling.high
     assert abs(hits_s / n_sets - 0.95) <= 0.03, hits_s / n_sets
     assert abs(hits_c / n_sets - 0.95) <= 0.03, hits_c / n_sets
+
+
+def test_satterthwaite_df_matches_simulated_spread_of_delta() -> None:
+    from jurymeter.dstudy import delta_df
+
+    sizes = {"s": 12, "i": 8, "j": 3, "r": 2}
+    n = ROLES.sizes(DESIGN, 8, 3, 2)
+    rng = np.random.default_rng(21)
+    deltas = []
+    for _ in range(800):
+        fit = fit_gstudy(_simulate(sizes, TRUTH, rng), DESIGN)
+        deltas.append(float(error_variances(fit.sigma2, DESIGN, n)[1]))
+    deltas = np.array(deltas)
+    # A chi-square approximation: df = 2 mean^2 / var of the estimate.
+    simulated_df = 2 * deltas.mean() ** 2 / deltas.var(ddof=1)
+    expected_ms = DESIGN.ems_matrix(sizes) @ TRUTH
+    df = np.array([DESIGN.df(e, sizes) for e in DESIGN.effects], dtype=float)
+    assert delta_df(expected_ms, df, DESIGN, sizes, n) == pytest.approx(simulated_df, rel=0.15)

@@ -48,12 +48,19 @@ def test_cli_report_recovers_the_simulated_components(simulated_store) -> None:
     assert {"erho2", "phi", "ceiling", "mdd95", "judges_needed", "items_needed"} <= report.keys()
 
 
-def test_cli_prints_a_readable_report(simulated_store) -> None:
+def test_cli_prints_a_readable_report_and_writes_the_screened_items(simulated_store, tmp_path: Path) -> None:
     store, _, _ = simulated_store
-    result = CliRunner().invoke(app, ["gstudy", "--store", store.url, "--item-set", "sim-chat", "--boot", "100"])
+    listing = tmp_path / "screened.txt"
+    result = CliRunner().invoke(app, ["gstudy", "--store", store.url, "--item-set", "sim-chat", "--boot", "100", "--screen-threshold", "0.5", "--screened-out", str(listing)])
     assert result.exit_code == 0, result.output
     assert "single-judge ceiling" in result.output
     assert "sigma2_sj" in result.output
+    report = orjson.loads(CliRunner().invoke(app, ["gstudy", "--store", store.url, "--item-set", "sim-chat", "--boot", "100", "--screen-threshold", "0.5", "--json"]).stdout)
+    discrimination = report["items"]["discrimination"]
+    expected = sorted(item for item, v in discrimination.items() if v >= 0.5)
+    assert sorted(listing.read_text().split()) == expected
+    assert 0 < len(expected) < len(discrimination)
+    assert 0 <= report["rank_reliability"]["mdd_false_positive_rate"] <= 0.2
 
 
 def test_universes_and_populations_from_the_config_file(simulated_store) -> None:

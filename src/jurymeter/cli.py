@@ -269,10 +269,16 @@ def gstudy(
     seed: Annotated[int, typer.Option(help="Random seed")] = 0,
     target: Annotated[float, typer.Option(help="Target E rho^2 for sizing")] = 0.8,
     as_json: Annotated[bool, typer.Option("--json", help="Print the full report as JSON")] = False,
+    screen_threshold: Annotated[
+        float, typer.Option("--screen-threshold", help="Keep items with between-system variance >= this")
+    ] = 1.0,
+    screened_out: Annotated[
+        Path | None, typer.Option("--screened-out", help="Write the screened item ids here, one per line")
+    ] = None,
 ) -> None:
     """G-study and D-study of one pointwise item set, with bootstrap intervals."""
     _run(_gstudy, item_set, store, storage_option, config, universe, population, generations,
-         boot, seed, target, as_json)
+         boot, seed, target, as_json, screen_threshold, screened_out)
 
 
 def _named_levels(settings: dict[str, Any], table: str, name: str | None) -> tuple[str, ...] | None:
@@ -291,7 +297,7 @@ def _named_levels(settings: dict[str, Any], table: str, name: str | None) -> tup
 
 
 def _gstudy(item_set, store, storage_option, config, universe, population, generations,
-            boot, seed, target, as_json) -> None:
+            boot, seed, target, as_json, screen_threshold=1.0, screened_out=None) -> None:
     from jurymeter.reliability import GStudyRequest, assess_item_set
 
     settings = _load_config(config)
@@ -309,12 +315,16 @@ def _gstudy(item_set, store, storage_option, config, universe, population, gener
         n_boot=boot,
         seed=seed,
         target=target,
+        screen_threshold=screen_threshold,
     )
     systems = target_store.scan("systems").collect()
     report = assess_item_set(
         target_store.scan("pointwise", item_set), request, systems=systems if systems.height else None
     )
     report["universe"], report["population"] = universe or "all", population or "all"
+    if screened_out is not None:
+        kept = report["items"]["screened_items"] if report["items"] else []
+        screened_out.write_text("".join(f"{item}\n" for item in kept))
     if as_json:
         sys.stdout.write(orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode() + "\n")
         return
@@ -385,7 +395,8 @@ def print_gstudy(report: dict[str, Any]) -> None:
     rank = report["rank_reliability"]
     out.print(
         f"adjacent top-10 pairs in the wrong order: {rank['wrong_order_top10_1_judge']:.3f} at 1 judge, "
-        f"{rank['wrong_order_top10_3_judges']:.3f} at 3 judges"
+        f"{rank['wrong_order_top10_3_judges']:.3f} at 3 judges; MDD rule false-positive rate "
+        f"{_fmt(rank['mdd_false_positive_rate'])}"
     )
     for k, e in report["ensembles"].items():
         out.print(

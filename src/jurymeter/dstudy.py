@@ -85,6 +85,24 @@ def phi(sigma2: np.ndarray, design: Design, n: Mapping[str, float], *, obj: str 
         return tau / (tau + absolute)
 
 
+def delta_df(
+    ms: np.ndarray, df: np.ndarray, design: Design, sizes: Mapping[str, int], n: Mapping[str, float], *, obj: str = "s"
+) -> float:
+    r"""Satterthwaite degrees of freedom of the estimated :math:`\sigma^2_\delta`.
+
+    :math:`\hat\sigma^2_\delta = w^\top C^{-1} MS = \sum_e a_e MS_e` is a linear
+    combination of independent mean squares, so
+    :math:`df \approx (\sum_e a_e MS_e)^2 / \sum_e (a_e MS_e)^2 / df_e`
+    (Satterthwaite 1946). This is the "appropriate error degrees of freedom" for
+    the t quantile the paper's appendix recommends at small item counts.
+    """
+    eye = np.eye(len(design.effects))
+    _, weights, _ = error_variances(eye, design, n, obj=obj)  # w_e: weight of component e in delta
+    a = np.linalg.solve(design.ems_matrix(sizes).T, weights)
+    terms = a * np.asarray(ms)
+    return float(terms.sum() ** 2 / np.sum(terms**2 / np.asarray(df)))
+
+
 def mdd95(
     sigma2: np.ndarray,
     design: Design,

@@ -21,6 +21,7 @@ from jurymeter.design import Design
 from jurymeter.diagnostics import (
     ensemble_partitions,
     item_diagnostics,
+    mdd_false_positive_rate,
     naive_item_bootstrap_halfwidth,
     wrong_order_probability,
 )
@@ -28,6 +29,7 @@ from jurymeter.dstudy import (
     PAPER_ROLES,
     budget_optimum,
     ceiling,
+    delta_df,
     erho2,
     error_variances,
     items_needed,
@@ -41,6 +43,10 @@ from jurymeter.gstudy import GStudy, fit_gstudy
 
 NOMOGRAM_JUDGES = (1, 2, 3, 4, 5, 6, 8, 10, 15, 20)
 NOMOGRAM_ITEMS = (5, 10, 20, 30, 50, 100, 200, 500, 1000)
+# The MDD false-positive check refits whole simulated data sets; above this many
+# observations per data set it is skipped (reported as null) to keep a nightly
+# fit cheap.
+FPR_MAX_OBSERVATIONS = 200_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +69,7 @@ class GStudyRequest:
     splits: int = 200
     screen_threshold: float = 1.0
     budgets: tuple[int, ...] = (120, 360, 1080)
+    fpr_simulations: int = 200
 
     def __post_init__(self) -> None:
         if self.n_boot < 1:
@@ -99,7 +106,10 @@ def dstudy_summary(fit: GStudy, *, target: float = 0.8, budgets: tuple[int, ...]
     at30 = roles.sizes(design, 30, 1, 1)
     unlimited = roles.sizes(design, np.inf, 1, 1)
     tau, delta, absolute = error_variances(sigma2, design, native)
+    t_df = delta_df(fit.ms, fit.df, design, fit.sizes, native)
     return {
+        "mdd95_t": float(mdd95(sigma2, design, native, df=t_df)),
+        "mdd95_t_df": t_df,
         "sizes": dict(fit.sizes),
         "sigma2_delta": float(delta),
         "sigma2_Delta": float(absolute),
@@ -266,6 +276,11 @@ def assess_block(block: BalancedBlock, request: GStudyRequest) -> dict[str, Any]
         "rank_reliability": {
             "wrong_order_top10_1_judge": wrong_order_probability(fit, judges=1, seed=request.seed),
             "wrong_order_top10_3_judges": wrong_order_probability(fit, judges=3, seed=request.seed),
+            "mdd_false_positive_rate": mdd_false_positive_rate(
+                fit, simulations=request.fpr_simulations, seed=request.seed
+            )
+            if block.x.size <= FPR_MAX_OBSERVATIONS and request.fpr_simulations > 0
+            else None,
         },
         "ensembles": ensembles,
         "items": None
