@@ -484,6 +484,8 @@ def _demo(workdir: Path, seed: int) -> None:
     print_ingest_report(report)
     print_store_info(store.url, store_info(store), quarantine_counts(store), metadata_counts(store))
     out.print(f"store: {store.url}  (inspect with: jurymeter store info --store {store.url})")
+    out.print("")
+    _gstudy("sim-chat", store.url, None, None, None, None, "average", 800, seed, 0.8, False)
 
 
 def main() -> None:  # pragma: no cover - console entry point
