@@ -9,7 +9,7 @@ import pytest
 
 from jurymeter.design import Design
 from jurymeter.errors import DesignError
-from jurymeter.gstudy import fit_gstudy, mean_squares
+from jurymeter.gstudy import fit_gstudy, mean_squares, simulate_design
 
 # Relative tolerance between two exact computations of one quantity (rounding only).
 EXACT = 1e-9
@@ -85,13 +85,7 @@ def test_mean_squares_equal_the_brute_force_definition(spec: str) -> None:
 
 
 def _simulate(design: Design, sizes: dict[str, int], sigma2: dict[str, float], rng) -> np.ndarray:
-    """Data from the random-effects model: one normal effect per level combination."""
-    shape = [sizes[f] for f in design.facets]
-    x = np.full(shape, 3.0)
-    for effect in design.effects:
-        sub = [sizes[f] if f in effect else 1 for f in design.facets]
-        x = x + rng.normal(scale=np.sqrt(sigma2[design.label(effect)]), size=sub)
-    return x
+    return simulate_design(design, sizes, sigma2, rng, grand_mean=3.0)
 
 
 @pytest.mark.parametrize("spec", ["s x i x j x r:sij", "(g:i) x j", "(c:m) x i x j"])

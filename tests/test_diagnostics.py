@@ -15,7 +15,7 @@ from jurymeter.diagnostics import (
     wrong_order_probability,
 )
 from jurymeter.dstudy import PAPER_ROLES, mdd95
-from jurymeter.gstudy import fit_gstudy
+from jurymeter.gstudy import fit_gstudy, simulate_design
 
 DESIGN = Design.parse("s x i x j x r:sij")
 
@@ -28,12 +28,7 @@ TRUTH = _truth(s=0.5, i=0.3, j=0.1, si=0.3, sj=0.15, ij=0.05, sij=0.4, r_sij=0.3
 
 
 def _simulate(sizes: dict[str, int], truth: np.ndarray, seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    x = np.full([sizes[f] for f in DESIGN.facets], 3.0)
-    for k, effect in enumerate(DESIGN.effects):
-        sub = [sizes[f] if f in effect else 1 for f in DESIGN.facets]
-        x = x + rng.normal(scale=np.sqrt(truth[k]), size=sub)
-    return x
+    return simulate_design(DESIGN, sizes, truth, np.random.default_rng(seed), grand_mean=3.0)
 
 
 def test_ensembles_of_k_judges_carry_sigma2_sj_over_k() -> None:
@@ -81,12 +76,7 @@ def test_naive_halfwidth_equals_its_explicit_loop() -> None:
 
 
 def _simulate_design(design: Design, sizes: dict[str, int], truth: np.ndarray, seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    x = np.zeros([sizes[f] for f in design.facets])
-    for k, effect in enumerate(design.effects):
-        sub = [sizes[f] if f in effect else 1 for f in design.facets]
-        x = x + rng.normal(scale=np.sqrt(truth[k]), size=sub)
-    return x
+    return simulate_design(design, sizes, truth, np.random.default_rng(seed))
 
 
 def test_naive_halfwidth_is_below_the_single_judge_mdd() -> None:

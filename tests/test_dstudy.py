@@ -19,7 +19,7 @@ from jurymeter.dstudy import (
     nomogram,
     phi,
 )
-from jurymeter.gstudy import fit_gstudy
+from jurymeter.gstudy import fit_gstudy, simulate_design
 
 DESIGN = Design.parse("s x i x j x r:sij")
 ROLES = Facets()
@@ -124,11 +124,7 @@ def test_nomogram_is_monotone_and_bounded_by_the_ceiling() -> None:
 
 
 def _simulate(sizes: dict[str, int], truth: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    x = np.full([sizes[f] for f in DESIGN.facets], 3.0)
-    for k, effect in enumerate(DESIGN.effects):
-        sub = [sizes[f] if f in effect else 1 for f in DESIGN.facets]
-        x = x + rng.normal(scale=np.sqrt(truth[k]), size=sub)
-    return x
+    return simulate_design(DESIGN, sizes, truth, rng, grand_mean=3.0)
 
 
 SIZES = {"s": 30, "i": 20, "j": 4, "r": 2}

@@ -8,6 +8,7 @@ import pytest
 
 from jurymeter.blocks import BalancedBlock
 from jurymeter.design import Design
+from jurymeter.gstudy import simulate_design
 from jurymeter.reliability import nested_layout, nested_system_split
 
 
@@ -41,10 +42,7 @@ def test_nested_split_is_unbiased_under_the_nested_model() -> None:
     meta = pl.DataFrame({"system_id": systems, "model": [f"m{k // 3}" for k in range(24)]})
     estimates = []
     for _ in range(200):
-        x = np.zeros([sizes[f] for f in design.facets])
-        for effect in design.effects:
-            shape = [sizes[f] if f in effect else 1 for f in design.facets]
-            x = x + rng.normal(scale=np.sqrt(truth[design.label(effect)]), size=shape)
+        x = simulate_design(design, sizes, truth, rng)
         result = nested_system_split(_block(x.reshape(24, 15, 3, 2), systems), meta)
         estimates.append((result["sigma2_m"], result["sigma2_c_m"]))
     est = np.array(estimates)

@@ -19,7 +19,7 @@ import polars as pl
 import pytest
 
 from jurymeter.design import Design
-from jurymeter.gstudy import fit_gstudy
+from jurymeter.gstudy import fit_gstudy, simulate_design
 
 pytestmark = pytest.mark.against_r
 
@@ -61,12 +61,8 @@ def _formula(design: Design) -> str:
 
 
 def _simulate(design: Design, sizes: dict[str, int], seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    x = np.full([sizes[f] for f in design.facets], 5.0)
-    for k, effect in enumerate(design.effects):
-        sub = [sizes[f] if f in effect else 1 for f in design.facets]
-        x = x + rng.normal(scale=np.sqrt(0.3 + 0.2 * (k % 3)), size=sub)
-    return x
+    variances = [0.3 + 0.2 * (k % 3) for k in range(len(design.effects))]
+    return simulate_design(design, sizes, np.array(variances), np.random.default_rng(seed), grand_mean=5.0)
 
 
 CASES = [

@@ -31,7 +31,7 @@ from scipy import stats
 from jurymeter.design import Design
 from jurymeter.dstudy import PAPER_ROLES, Facets, error_variances, mdd95
 from jurymeter.errors import DesignError
-from jurymeter.gstudy import GStudy, fit_gstudy
+from jurymeter.gstudy import GStudy, fit_gstudy, simulate_design
 
 
 @dataclass(frozen=True)
@@ -215,16 +215,14 @@ def mdd_false_positive_rate(
         design, sizes[roles.item], sizes[roles.judge], sizes.get(roles.replicate or "", 1)
     )
     hits = 0
+    system = frozenset({roles.system})
+    without_system = np.where([e == system for e in design.effects], 0.0, truth)
     for _ in range(simulations):
-        x = np.zeros([sizes[f] for f in design.facets])
-        for k, effect in enumerate(design.effects):
-            shape = [sizes[f] if f in effect else 1 for f in design.facets]
-            draw = rng.normal(scale=np.sqrt(truth[k]), size=shape)
-            if effect == frozenset({roles.system}):
-                draw = np.moveaxis(draw, s_axis, 0).copy()
-                draw[1] = draw[0]
-                draw = np.moveaxis(draw, 0, s_axis)
-            x = x + draw
+        x = simulate_design(design, sizes, without_system, rng)
+        effect = rng.normal(scale=np.sqrt(truth[design.effects.index(system)]), size=sizes[roles.system])
+        effect[1] = effect[0]  # the pair under test: zero true difference
+        shape = [sizes[f] if f == roles.system else 1 for f in design.facets]
+        x = x + effect.reshape(shape)
         refit = fit_gstudy(x, design)
         means = np.moveaxis(x, s_axis, 0).reshape(sizes[roles.system], -1).mean(axis=1)
         hits += abs(means[0] - means[1]) > float(mdd95(refit.sigma2, design, native, obj=roles.system))

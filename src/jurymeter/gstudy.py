@@ -157,3 +157,30 @@ def fit_gstudy(x: np.ndarray, design: Design) -> GStudy:
         sigma2=sigma2,
         grand_mean=float(np.mean(x)),
     )
+
+
+def simulate_design(
+    design: Design,
+    sizes: Mapping[str, int],
+    sigma2: Mapping[str, float] | np.ndarray,
+    rng: np.random.Generator,
+    *,
+    grand_mean: float = 0.0,
+) -> np.ndarray:
+    """Draw one balanced data set from the random-effects model of ``design``.
+
+    Every effect contributes an independent normal draw per level combination,
+    with variance ``sigma2`` (by label, or a vector in ``design.effects`` order).
+    The reference data of the tests and of the MDD false-positive check.
+    """
+    values = (
+        [float(sigma2[design.label(e)]) for e in design.effects]
+        if isinstance(sigma2, Mapping)
+        else [float(v) for v in np.asarray(sigma2)]
+    )
+    x = np.full([sizes[f] for f in design.facets], float(grand_mean))
+    for effect, variance in zip(design.effects, values, strict=True):
+        shape = [sizes[f] if f in effect else 1 for f in design.facets]
+        x = x + rng.normal(scale=np.sqrt(max(variance, 0.0)), size=shape)
+    return x
+
