@@ -344,3 +344,21 @@ def test_duplicate_resolution_in_hash_buckets_matches_one_pass(
     assert counts_one[0] == (400 + 58 + 37 - 80 - 52, 80, 52)
     cols = ["item_id", "system_id", "judge_id"]
     assert store_one.scan("pointwise").collect().sort(cols).equals(store_many.scan("pointwise").collect().sort(cols))
+
+
+def test_blank_lines_and_a_missing_final_newline_keep_line_numbers(tmp_path: Path) -> None:
+    lines = [orjson.dumps(r).decode() for r in pointwise_records(6)]
+    lines[3] = '{"item_set":"chat","item_id":"x","system_id":"s","judge_id":"j","score":"bad"}'
+    text = lines[0] + "\n\n" + lines[1] + "\n   \n" + "\n".join(lines[2:])  # no final newline
+    path = tmp_path / "x.jsonl"
+    path.write_text(text)
+    store = Store(str(tmp_path / "store"))
+    (result,) = run_ingest(store, path, block_bytes=1 << 20).sources
+    assert (result.read, result.accepted, result.quarantined) == (6, 5, 1)
+    q = _quarantine(store)
+    assert q["line"].to_list() == [6]
+    assert q["raw"].to_list() == [lines[3]]
+    stored = store.scan("pointwise", columns=["item_id", "_source_line"]).collect().sort("_source_line")
+    assert stored["_source_line"].to_list() == [1, 3, 5, 7, 8]
+    # One block, one part: the unterminated last line joined it.
+    assert len(list((tmp_path / "store" / "data").rglob("part-*.parquet"))) == 1

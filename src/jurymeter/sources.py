@@ -222,22 +222,32 @@ def read_batches(
 
 
 def _open_text_blocks(source: SourceFile, block_bytes: int) -> Iterator[bytes]:
-    """Decompressed blocks of whole lines, each ending at a newline (but the last)."""
+    """Decompressed blocks of whole lines, each ending at a newline (but the file's last).
+
+    A final line without a newline joins the last block instead of becoming a
+    block (and a Parquet part) of its own. Each block is copied once.
+    """
     with source.fs.open(source.path, "rb", compression=source.compression) as handle:
         carry = b""
+        pending: bytes | None = None
         while True:
             block = handle.read(block_bytes)
             if not block:
                 break
-            data = carry + block
-            cut = data.rfind(b"\n")
+            cut = block.rfind(b"\n")
             if cut < 0:
-                carry = data
+                carry += block
                 continue
-            carry = data[cut + 1 :]
-            yield data[: cut + 1]
-        if carry:
-            yield carry
+            if pending is not None:
+                yield pending
+            pending = b"".join((carry, memoryview(block)[: cut + 1]))
+            carry = block[cut + 1 :]
+        if pending is not None and carry:
+            pending += carry
+        elif carry:
+            pending = carry
+        if pending:
+            yield pending
 
 
 def _line_starts(block: bytes) -> np.ndarray:
@@ -270,27 +280,40 @@ def _count_lines(block: bytes) -> int:
     return block.count(b"\n") + (0 if block.endswith(b"\n") else 1)
 
 
-def _fast_frame(block: bytes, n_lines: int) -> pl.DataFrame | None:
+def _fast_frame(block: bytes, n_lines: int) -> tuple[pl.DataFrame, np.ndarray | None] | None:
     """Parse a block with polars' reader when that provably loses nothing.
 
     polars infers the schema from the first rows and silently drops keys first
-    seen later, and skips blank lines. So the result is accepted only if it has
-    one row per line and every ``"key":`` in the text maps to a non-null parsed
-    value; otherwise the block is re-read with full inference, and if that
-    fails, line by line.
+    seen later, and skips blank lines. So the result is accepted only if its rows
+    match the non-blank lines one to one and every ``"key":`` in the text maps to
+    a non-null parsed value; otherwise the block is re-read with full inference,
+    and if that fails, line by line. Returns the frame and, when the block has
+    blank lines, the 0-based indices of the lines its rows came from.
     """
+    kept: np.ndarray | None = None
     for infer in (100, None):
         try:
             frame = pl.read_ndjson(io.BytesIO(block), infer_schema_length=infer)
         except Exception:  # polars raises several types for one cause: bad input
             return None
         if frame.height != n_lines:
-            return None
+            if kept is None:
+                kept = _non_blank_lines(block)
+            if frame.height != len(kept):
+                return None
         keys_in_text = block.count(b'":')
         keys_parsed = sum(frame.height - c.null_count() for c in frame.iter_columns())
         if keys_in_text == keys_parsed or infer is None:
-            return None if _may_hide_types(frame) else frame
+            return None if _may_hide_types(frame) else (frame, kept)
     return None
+
+
+def _non_blank_lines(block: bytes) -> np.ndarray:
+    """Indices of the lines that hold more than whitespace (rare path: blank lines)."""
+    lines = block.split(b"\n")
+    if block.endswith(b"\n"):
+        lines.pop()
+    return np.asarray([k for k, line in enumerate(lines) if line.strip()], dtype=np.int64)
 
 
 def _may_hide_types(frame: pl.DataFrame) -> bool:
@@ -315,18 +338,16 @@ def _may_hide_types(frame: pl.DataFrame) -> bool:
 def _parse_jsonl_block(block: bytes, first_line: int) -> tuple[RawBatch, int]:
     """Records of one block of whole lines, and the number of physical lines in it."""
     n_lines = _count_lines(block)
-    frame = _fast_frame(block, n_lines) if n_lines else pl.DataFrame()
-    if frame is not None:
+    parsed = _fast_frame(block, n_lines) if n_lines else (pl.DataFrame(), None)
+    if parsed is not None:
+        frame, kept = parsed
+        index = np.arange(n_lines, dtype=np.int64) if kept is None else kept
+
         # Line offsets are only needed to quote rejected records; find them then.
         def raw(rows: np.ndarray) -> list[str]:
-            return _slice_lines(block, _line_starts(block), rows)
+            return _slice_lines(block, _line_starts(block), index[rows])
 
-        batch = RawBatch(
-            frame=frame,
-            lines=np.arange(first_line, first_line + n_lines, dtype=np.int64),
-            malformed=[],
-            raw=raw,
-        )
+        batch = RawBatch(frame=frame, lines=first_line + index, malformed=[], raw=raw)
         return batch, n_lines
     starts = _line_starts(block)
     # Slow path: one line at a time, so a bad line costs only itself.
