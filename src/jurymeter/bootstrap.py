@@ -1,5 +1,10 @@
 """Parametric bootstrap of variance components and everything derived from them.
 
+Two kinds of draws share one mechanism (chi-square mean squares, no data
+touched): the paper's plug-in percentile bootstrap, and the generalized pivotal
+inversion used by default because its intervals keep their nominal coverage
+for sigma2_s (see :func:`resample_components`).
+
 In a balanced design under normality each mean square is an independent scaled
 chi-square variable, :math:`MS_S \\sim E[MS_S] \\, \\chi^2_{df_S} / df_S`
 (Searle, Casella and McCulloch 1992, sec. 4.5). A resample therefore draws mean
@@ -13,10 +18,21 @@ percentile intervals.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
-from jurymeter.dstudy import PAPER_ROLES, Facets, ceiling, erho2, mdd95
+from jurymeter.dstudy import (
+    PAPER_ROLES,
+    Facets,
+    ceiling,
+    erho2,
+    items_needed_draws,
+    judges_needed_draws,
+    mdd95,
+    phi,
+)
+from jurymeter.errors import DesignError
 from jurymeter.gstudy import GStudy, components_from_ms
 
 DEFAULT_RESAMPLES = 800
@@ -30,10 +46,47 @@ def resample_mean_squares(
     return ms * rng.chisquare(df, size=(n_boot, len(df))) / df
 
 
-def resample_components(fit: GStudy, n_boot: int = DEFAULT_RESAMPLES, seed: int = 0) -> np.ndarray:
-    """``(n_boot, n_effects)`` parametric-bootstrap draws of the raw components."""
+IntervalMethod = Literal["pivotal", "percentile"]
+
+
+def pivotal_mean_squares(
+    ms: np.ndarray, df: np.ndarray, n_boot: int, rng: np.random.Generator
+) -> np.ndarray:
+    r"""``(n_boot, n_effects)`` generalized pivotal draws of the expected mean squares, :math:`MS \, df / \chi^2_{df}`.
+
+    Inverting the same chi-square pivot instead of plugging the estimate in as the
+    truth (Weerahandi 1993; Burdick and Graybill 1992, ch. 3) corrects the skew
+    that makes percentile intervals of a variance under-cover.
+    """
+    ms, df = np.asarray(ms, dtype=np.float64), np.asarray(df, dtype=np.float64)
+    return ms * df / rng.chisquare(df, size=(n_boot, len(df)))
+
+
+def resample_components(
+    fit: GStudy,
+    n_boot: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+    *,
+    method: IntervalMethod = "pivotal",
+) -> np.ndarray:
+    r"""``(n_boot, n_effects)`` draws of the raw components.
+
+    ``"percentile"`` is the plug-in parametric bootstrap of the paper (each mean
+    square redrawn as :math:`MS \, \chi^2_{df}/df`): its draws have the sampling
+    distribution of the estimates had the truth been the estimate.
+    ``"pivotal"`` (default) inverts the same chi-square pivot. Measured over 300
+    simulated data sets in each of three designs and two seeds, 95% intervals for
+    sigma2_s covered 92.3-95.3% (pivotal) against 89.7-93.3% (percentile); for the
+    ceiling both covered 94-96% (``tests/test_dstudy.py`` keeps the check).
+    """
     rng = np.random.default_rng(seed)
-    draws = resample_mean_squares(fit.ms, fit.df, n_boot, rng)
+    if method == "percentile":
+        draws = resample_mean_squares(fit.ms, fit.df, n_boot, rng)
+    elif method == "pivotal":
+        draws = pivotal_mean_squares(fit.ms, fit.df, n_boot, rng)
+    else:
+        msg = f"interval method must be 'pivotal' or 'percentile', got {method!r}"
+        raise DesignError(msg)
     return components_from_ms(draws, fit.design, fit.sizes)
 
 
@@ -56,18 +109,29 @@ def percentile_interval(estimate: float, draws: np.ndarray, level: float = 0.95)
     return Interval(float(estimate), float(low), float(high))
 
 
+def count_interval(estimate: float, draws: np.ndarray, level: float = 0.95) -> Interval:
+    """Percentile interval of a count whose draws may be ``inf`` ("never")."""
+    tail = (1 - level) / 2
+    low, high = np.quantile(draws, [tail, 1 - tail], method="inverted_cdf")
+    return Interval(float(estimate), float(low), float(high))
+
+
 @dataclass(frozen=True)
 class ReliabilityIntervals:
-    """Bootstrap intervals of the headline quantities (paper table 1)."""
+    """Bootstrap intervals of the components and of every derived D-study quantity.
+
+    ``derived`` holds, by the report's key: ``erho2``, ``phi``, ``mdd95`` (native
+    sizes), ``erho2_30``, ``mdd95_30`` (30 items, one judge, one run),
+    ``mdd95_unlimited_items``, ``ceiling`` and ``ceiling_3_judges``,
+    ``mdd95_in_sd_of_system_means``, ``judges_needed`` and ``items_needed``
+    (``inf`` = never).
+    """
 
     sigma2: dict[str, Interval]
-    ceiling: Interval
+    derived: dict[str, Interval]
     p_ceiling_at_least_080: float
-    erho2_native: Interval
-    mdd95_native: Interval
-    erho2_30: Interval
-    mdd95_30: Interval
     n_boot: int
+    method: str
 
 
 def bootstrap_reliability(
@@ -77,13 +141,16 @@ def bootstrap_reliability(
     n_boot: int = DEFAULT_RESAMPLES,
     seed: int = 0,
     level: float = 0.95,
+    target: float = 0.8,
+    sd_of_system_means: float | None = None,
+    method: IntervalMethod = "pivotal",
 ) -> ReliabilityIntervals:
-    """Percentile intervals for components, ceiling, :math:`E\\rho^2` and MDD.
+    """95% intervals for the components and the D-study quantities (paper table 1).
 
-    Native sizes are the G-study's own; the ``_30`` quantities are at 30 items,
-    one judge and one run, the paper's common comparison point (table 1).
+    Intervals are the 2.5 and 97.5 percentiles of the quantity over the draws of
+    :func:`resample_components` (``method`` chooses pivotal or plug-in draws).
     """
-    draws = resample_components(fit, n_boot, seed)
+    draws = resample_components(fit, n_boot, seed, method=method)
     design = fit.design
     native = roles.sizes(
         design,
@@ -92,25 +159,39 @@ def bootstrap_reliability(
         fit.sizes.get(roles.replicate or "", 1),
     )
     at30 = roles.sizes(design, 30, 1, 1)
-
-    def both(f, **kw):
-        return f(fit.sigma2, design, **kw), f(draws, design, **kw)
-
-    ceiling_hat, ceiling_draws = both(ceiling, roles=roles)
-    e_native, e_native_draws = both(erho2, n=native, obj=roles.system)
-    m_native, m_native_draws = both(mdd95, n=native, obj=roles.system)
-    e30, e30_draws = both(erho2, n=at30, obj=roles.system)
-    m30, m30_draws = both(mdd95, n=at30, obj=roles.system)
+    unlimited = roles.sizes(design, np.inf, 1, 1)
+    quantities = {
+        "erho2": lambda c: erho2(c, design, native, obj=roles.system),
+        "phi": lambda c: phi(c, design, native, obj=roles.system),
+        "mdd95": lambda c: mdd95(c, design, native, obj=roles.system),
+        "erho2_30": lambda c: erho2(c, design, at30, obj=roles.system),
+        "mdd95_30": lambda c: mdd95(c, design, at30, obj=roles.system),
+        "mdd95_unlimited_items": lambda c: mdd95(c, design, unlimited, obj=roles.system),
+        "ceiling": lambda c: ceiling(c, design, roles=roles),
+        "ceiling_3_judges": lambda c: ceiling(c, design, roles=roles, judges=3),
+    }
+    if sd_of_system_means and sd_of_system_means > 0:
+        quantities["mdd95_in_sd_of_system_means"] = (
+            lambda c: mdd95(c, design, native, obj=roles.system) / sd_of_system_means
+        )
+    derived = {
+        name: percentile_interval(float(f(fit.sigma2)), np.asarray(f(draws)), level)
+        for name, f in quantities.items()
+    }
+    counts = {
+        "judges_needed": lambda c: judges_needed_draws(c, design, target=target, items=30, replicates=3, roles=roles),
+        "items_needed": lambda c: items_needed_draws(c, design, target=target, judges=1, replicates=1, roles=roles),
+    }
+    for name, f in counts.items():
+        derived[name] = count_interval(float(f(fit.sigma2)[0]), f(draws), level)
+    ceiling_draws = ceiling(draws, design, roles=roles)
     return ReliabilityIntervals(
         sigma2={
             label: percentile_interval(fit.sigma2[k], draws[:, k], level)
             for k, label in enumerate(fit.effects)
         },
-        ceiling=percentile_interval(ceiling_hat, ceiling_draws, level),
+        derived=derived,
         p_ceiling_at_least_080=float(np.mean(ceiling_draws >= 0.8)),
-        erho2_native=percentile_interval(e_native, e_native_draws, level),
-        mdd95_native=percentile_interval(m_native, m_native_draws, level),
-        erho2_30=percentile_interval(e30, e30_draws, level),
-        mdd95_30=percentile_interval(m30, m30_draws, level),
         n_boot=n_boot,
+        method=method,
     )

@@ -268,6 +268,9 @@ def gstudy(
     boot: Annotated[int, typer.Option("--boot", help="Parametric bootstrap resamples")] = 800,
     seed: Annotated[int, typer.Option(help="Random seed")] = 0,
     target: Annotated[float, typer.Option(help="Target E rho^2 for sizing")] = 0.8,
+    interval: Annotated[
+        str, typer.Option("--interval", help="'pivotal' (default) or 'percentile' (the paper's)")
+    ] = "pivotal",
     as_json: Annotated[bool, typer.Option("--json", help="Print the full report as JSON")] = False,
     screen_threshold: Annotated[
         float, typer.Option("--screen-threshold", help="Keep items with between-system variance >= this")
@@ -278,7 +281,7 @@ def gstudy(
 ) -> None:
     """G-study and D-study of one pointwise item set, with bootstrap intervals."""
     _run(_gstudy, item_set, store, storage_option, config, universe, population, generations,
-         boot, seed, target, as_json, screen_threshold, screened_out)
+         boot, seed, target, as_json, screen_threshold, screened_out, interval)
 
 
 def _named_levels(settings: dict[str, Any], table: str, name: str | None) -> tuple[str, ...] | None:
@@ -297,7 +300,8 @@ def _named_levels(settings: dict[str, Any], table: str, name: str | None) -> tup
 
 
 def _gstudy(item_set, store, storage_option, config, universe, population, generations,
-            boot, seed, target, as_json, screen_threshold=1.0, screened_out=None) -> None:
+            boot, seed, target, as_json, screen_threshold=1.0, screened_out=None,
+            interval="pivotal") -> None:
     from jurymeter.reliability import GStudyRequest, assess_item_set
 
     settings = _load_config(config)
@@ -316,6 +320,7 @@ def _gstudy(item_set, store, storage_option, config, universe, population, gener
         seed=seed,
         target=target,
         screen_threshold=screen_threshold,
+        interval_method=interval,
     )
     systems = target_store.scan("systems").collect()
     report = assess_item_set(
@@ -337,6 +342,12 @@ def _fmt(value: Any, digits: int = 3) -> str:
     if isinstance(value, float):
         return f"{value:.{digits}f}"
     return str(value)
+
+
+def _fmt_bound(value: float) -> str:
+    if value == float("inf"):
+        return "never"
+    return f"{value:.0f}" if float(value).is_integer() and abs(value) >= 2 else f"{value:.3f}"
 
 
 def print_gstudy(report: dict[str, Any]) -> None:
@@ -363,18 +374,23 @@ def print_gstudy(report: dict[str, Any]) -> None:
     iv = report["intervals"]
     rows = [
         ("E rho^2 (native)", report["erho2"], iv["erho2"]),
-        ("Phi (native)", report["phi"], None),
+        ("Phi (native)", report["phi"], iv["phi"]),
         ("single-judge ceiling", report["ceiling"], iv["ceiling"]),
         ("MDD95 (native)", report["mdd95"], iv["mdd95"]),
         ("MDD95 @30 items, 1 judge, 1 run", report["mdd95_30"], iv["mdd95_30"]),
-        ("MDD95, unlimited items, 1 judge", report["mdd95_unlimited_items"], None),
-        ("MDD95 in SD of system means", report["mdd95_in_sd_of_system_means"], None),
+        ("MDD95, unlimited items, 1 judge", report["mdd95_unlimited_items"], iv["mdd95_unlimited_items"]),
+        ("MDD95 in SD of system means", report["mdd95_in_sd_of_system_means"], iv.get("mdd95_in_sd_of_system_means")),
+        ("judges needed (30 items, 3 runs)", report["judges_needed"], iv["judges_needed"]),
+        ("items needed (1 judge, 1 run)", report["items_needed"], iv["items_needed"]),
     ]
     d = Table(title="D-study", title_justify="left")
     for col in ("quantity", "estimate", "95% interval"):
         d.add_column(col, justify="left" if col == "quantity" else "right")
     for name, value, interval in rows:
-        d.add_row(name, _fmt(value), f"[{interval['low']:.3f}, {interval['high']:.3f}]" if interval else "")
+        d.add_row(
+            name, _fmt(value),
+            f"[{_fmt_bound(interval['low'])}, {_fmt_bound(interval['high'])}]" if interval else "",
+        )
     out.print(d)
     out.print(
         f"P(ceiling >= 0.8) = {report['p_ceiling_at_least_0_8']:.3f}; judges needed for "

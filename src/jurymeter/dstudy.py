@@ -37,12 +37,12 @@ MAX_JUDGES = 1_000
 MAX_ITEMS = 10_000_000
 
 
-def _sizes(design: Design, obj: str, n: Mapping[str, float]) -> dict[str, float]:
+def _sizes(design: Design, obj: str, n: Mapping[str, float]) -> dict[str, np.ndarray]:
     missing = [f for f in design.facets if f != obj and f not in n]
     if missing:
         msg = f"D-study sizes needed for facets {missing}"
         raise DesignError(msg)
-    return {f: float(n[f]) for f in design.facets if f != obj}
+    return {f: np.asarray(n[f], dtype=np.float64) for f in design.facets if f != obj}
 
 
 def error_variances(
@@ -50,8 +50,9 @@ def error_variances(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Universe-score, relative and absolute error variance at D-study sizes ``n``.
 
-    ``n`` maps every facet but ``obj`` to its D-study count (``np.inf`` allowed).
-    ``sigma2`` is ``(..., n_effects)`` in ``design.effects`` order.
+    ``n`` maps every facet but ``obj`` to its D-study count (``np.inf`` allowed;
+    arrays broadcast against the batch axes of ``sigma2``). ``sigma2`` is
+    ``(..., n_effects)`` in ``design.effects`` order.
     """
     sizes = _sizes(design, obj, n)
     sigma2 = np.asarray(sigma2, dtype=np.float64)
@@ -59,9 +60,12 @@ def error_variances(
     delta = np.zeros(sigma2.shape[:-1])
     absolute_extra = np.zeros(sigma2.shape[:-1])
     for k, effect in enumerate(design.effects):
-        others = [f for f in effect if f != obj]
-        divisor = float(np.prod([sizes[f] for f in others])) if others else 1.0
-        term = sigma2[..., k] / divisor if np.isfinite(divisor) else 0.0 * sigma2[..., k]
+        divisor = np.ones(())
+        for f in effect:
+            if f != obj:
+                divisor = divisor * sizes[f]
+        with np.errstate(invalid="ignore"):
+            term = np.where(np.isfinite(divisor), sigma2[..., k] / divisor, 0.0)
         if effect == frozenset({obj}):
             tau = tau + sigma2[..., k]
         elif obj in effect:
@@ -146,6 +150,27 @@ def ceiling(sigma2: np.ndarray, design: Design, roles: Facets = PAPER_ROLES, jud
     return erho2(sigma2, design, roles.sizes(design, np.inf, judges, np.inf), obj=roles.system)
 
 
+def judges_needed_draws(
+    sigma2: np.ndarray,
+    design: Design,
+    *,
+    target: float = 0.8,
+    items: float = 30,
+    replicates: float = 3,
+    roles: Facets = PAPER_ROLES,
+) -> np.ndarray:
+    """Fewest judges for :math:`E\\rho^2 \\ge` target, per row of ``sigma2``; ``inf`` = never."""
+    sigma2 = np.atleast_2d(sigma2)
+    found = np.full(sigma2.shape[0], np.inf)
+    for k in range(1, MAX_JUDGES + 1):
+        todo = ~np.isfinite(found)
+        if not todo.any():
+            break
+        hit = erho2(sigma2[todo], design, roles.sizes(design, items, k, replicates), obj=roles.system) >= target
+        found[np.flatnonzero(todo)[hit]] = k
+    return found
+
+
 def judges_needed(
     sigma2: np.ndarray,
     design: Design,
@@ -156,12 +181,42 @@ def judges_needed(
     roles: Facets = PAPER_ROLES,
 ) -> int | None:
     """Fewest judges for :math:`E\\rho^2 \\ge` target at given items and runs; ``None`` = never."""
-    counts = np.arange(1, MAX_JUDGES + 1, dtype=np.float64)
-    values = np.array(
-        [erho2(sigma2, design, roles.sizes(design, items, k, replicates), obj=roles.system) for k in counts]
+    (k,) = judges_needed_draws(
+        sigma2, design, target=target, items=items, replicates=replicates, roles=roles
     )
-    hit = np.flatnonzero(values >= target)
-    return int(counts[hit[0]]) if len(hit) else None
+    return int(k) if np.isfinite(k) else None
+
+
+def items_needed_draws(
+    sigma2: np.ndarray,
+    design: Design,
+    *,
+    target: float = 0.8,
+    judges: float = 1,
+    replicates: float = 1,
+    roles: Facets = PAPER_ROLES,
+) -> np.ndarray:
+    """Fewest items for :math:`E\\rho^2 \\ge` target, per row; ``inf`` when the target is at or above the ceiling.
+
+    :math:`E\\rho^2` rises monotonically with items toward the ceiling, so the
+    count is found by bisection on integers, all rows at once.
+    """
+    sigma2 = np.atleast_2d(sigma2)
+
+    def reaches(k: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        n = roles.sizes(design, k, judges, replicates)
+        return erho2(sigma2[rows], design, n, obj=roles.system) >= target
+
+    rows = np.arange(sigma2.shape[0])
+    possible = reaches(np.full(len(rows), float(MAX_ITEMS)), rows)
+    low = np.zeros(len(rows))
+    high = np.full(len(rows), float(MAX_ITEMS))
+    while np.any(high[possible] - low[possible] > 1):
+        mid = np.floor((low + high) / 2)
+        ok = reaches(mid, rows)
+        high = np.where(possible & ok, mid, high)
+        low = np.where(possible & ~ok, mid, low)
+    return np.where(possible, high, np.inf)
 
 
 def items_needed(
@@ -173,27 +228,11 @@ def items_needed(
     replicates: float = 1,
     roles: Facets = PAPER_ROLES,
 ) -> int | None:
-    """Fewest items for :math:`E\\rho^2 \\ge` target; ``None`` when the target is at or above the ceiling.
-
-    :math:`E\\rho^2` rises monotonically with items toward the ceiling, so the
-    count is found by doubling then bisection.
-    """
-
-    def value(k: float) -> float:
-        return float(erho2(sigma2, design, roles.sizes(design, k, judges, replicates), obj=roles.system))
-
-    if value(MAX_ITEMS) < target:
-        return None
-    low, high = 0, 1
-    while value(high) < target:
-        low, high = high, high * 2
-    while high - low > 1:
-        mid = (low + high) // 2
-        if value(mid) >= target:
-            high = mid
-        else:
-            low = mid
-    return high
+    """Fewest items for :math:`E\\rho^2 \\ge` target; ``None`` when the target is at or above the ceiling."""
+    (k,) = items_needed_draws(
+        sigma2, design, target=target, judges=judges, replicates=replicates, roles=roles
+    )
+    return int(k) if np.isfinite(k) else None
 
 
 def budget_optimum(

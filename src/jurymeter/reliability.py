@@ -70,6 +70,7 @@ class GStudyRequest:
     screen_threshold: float = 1.0
     budgets: tuple[int, ...] = (120, 360, 1080)
     fpr_simulations: int = 200
+    interval_method: str = "pivotal"
 
     def __post_init__(self) -> None:
         if self.n_boot < 1:
@@ -77,6 +78,9 @@ class GStudyRequest:
             raise DesignError(msg)
         if not 0 < self.target < 1:
             msg = f"target must be in (0, 1), got {self.target}"
+            raise DesignError(msg)
+        if self.interval_method not in ("pivotal", "percentile"):
+            msg = f"interval_method must be 'pivotal' or 'percentile', got {self.interval_method!r}"
             raise DesignError(msg)
         if self.generations not in ("average", "facet"):
             msg = f"generations must be 'average' or 'facet', got {self.generations!r}"
@@ -219,9 +223,16 @@ def assess_block(block: BalancedBlock, request: GStudyRequest) -> dict[str, Any]
     """The report for an already extracted balanced block."""
     fit = fit_gstudy(block.x, block.design)
     roles = PAPER_ROLES
-    boot = bootstrap_reliability(fit, n_boot=request.n_boot, seed=request.seed)
     system_means = block.x.reshape(block.x.shape[0], -1).mean(axis=1)
     sd_means = float(np.std(system_means, ddof=1)) if len(system_means) > 1 else float("nan")
+    boot = bootstrap_reliability(
+        fit,
+        n_boot=request.n_boot,
+        seed=request.seed,
+        target=request.target,
+        sd_of_system_means=sd_means,
+        method=request.interval_method,  # type: ignore[arg-type]
+    )
     summary = dstudy_summary(fit, target=request.target, budgets=request.budgets)
     # What a careful author does today: one judge, one run, items resampled.
     one_judge = block.x[:, :, :1, ...]
@@ -260,12 +271,10 @@ def assess_block(block: BalancedBlock, request: GStudyRequest) -> dict[str, Any]
         "mdd95_in_sd_of_system_means": summary["mdd95"] / sd_means if sd_means > 0 else None,
         "sd_of_system_means": sd_means,
         "intervals": {
-            "ceiling": _interval(boot.ceiling),
-            "erho2": _interval(boot.erho2_native),
-            "mdd95": _interval(boot.mdd95_native),
-            "erho2_30": _interval(boot.erho2_30),
-            "mdd95_30": _interval(boot.mdd95_30),
+            **{name: _interval(i) for name, i in boot.derived.items()},
             "n_boot": boot.n_boot,
+            "level": 0.95,
+            "method": boot.method,
         },
         "p_ceiling_at_least_0_8": boot.p_ceiling_at_least_080,
         "naive_item_bootstrap": {
