@@ -31,6 +31,7 @@ import polars as pl
 
 from jurymeter.errors import StrictModeError
 from jurymeter.schema import (
+    ID_LIKE_COLUMNS,
     QUARANTINE_SCHEMA,
     SCHEMAS,
     SOURCE_ID,
@@ -213,7 +214,10 @@ def _ingest_source(
     reasons: Counter[str] = Counter()
     protocol: Protocol | None = None
     decided = False
-    batches = read_batches(source, block_bytes=block_bytes, parquet_rows=_rows_for(block_bytes))
+    watched = frozenset(options.column_map.get(c, c) for c in ID_LIKE_COLUMNS)
+    batches = read_batches(
+        source, block_bytes=block_bytes, parquet_rows=_rows_for(block_bytes), text_fields=watched
+    )
     for batch in prefetch(batches):
         result.read += batch.n_read
         frame = apply_column_map(batch.frame, options.column_map)

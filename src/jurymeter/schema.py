@@ -120,6 +120,15 @@ INDEX_COLUMNS = frozenset(
     {"generation", "replicate", "batch_position", "response_length", "length_a", "length_b"}
 )
 
+# Text columns where a JSON boolean, array or object must be rejected, not read as
+# text: every other column either fails its own type check or is kept as text.
+ID_LIKE_COLUMNS = frozenset(
+    {
+        "item_set", "item_id", "system_id", "judge_id", "system_a", "system_b",
+        "batch_id", "run_id", "model", "config", "family", "vendor", "tier",
+    }
+)
+
 # Accepted spellings of `winner`, matched case-insensitively after trimming; the
 # Arena-Hard/Chatbot-Arena spellings are included because users' logs carry them.
 WINNER_ALIASES: dict[str, str] = {

@@ -204,11 +204,17 @@ def read_batches(
     *,
     block_bytes: int = DEFAULT_BLOCK_BYTES,
     parquet_rows: int = DEFAULT_PARQUET_ROWS,
+    text_fields: frozenset[str] | None = None,
 ) -> Iterator[RawBatch]:
-    """Yield the records of ``source`` in batches of bounded size."""
+    """Yield the records of ``source`` in batches of bounded size.
+
+    ``text_fields`` names the source columns whose values must not be a JSON
+    boolean, array or object passed off as text (the columns that become ids);
+    ``None`` checks every text column.
+    """
     try:
         if source.format == "jsonl":
-            yield from _jsonl_batches(source, block_bytes)
+            yield from _jsonl_batches(source, block_bytes, text_fields)
         elif source.format == "csv":
             yield from _csv_batches(source, block_bytes)
         else:
@@ -266,10 +272,12 @@ def _slice_lines(block: bytes, starts: np.ndarray, which: np.ndarray) -> list[st
     return out
 
 
-def _jsonl_batches(source: SourceFile, block_bytes: int) -> Iterator[RawBatch]:
+def _jsonl_batches(
+    source: SourceFile, block_bytes: int, text_fields: frozenset[str] | None
+) -> Iterator[RawBatch]:
     first_line = 1
     for block in _open_text_blocks(source, block_bytes):
-        batch, n_lines = _parse_jsonl_block(block, first_line)
+        batch, n_lines = _parse_jsonl_block(block, first_line, text_fields)
         yield batch
         first_line += n_lines
 
@@ -280,7 +288,9 @@ def _count_lines(block: bytes) -> int:
     return block.count(b"\n") + (0 if block.endswith(b"\n") else 1)
 
 
-def _fast_frame(block: bytes, n_lines: int) -> tuple[pl.DataFrame, np.ndarray | None] | None:
+def _fast_frame(
+    block: bytes, n_lines: int, text_fields: frozenset[str] | None = None
+) -> tuple[pl.DataFrame, np.ndarray | None] | None:
     """Parse a block with polars' reader when that provably loses nothing.
 
     polars infers the schema from the first rows and silently drops keys first
@@ -304,7 +314,7 @@ def _fast_frame(block: bytes, n_lines: int) -> tuple[pl.DataFrame, np.ndarray | 
         keys_in_text = block.count(b'":')
         keys_parsed = sum(frame.height - c.null_count() for c in frame.iter_columns())
         if keys_in_text == keys_parsed or infer is None:
-            return None if _may_hide_types(frame) else (frame, kept)
+            return None if _may_hide_types(frame, text_fields) else (frame, kept)
     return None
 
 
@@ -316,14 +326,18 @@ def _non_blank_lines(block: bytes) -> np.ndarray:
     return np.asarray([k for k, line in enumerate(lines) if line.strip()], dtype=np.int64)
 
 
-def _may_hide_types(frame: pl.DataFrame) -> bool:
+def _may_hide_types(frame: pl.DataFrame, text_fields: frozenset[str] | None = None) -> bool:
     """Whether a text column may hold booleans, arrays or objects turned into text.
 
     polars' reader turns a column that mixes strings with booleans or objects
     into text, and the type is lost; such blocks go the slow path, which keeps
     it. A real string that merely looks like one only costs speed.
     """
-    text_columns = [c for c, t in frame.schema.items() if t == pl.String]
+    text_columns = [
+        c
+        for c, t in frame.schema.items()
+        if t == pl.String and (text_fields is None or c in text_fields)
+    ]
     if not text_columns:
         return False
     suspicious = pl.any_horizontal(
@@ -335,10 +349,12 @@ def _may_hide_types(frame: pl.DataFrame) -> bool:
     return bool(frame.select(suspicious.any()).item())
 
 
-def _parse_jsonl_block(block: bytes, first_line: int) -> tuple[RawBatch, int]:
+def _parse_jsonl_block(
+    block: bytes, first_line: int, text_fields: frozenset[str] | None = None
+) -> tuple[RawBatch, int]:
     """Records of one block of whole lines, and the number of physical lines in it."""
     n_lines = _count_lines(block)
-    parsed = _fast_frame(block, n_lines) if n_lines else (pl.DataFrame(), None)
+    parsed = _fast_frame(block, n_lines, text_fields) if n_lines else (pl.DataFrame(), None)
     if parsed is not None:
         frame, kept = parsed
         index = np.arange(n_lines, dtype=np.int64) if kept is None else kept

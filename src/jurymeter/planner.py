@@ -1,0 +1,496 @@
+r"""Judge assignment plans: CyclicJudge round robin and a cost-weighted plan.
+
+Round robin ([Zhu2026] section 3.3, strategy C). Every generation of every item
+is scored by one judge of the panel of :math:`K` judges. Items are shuffled with
+the seed, their generations laid out item after item, and the judges assigned in
+a cycle that carries over from one item to the next: cell :math:`t` gets judge
+:math:`(s + t) \bmod K`, with the start :math:`s` drawn from the same seed. So for
+every system each judge gets :math:`\lfloor nm/K \rfloor` or
+:math:`\lceil nm/K \rceil` calls, an item's :math:`\min(m, K)` generations get
+distinct judges, and when :math:`K` divides :math:`nm` the mean of the plan's
+scores is exactly the panel mean over the same generations (eq. 30). With one
+generation per item the shuffle keeps the cycle from lining up with any ordering
+of the dataset (section 3.3); it is applied for every :math:`m`, since the cycle
+carries over between items whenever :math:`K` does not divide :math:`m`. All
+systems get the same assignment (the same judge on the same item and
+generation), so differences between systems are paired on judges.
+
+Cost-weighted plan (beyond the paper; its limitations section names per-judge
+prices as future work). Judge :math:`\ell` costs :math:`c_\ell` per call and
+gets :math:`N_\ell \ge 1` calls, each on its own generation. The estimator is the
+mean of the judge means, :math:`\hat\mu = K^{-1}\sum_\ell \bar X_\ell`, which is
+unbiased for the panel mean whatever the :math:`N_\ell` (the offsets
+:math:`\gamma_\ell` sum to zero); the plain mean of the scores is not, once the
+counts differ. Its variance is, for coefficients :math:`a_r = 1/(K N_{\ell(r)})`
+on the plan's rows :math:`r`,
+
+.. math::
+
+    \mathrm{Var}(\hat\mu) = \sigma^2_\alpha \sum_i \Big(\sum_{r \in i} a_r\Big)^2
+    + \sigma^2_\beta \sum_{(i,g)} \Big(\sum_{r \in (i,g)} a_r\Big)^2
+    + \sum_r a_r^2 \sigma^2_{\varepsilon,\ell(r)},
+
+(:func:`plan_variance`), which for one call per generation and even coverage of
+the items is :math:`\sigma^2_\alpha/n + K^{-2}\sum_\ell v_\ell / N_\ell` with
+:math:`v_\ell = \sigma^2_\beta + \sigma^2_{\varepsilon,\ell}`. Minimizing
+:math:`\sum_\ell v_\ell/N_\ell` subject to :math:`\sum_\ell c_\ell N_\ell \le M`
+gives :math:`N_\ell \propto \sqrt{v_\ell / c_\ell}` (Neyman allocation with costs;
+Cochran 1977, section 5.5); the integers are found from that solution by rounding
+down, a greedy fill of the money left, and single-call exchanges until none helps.
+The uniform plan spends the same money on equal counts :math:`\lfloor M / \sum_\ell c_\ell \rfloor`.
+
+References
+----------
+.. [Zhu2026] Z. Zhu et al., "CyclicJudge: Mitigating Judge Bias Efficiently in
+   LLM-based Evaluation", 2026 (``papers/cyclicjudge.txt``).
+.. [Cochran1977] W. G. Cochran, *Sampling Techniques*, 3rd ed., Wiley, 1977.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from jurymeter.cyclic import VarianceComponents
+from jurymeter.errors import DesignError
+
+PLAN_SCHEMA = {
+    "system_id": pl.Utf8,
+    "item_id": pl.Utf8,
+    "generation": pl.Int64,
+    "judge_id": pl.Utf8,
+}
+# Relative improvement below which an exchange of calls is not taken (float rounding).
+_IMPROVEMENT = 1e-12
+
+
+def _id_list(name: str, ids: Sequence[str]) -> tuple[str, ...]:
+    if isinstance(ids, str):
+        msg = f"{name} must be a sequence of ids, got the string {ids!r}"
+        raise DesignError(msg)
+    out = tuple(ids)
+    if not out:
+        msg = f"{name} must name at least one id"
+        raise DesignError(msg)
+    bad = [v for v in out if not isinstance(v, str)]
+    if bad:
+        msg = f"{name} must be strings, got {bad[:3]!r}"
+        raise DesignError(msg)
+    if len(set(out)) != len(out):
+        dupes = sorted({v for v in out if out.count(v) > 1})
+        msg = f"{name} repeats id(s) {dupes}"
+        raise DesignError(msg)
+    return out
+
+
+def _count(name: str, value: object, *, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
+        msg = f"{name} must be an integer >= {minimum}, got {value!r}"
+        raise DesignError(msg)
+    return int(value)
+
+
+def _layout(order: np.ndarray, total: int) -> tuple[np.ndarray, np.ndarray]:
+    """Item index and generation of ``total`` cells, items in ``order``, spread evenly.
+
+    The first ``total mod n`` items of ``order`` get one generation more.
+    """
+    n = len(order)
+    per = np.full(n, total // n, dtype=np.int64)
+    per[: total % n] += 1
+    item = np.repeat(order, per)
+    starts = np.repeat(np.cumsum(per) - per, per)
+    generation = np.arange(total, dtype=np.int64) - starts
+    return item, generation
+
+
+def _frame(
+    systems: tuple[str, ...],
+    items: tuple[str, ...],
+    judges: tuple[str, ...],
+    item: np.ndarray,
+    generation: np.ndarray,
+    judge: np.ndarray,
+) -> pl.DataFrame:
+    """The same assignment for every system, rows in assignment order within each system."""
+    one = pl.DataFrame(
+        {
+            "item_id": np.asarray(items, dtype=object)[item].tolist(),
+            "generation": generation,
+            "judge_id": np.asarray(judges, dtype=object)[judge].tolist(),
+        },
+        schema={k: v for k, v in PLAN_SCHEMA.items() if k != "system_id"},
+    )
+    sys_frame = pl.DataFrame({"system_id": list(systems)}, schema={"system_id": pl.Utf8})
+    return sys_frame.join(one, how="cross").select(list(PLAN_SCHEMA))
+
+
+def _shuffle(n_items: int, n_judges: int, seed: int) -> tuple[np.ndarray, int]:
+    rng = np.random.default_rng(_count("seed", seed, minimum=0))
+    order = rng.permutation(n_items)
+    start = int(rng.integers(n_judges))
+    return order, start
+
+
+def plan_round_robin(
+    items: Sequence[str],
+    systems: Sequence[str],
+    judges: Sequence[str],
+    *,
+    generations: int = 1,
+    seed: int = 0,
+) -> pl.DataFrame:
+    r"""CyclicJudge assignment of one judge to every generation of every item and system.
+
+    Parameters
+    ----------
+    items
+        Item (scenario) ids.
+    systems
+        System ids.
+    judges
+        The judge panel, in cycle order.
+    generations
+        Generations per item, :math:`m` (default 1).
+    seed
+        Seed of the item shuffle and of the judge the cycle starts at.
+
+    Returns
+    -------
+    polars.DataFrame
+        ``system_id, item_id, generation, judge_id``, one row per call; within a system
+        the rows are in cycle order (row :math:`t` has judge :math:`(s + t) \bmod K`).
+
+    Raises
+    ------
+    DesignError
+        Empty or repeated ids, ``generations < 1``, a negative seed.
+
+    Notes
+    -----
+    [Zhu2026] section 3.3, strategy C (eq. 5, 30): round robin cancels the
+    panel-relative offsets; with :math:`m = 1` scenarios are shuffled before the cycle.
+
+    >>> plan = plan_round_robin(["q1", "q2", "q3", "q4"], ["sysA"], ["j1", "j2"], seed=3)
+    >>> plan.group_by("judge_id").len().sort("judge_id")["len"].to_list()
+    [2, 2]
+    """
+    item_ids = _id_list("items", items)
+    system_ids = _id_list("systems", systems)
+    judge_ids = _id_list("judges", judges)
+    m = _count("generations", generations, minimum=1)
+    order, start = _shuffle(len(item_ids), len(judge_ids), seed)
+    total = len(item_ids) * m
+    item, generation = _layout(order, total)
+    judge = (start + np.arange(total)) % len(judge_ids)
+    return _frame(system_ids, item_ids, judge_ids, item, generation, judge)
+
+
+def plan_variance(
+    plan: pl.DataFrame,
+    components: VarianceComponents,
+    *,
+    noise_by_judge: Mapping[str, float] | None = None,
+) -> pl.DataFrame:
+    r"""Variance of the mean-of-judge-means score of each system under a plan.
+
+    Parameters
+    ----------
+    plan
+        ``system_id, item_id, generation, judge_id`` rows, one per judge call.
+    components
+        Per-observation variances (the same for every system).
+    noise_by_judge
+        Residual variance :math:`\sigma^2_{\varepsilon,\ell}` per judge (default
+        ``components.sigma2_residual`` for all).
+
+    Returns
+    -------
+    polars.DataFrame
+        ``system_id, n_calls, variance``.
+
+    Notes
+    -----
+    Estimator :math:`\hat\mu = K^{-1}\sum_\ell \bar X_\ell` over the :math:`K` judges the
+    system's rows name, so the offsets cancel exactly and do not enter; the variance is
+    the module's formula with :math:`a_r = 1/(K N_{\ell(r)})`. For a balanced round
+    robin it is :math:`\sigma^2_\alpha/n + V_C` (eq. 5); for every judge on every
+    generation, :math:`\sigma^2_\alpha/n + V_A` (eq. 3).
+    """
+    missing = [c for c in PLAN_SCHEMA if c not in plan.columns]
+    if missing:
+        msg = f"plan lacks column(s) {missing}; it has {plan.columns}"
+        raise DesignError(msg)
+    noise = _noise(noise_by_judge, plan.get_column("judge_id").unique().to_list(), components)
+    rows = plan.select(list(PLAN_SCHEMA)).with_columns(
+        a=1.0
+        / (
+            pl.col("judge_id").n_unique().over("system_id").cast(pl.Float64)
+            * pl.len().over("system_id", "judge_id").cast(pl.Float64)
+        ),
+        eps=pl.col("judge_id").replace_strict(noise, return_dtype=pl.Float64),
+    )
+    item = rows.group_by("system_id", "item_id").agg(pl.col("a").sum()).group_by("system_id").agg(
+        item=(pl.col("a") ** 2).sum()
+    )
+    cell = (
+        rows.group_by("system_id", "item_id", "generation")
+        .agg(pl.col("a").sum())
+        .group_by("system_id")
+        .agg(cell=(pl.col("a") ** 2).sum())
+    )
+    resid = rows.group_by("system_id").agg(n_calls=pl.len(), resid=(pl.col("a") ** 2 * pl.col("eps")).sum())
+    order = plan.select(pl.col("system_id").unique(maintain_order=True))
+    return (
+        order.join(resid, on="system_id")
+        .join(item, on="system_id")
+        .join(cell, on="system_id")
+        .select(
+            "system_id",
+            pl.col("n_calls").cast(pl.Int64),
+            variance=components.sigma2_scenario * pl.col("item")
+            + components.sigma2_generation * pl.col("cell")
+            + pl.col("resid"),
+        )
+    )
+
+
+def _noise(
+    noise_by_judge: Mapping[str, float] | None, judges: Sequence[str], components: VarianceComponents
+) -> dict[str, float]:
+    if noise_by_judge is None:
+        return {j: components.sigma2_residual for j in judges}
+    missing = [j for j in judges if j not in noise_by_judge]
+    if missing:
+        msg = f"noise_by_judge has no residual variance for judge(s) {missing}"
+        raise DesignError(msg)
+    out = {j: float(noise_by_judge[j]) for j in judges}
+    bad = {j: v for j, v in out.items() if not np.isfinite(v) or v < 0}
+    if bad:
+        msg = f"noise_by_judge must be finite and >= 0, got {bad}"
+        raise DesignError(msg)
+    return out
+
+
+def _objective(noise: np.ndarray, calls: np.ndarray) -> float:
+    return float(np.sum(noise / calls))
+
+
+def _fill(noise: np.ndarray, prices: np.ndarray, calls: np.ndarray, money: float) -> tuple[np.ndarray, float]:
+    """Add calls one at a time to the affordable judge with the largest variance drop per unit price."""
+    calls = calls.copy()
+    while True:
+        affordable = prices <= money * (1 + 1e-12)
+        if not affordable.any():
+            return calls, money
+        gain = np.where(affordable, noise / (calls * (calls + 1.0)) / prices, -np.inf)
+        best = int(np.argmax(gain))
+        calls[best] += 1
+        money -= float(prices[best])
+
+
+def allocate_calls(
+    prices: np.ndarray, budget: float, *, noise: np.ndarray | None = None
+) -> np.ndarray:
+    r"""Integer calls per judge minimizing :math:`\sum_\ell v_\ell/N_\ell` under a money budget.
+
+    Parameters
+    ----------
+    prices
+        Price per call :math:`c_\ell > 0` of each judge.
+    budget
+        Money :math:`M`, at least :math:`\sum_\ell c_\ell` (one call per judge).
+    noise
+        Per-call variance :math:`v_\ell` of each judge (default all 1).
+
+    Returns
+    -------
+    numpy.ndarray
+        Calls :math:`N_\ell \ge 1` with :math:`\sum_\ell c_\ell N_\ell \le M`.
+
+    Notes
+    -----
+    Continuous solution :math:`N_\ell = \lambda\sqrt{v_\ell/c_\ell}` with the bound
+    :math:`N_\ell \ge 1` (judges at the bound fixed, the rest re-solved), rounded down,
+    the money left filled greedily, then exchanges of one call of a judge for the
+    greedy refill tried until none lowers the objective.
+
+    >>> allocate_calls(np.array([1.0, 4.0]), 30.0).tolist()
+    [10, 5]
+    """
+    c = np.asarray(prices, dtype=np.float64)
+    if c.ndim != 1 or c.size == 0 or not np.all(np.isfinite(c)) or np.any(c <= 0):
+        msg = f"prices must be a non-empty vector of finite prices > 0, got {c.tolist()}"
+        raise DesignError(msg)
+    v = np.ones_like(c) if noise is None else np.asarray(noise, dtype=np.float64)
+    if v.shape != c.shape or not np.all(np.isfinite(v)) or np.any(v < 0):
+        msg = f"noise must be {c.size} finite value(s) >= 0, got {np.asarray(noise).tolist()}"
+        raise DesignError(msg)
+    if not np.any(v > 0):
+        v = np.ones_like(c)
+    if not np.isfinite(budget) or budget < c.sum():
+        msg = f"budget must cover one call per judge ({c.sum():g}), got {budget!r}"
+        raise DesignError(msg)
+    fixed = np.zeros(c.size, dtype=bool)
+    weight = np.sqrt(v / c)
+    cont = np.ones_like(c)
+    while True:
+        free = ~fixed
+        money = budget - c[fixed].sum()
+        denom = float(np.sum(c[free] * weight[free]))
+        cont = np.where(free, money * weight / denom if denom > 0 else 1.0, 1.0)
+        low = free & (cont < 1)
+        if not low.any():
+            break
+        fixed |= low
+    calls = np.maximum(np.floor(cont * (1 + 1e-12)), 1.0)
+    while float(c @ calls) > budget * (1 + 1e-12):  # rounding overshoot: drop the largest
+        calls[int(np.argmax(np.where(calls > 1, calls * c, -np.inf)))] -= 1
+    calls, money = _fill(v, c, calls, budget - float(c @ calls))
+    best = _objective(v, calls)
+    improved = True
+    while improved:
+        improved = False
+        for drop in np.flatnonzero(calls > 1):
+            trial = calls.copy()
+            trial[drop] -= 1
+            trial, left = _fill(v, c, trial, money + float(c[drop]))
+            value = _objective(v, trial)
+            if value < best * (1 - _IMPROVEMENT):
+                calls, money, best, improved = trial, left, value, True
+                break
+    return calls.astype(np.int64)
+
+
+def _interleave(calls: np.ndarray) -> np.ndarray:
+    """Judge sequence with each judge's calls spread evenly (stride scheduling)."""
+    judge = np.repeat(np.arange(calls.size), calls)
+    rank = np.arange(judge.size) - np.repeat(np.cumsum(calls) - calls, calls)
+    key = (rank + 0.5) / calls[judge]
+    return judge[np.lexsort((judge, key))]
+
+
+@dataclass(frozen=True, slots=True)
+class CostPlan:
+    """A cost-weighted plan beside the uniform round robin for the same money (per system).
+
+    Attributes
+    ----------
+    plan, uniform_plan
+        ``system_id, item_id, generation, judge_id`` tables.
+    calls, uniform_calls
+        Calls per judge and system.
+    cost, uniform_cost
+        Money spent per system.
+    variance, uniform_variance
+        Predicted variance of the mean-of-judge-means score (:func:`plan_variance`).
+    budget
+        Money per system.
+    """
+
+    budget: float
+    plan: pl.DataFrame
+    calls: Mapping[str, int]
+    cost: float
+    variance: float
+    uniform_plan: pl.DataFrame
+    uniform_calls: Mapping[str, int]
+    uniform_cost: float
+    uniform_variance: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "budget": self.budget,
+            "calls": dict(self.calls),
+            "cost": self.cost,
+            "variance": self.variance,
+            "uniform_calls": dict(self.uniform_calls),
+            "uniform_cost": self.uniform_cost,
+            "uniform_variance": self.uniform_variance,
+        }
+
+
+def plan_cost_weighted(
+    items: Sequence[str],
+    systems: Sequence[str],
+    judges: Sequence[str],
+    *,
+    prices: Mapping[str, float],
+    budget: float,
+    components: VarianceComponents,
+    seed: int = 0,
+    noise_by_judge: Mapping[str, float] | None = None,
+) -> CostPlan:
+    r"""Plan minimizing the predicted variance under a money budget, beside the uniform plan.
+
+    Parameters
+    ----------
+    items, systems, judges
+        Ids; every system gets the same assignment.
+    prices
+        Price per call of every judge.
+    budget
+        Money per system, at least one call of every judge.
+    components
+        Per-observation variances used for the prediction.
+    seed
+        Seed of the item shuffle (shared by both plans) and of the uniform cycle's start.
+    noise_by_judge
+        Residual variance per judge (default ``components.sigma2_residual`` for all).
+
+    Returns
+    -------
+    CostPlan
+
+    Notes
+    -----
+    Calls per judge from :func:`allocate_calls` with :math:`v_\ell = \sigma^2_\beta +
+    \sigma^2_{\varepsilon,\ell}`; the :math:`\sum_\ell N_\ell` generations are spread over the
+    shuffled items as evenly as possible (an item may get none when the money buys fewer
+    calls than there are items) and the judges interleaved so that each one's calls are
+    evenly spaced along them. The uniform plan gives every judge
+    :math:`\lfloor M/\sum_\ell c_\ell\rfloor` calls in a round robin. Both variances are
+    exact for their layouts (:func:`plan_variance`); the optimization itself leaves out
+    the small dependence of the scenario term on the layout.
+    """
+    item_ids = _id_list("items", items)
+    system_ids = _id_list("systems", systems)
+    judge_ids = _id_list("judges", judges)
+    missing = [j for j in judge_ids if j not in prices]
+    if missing:
+        msg = f"prices has no price for judge(s) {missing}"
+        raise DesignError(msg)
+    c = np.asarray([float(prices[j]) for j in judge_ids])
+    noise = _noise(noise_by_judge, judge_ids, components)
+    v = components.sigma2_generation + np.asarray([noise[j] for j in judge_ids])
+    calls = allocate_calls(c, float(budget), noise=v)
+    order, start = _shuffle(len(item_ids), len(judge_ids), seed)
+
+    total = int(calls.sum())
+    item, generation = _layout(order, total)
+    plan = _frame(system_ids, item_ids, judge_ids, item, generation, _interleave(calls))
+
+    per_judge = int(budget // c.sum())
+    uniform_total = per_judge * len(judge_ids)
+    u_item, u_generation = _layout(order, uniform_total)
+    u_judge = (start + np.arange(uniform_total)) % len(judge_ids)
+    uniform = _frame(system_ids, item_ids, judge_ids, u_item, u_generation, u_judge)
+
+    first = system_ids[0]
+    var = plan_variance(plan.filter(pl.col("system_id") == first), components, noise_by_judge=noise)
+    u_var = plan_variance(uniform.filter(pl.col("system_id") == first), components, noise_by_judge=noise)
+    return CostPlan(
+        budget=float(budget),
+        plan=plan,
+        calls=dict(zip(judge_ids, calls.tolist(), strict=True)),
+        cost=float(c @ calls),
+        variance=float(var["variance"][0]),
+        uniform_plan=uniform,
+        uniform_calls=dict.fromkeys(judge_ids, per_judge),
+        uniform_cost=float(per_judge * c.sum()),
+        uniform_variance=float(u_var["variance"][0]),
+    )
