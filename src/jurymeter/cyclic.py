@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
+from types import MappingProxyType
 from typing import Any, Literal
 
 import numpy as np
@@ -75,7 +76,9 @@ def _scores(x: object) -> np.ndarray:
         raise DesignError(msg)
     for axis, name in enumerate(("scenarios", "generations", "judges")):
         if arr.shape[axis] < 2:
-            msg = f"x has {arr.shape[axis]} {name} (shape {arr.shape}); the decomposition needs >= 2"
+            msg = (
+                f"x has {arr.shape[axis]} {name} (shape {arr.shape}); the decomposition needs >= 2"
+            )
             raise DesignError(msg)
     return arr
 
@@ -106,6 +109,12 @@ def _budgets(budgets: Sequence[int], k_total: int) -> np.ndarray:
         )
         raise DesignError(msg)
     return np.asarray(values, dtype=np.int64)
+
+
+def _readonly(arr: np.ndarray) -> np.ndarray:
+    """A result array nobody can write to (results are never mutated after return)."""
+    arr.setflags(write=False)
+    return arr
 
 
 def _ratio(num: float, den: float) -> float:
@@ -352,7 +361,9 @@ class StrategyComparison:
         """One row per budget and strategy: formula (eq. 3-5) and exact prediction (eq. 36-38)."""
         exact = (self.exact_a, self.exact_b, self.exact_c)
         parts = []
-        for name, formula, pred in zip("ABC", (self.var_a, self.var_b, self.var_c), exact, strict=True):
+        for name, formula, pred in zip(
+            "ABC", (self.var_a, self.var_b, self.var_c), exact, strict=True
+        ):
             parts.append(
                 pl.DataFrame(
                     {
@@ -361,7 +372,12 @@ class StrategyComparison:
                         "variance": formula.tolist(),
                         "exact": pred.tolist() if pred is not None else [None] * len(self.budgets),
                     },
-                    schema={"budget": pl.Int64, "strategy": pl.Utf8, "variance": pl.Float64, "exact": pl.Float64},
+                    schema={
+                        "budget": pl.Int64,
+                        "strategy": pl.Utf8,
+                        "variance": pl.Float64,
+                        "exact": pl.Float64,
+                    },
                 )
             )
         return pl.concat(parts)
@@ -448,12 +464,12 @@ def strategy_variances(
         n=n,
         k_total=k_total,
         budgets=tuple(int(v) for v in b),
-        var_a=num_a * scale,
-        var_b=num_b * scale,
-        var_c=num_c * scale,
-        exact_a=exact[0],
-        exact_b=exact[1],
-        exact_c=exact[2],
+        var_a=_readonly(num_a * scale),
+        var_b=_readonly(num_b * scale),
+        var_c=_readonly(num_c * scale),
+        exact_a=None if exact[0] is None else _readonly(exact[0]),
+        exact_b=None if exact[1] is None else _readonly(exact[1]),
+        exact_c=None if exact[2] is None else _readonly(exact[2]),
         ab_margin=float(margin),
         winner_ab=winner,
         reduction_vs_a=1.0 - _ratio(num_c, num_a),
@@ -552,7 +568,9 @@ def subsample_strategy_variance(
         out[1, start : start + size] = cells[rows[None, :, None], idx_b].mean(axis=(1, 2))
         idx_c = rng.integers(0, m_max, size=(size, n, k, per))
         judge = np.arange(k)[None, None, :, None]
-        out[2, start : start + size] = x[rows[None, :, None, None], idx_c, judge].mean(axis=(1, 2, 3))
+        out[2, start : start + size] = x[rows[None, :, None, None], idx_c, judge].mean(
+            axis=(1, 2, 3)
+        )
     (va, sa), (vb, sb), (vc, sc) = (_var_and_se(row) for row in out)
     pa, pb, pc = (float(v) for v in pool_variances(x).predict(budget))
     return SubsampleCheck(
@@ -697,6 +715,38 @@ def scenario_coverage(
 
 
 # --------------------------------------------------------------------------- appendix D and H
+def sigma2_judge_from_offsets(
+    offsets: np.ndarray, *, sigma2_residual: float, n_subjects: int
+) -> float:
+    r"""Panel dispersion of the judge offsets, corrected for residual noise (eq. 25), raw.
+
+    Parameters
+    ----------
+    offsets
+        :math:`\hat\gamma_\ell = \bar X_{\cdot\cdot\ell} - \bar X_{\cdots}` of the whole panel.
+    sigma2_residual
+        :math:`\hat\sigma^2_\varepsilon`.
+    n_subjects
+        Scenario-generation pairs each judge scored, :math:`nm`.
+
+    Returns
+    -------
+    float
+        :math:`K_{tot}^{-1}\sum_\ell\hat\gamma_\ell^2 - \hat\sigma^2_\varepsilon (K_{tot}-1)/(nm K_{tot})`
+        ([Zhu2026] appendix D, eq. 25); may be negative.
+
+    >>> sigma2_judge_from_offsets(np.array([1.0, -1.0]), sigma2_residual=4.0, n_subjects=8)
+    0.75
+    """
+    gamma = np.asarray(offsets, dtype=np.float64)
+    if gamma.ndim != 1 or gamma.size < 1 or not np.all(np.isfinite(gamma)):
+        msg = f"offsets must be a finite vector with one value per judge, got shape {gamma.shape}"
+        raise DesignError(msg)
+    n_subjects = _positive_int("n_subjects", n_subjects)
+    k = gamma.size
+    return float(np.mean(gamma**2) - sigma2_residual / n_subjects * (k - 1) / k)
+
+
 @dataclass(frozen=True, slots=True)
 class CyclicDecomposition:
     """Variance decomposition of one system's crossed scores (section 3, appendix D and H).
@@ -785,7 +835,9 @@ class CyclicDecomposition:
                 "df_judge": self.df_judge,
                 "df_residual": self.df_residual,
             },
-            "judge_offsets": {j: float(g) for j, g in zip(self.judges, self.judge_offsets, strict=True)},
+            "judge_offsets": {
+                j: float(g) for j, g in zip(self.judges, self.judge_offsets, strict=True)
+            },
             "f_statistic": self.f_statistic,
             "p_value": self.p_value,
             "contributions": self.contributions.to_json(),
@@ -911,9 +963,9 @@ def fit_cyclic(
         df_generation=int(df[label["g:i"]]),
         df_judge=df_j,
         df_residual=int(df_w),
-        raw=raw,
+        raw=MappingProxyType(raw),
         truncated=truncated,
-        judge_offsets=offsets,
+        judge_offsets=_readonly(offsets),
         f_statistic=float(f_stat),
         p_value=p_value,
         contributions=variance_contributions(components, n=n, m=at_m, k=at_k, k_total=k),
@@ -968,7 +1020,9 @@ class JudgeSystemOffsets:
                 sys: {j: float(v) for j, v in zip(self.judges, row, strict=True)}
                 for sys, row in zip(self.systems, self.offsets, strict=True)
             },
-            "system_means": {s: float(v) for s, v in zip(self.systems, self.system_means, strict=True)},
+            "system_means": {
+                s: float(v) for s, v in zip(self.systems, self.system_means, strict=True)
+            },
             "self_preference": self.self_preference.to_dicts(),
         }
 
@@ -1047,7 +1101,11 @@ def judge_system_offsets(
         },
     )
     return JudgeSystemOffsets(
-        systems=sys_ids, judges=judge_ids, offsets=offsets, system_means=means, self_preference=table
+        systems=sys_ids,
+        judges=judge_ids,
+        offsets=_readonly(offsets),
+        system_means=_readonly(means),
+        self_preference=table,
     )
 
 
@@ -1113,5 +1171,8 @@ def score_cube(frame: pl.DataFrame, *, score: str = "score") -> ScoreCube:
         return tuple(frame.get_column(col).cast(pl.Utf8).unique().sort().to_list())
 
     return ScoreCube(
-        x=x.reshape(shape), systems=labels("system_id"), items=labels("item_id"), judges=labels("judge_id")
+        x=x.reshape(shape),
+        systems=labels("system_id"),
+        items=labels("item_id"),
+        judges=labels("judge_id"),
     )
