@@ -440,6 +440,160 @@ def print_gstudy(report: dict[str, Any]) -> None:
 
 
 @app.command()
+def cyclic(
+    item_set: Annotated[str, typer.Option("--item-set", help="Item set to decompose")],
+    store: StoreOpt = None,
+    storage_option: StorageOpt = None,
+    config: ConfigOpt = None,
+    budgets: Annotated[
+        str | None,
+        typer.Option("--budgets", help="Per-scenario judge-call budgets, e.g. 5,10,20 (multiples of K)"),
+    ] = None,
+    at_generations: Annotated[int, typer.Option("--at-generations", help="Operating point m")] = 1,
+    at_judges: Annotated[int, typer.Option("--at-judges", help="Operating point K")] = 1,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
+) -> None:
+    """CyclicJudge: per-system judge offsets, F-test and allocation-strategy variances."""
+    _run(_cyclic, item_set, store, storage_option, config, budgets, at_generations, at_judges, as_json)
+
+
+def _int_list(text: str | None, what: str) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        return [int(p) for p in text.split(",") if p.strip()]
+    except ValueError:
+        msg = f"{what} expects integers separated by commas, got {text!r}"
+        raise ConfigError(msg) from None
+
+
+def _cyclic(item_set, store, storage_option, config, budgets, at_generations, at_judges, as_json) -> None:
+    from jurymeter.cyclic_report import cyclic_report
+
+    target_store = _open_store(store, storage_option, config)
+    target_store.check()
+    if item_set not in target_store.item_sets("pointwise"):
+        known = ", ".join(target_store.item_sets("pointwise")) or "none"
+        msg = f"no pointwise item set {item_set!r} in {target_store.url} (item sets: {known})"
+        raise ConfigError(msg)
+    report = cyclic_report(
+        target_store.scan("pointwise", item_set),
+        systems=target_store.scan("systems").collect(),
+        judges=target_store.scan("judges").collect(),
+        budgets=_int_list(budgets, "--budgets"),
+        at_generations=at_generations,
+        at_judges=at_judges,
+    )
+    report["item_set"] = item_set
+    if as_json:
+        sys.stdout.write(orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode() + "\n")
+        return
+    block = report["block"]
+    out.print(
+        f"item set {item_set}: {block['systems']} systems x {block['items']} scenarios x "
+        f"{block['generations']} generations x {block['judges']} judges "
+        f"(replicates averaged; completeness {block['completeness']:.3f})",
+        markup=False,
+    )
+    table = Table(title="per-system decomposition", title_justify="left")
+    for col in ("system", "sigma2_scenario", "sigma2_generation", "sigma2_judge", "sigma2_residual", "F", "p", "A vs B"):
+        table.add_column(col, justify="left" if col in ("system", "A vs B") else "right")
+    for system, r in report["systems"].items():
+        table.add_row(
+            system, f"{r['sigma2_scenario']:.4f}", f"{r['sigma2_generation']:.4f}",
+            f"{r['sigma2_judge']:.4f}", f"{r['sigma2_residual']:.4f}", f"{r['f_statistic']:.2f}",
+            f"{r['p_value']:.2g}", str(r["strategies"].get("winner_ab", "")),
+        )
+    out.print(table)
+    offsets = report["judge_system_offsets"]
+    judges = list(next(iter(offsets.values())).keys()) if offsets else []
+    heat = Table(title="judge offsets by system (judge mean - panel mean)", title_justify="left")
+    heat.add_column("system")
+    for j in judges:
+        heat.add_column(j, justify="right")
+    for system, row in offsets.items():
+        heat.add_row(system, *[f"{row[j]:+.3f}" for j in judges])
+    out.print(heat)
+    for p in report.get("self_preference", []):
+        out.print(
+            f"self-preference: {p['judge_id']} on {p['system_id']} ({p['family']}): offset "
+            f"{p['offset']:+.3f}, on other families {p['other_offset']:+.3f}, excess {p['excess']:+.3f}",
+            markup=False,
+        )
+
+
+@app.command()
+def plan(
+    out_path: Annotated[Path, typer.Option("--out", help="Assignment table: .csv, .jsonl or .parquet")],
+    store: StoreOpt = None,
+    storage_option: StorageOpt = None,
+    config: ConfigOpt = None,
+    item_set: Annotated[
+        str | None, typer.Option("--item-set", help="Take items, systems and judges from this item set")
+    ] = None,
+    items: Annotated[Path | None, typer.Option("--items", help="File of item ids, one per line")] = None,
+    systems: Annotated[Path | None, typer.Option("--systems", help="File of system ids")] = None,
+    judges: Annotated[Path | None, typer.Option("--judges", help="File of judge ids")] = None,
+    generations: Annotated[int, typer.Option("--generations", help="Generations per item")] = 1,
+    seed: Annotated[int, typer.Option(help="Random seed")] = 0,
+) -> None:
+    """Write a round-robin judge assignment (system, item, generation, judge) for the next run."""
+    _run(_plan, out_path, store, storage_option, config, item_set, items, systems, judges,
+         generations, seed)
+
+
+def _ids_from_file(path: Path | None) -> list[str] | None:
+    if path is None:
+        return None
+    try:
+        ids = [line.strip() for line in path.read_text().splitlines() if line.strip()]
+    except FileNotFoundError:
+        msg = f"file not found: {path}"
+        raise ConfigError(msg) from None
+    return ids
+
+
+def _plan(out_path, store, storage_option, config, item_set, items, systems, judges, generations, seed) -> None:
+    import polars as pl
+
+    from jurymeter.planner import plan_round_robin
+
+    found = {"items": _ids_from_file(items), "systems": _ids_from_file(systems), "judges": _ids_from_file(judges)}
+    if any(v is None for v in found.values()):
+        if item_set is None:
+            msg = "give --item-set (to read ids from the store) or all of --items, --systems and --judges"
+            raise ConfigError(msg)
+        target_store = _open_store(store, storage_option, config)
+        target_store.check()
+        records = target_store.scan("pointwise", item_set, columns=["item_id", "system_id", "judge_id"]).collect()
+        if not records.height:
+            msg = f"no pointwise records for item set {item_set!r} in {target_store.url}"
+            raise ConfigError(msg)
+        for key, column in (("items", "item_id"), ("systems", "system_id"), ("judges", "judge_id")):
+            if found[key] is None:
+                found[key] = records[column].unique().sort().to_list()
+    table = plan_round_robin(found["items"], found["systems"], found["judges"], generations=generations, seed=seed)
+    suffix = out_path.suffix.lower()
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    if suffix == ".csv":
+        table.write_csv(out_path)
+    elif suffix in (".jsonl", ".ndjson"):
+        table.write_ndjson(out_path)
+    elif suffix == ".parquet":
+        table.write_parquet(out_path)
+    else:
+        msg = f"--out must end in .csv, .jsonl or .parquet, got {out_path.name!r}"
+        raise ConfigError(msg)
+    calls = table.group_by("judge_id").agg(pl.len().alias("calls")).sort("judge_id")
+    out.print(
+        f"wrote {table.height:,} assignments to {out_path} ({len(found['systems'])} systems x "
+        f"{len(found['items'])} items x {generations} generations); calls per judge: "
+        + ", ".join(f"{r['judge_id']} {r['calls']:,}" for r in calls.to_dicts()),
+        markup=False,
+    )
+
+
+@app.command()
 def simulate(
     out_dir: Annotated[Path, typer.Option("--out", help="Folder to write the dump into")],
     seed: Annotated[int, typer.Option(help="Random seed")] = 0,
@@ -461,6 +615,9 @@ def _simulate(out_dir, seed, systems, items, judges, faults) -> dict[str, Path]:
     for name, value in (("n_systems", systems), ("n_items", items), ("n_judges", judges)):
         if value is not None:
             changes[name] = value
+    if systems is not None:
+        # The default number of judged pairs cannot exceed the pairs that exist.
+        changes["pairwise_pairs"] = min(SimulationParams().pairwise_pairs or 0, systems * (systems - 1) // 2)
     try:
         params = dataclasses.replace(SimulationParams(), **changes)
     except ValueError as exc:
