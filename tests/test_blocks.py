@@ -76,3 +76,26 @@ def test_first_k_replicates_are_kept() -> None:
     single = balanced_block(_records(n_r=1))
     assert single.design.labels[-1] == "sij"
     assert any("confounded" in note for note in single.notes)
+
+
+def test_dense_path_equals_the_group_by_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    import jurymeter.blocks as blocks
+
+    rng = np.random.default_rng(3)
+    records = _records(n_s=6, n_i=9, n_j=4, n_r=4, n_g=2, seed=2)
+    # Holes, uneven replicates and sparse replicate ids.
+    records = records.filter(pl.Series(rng.random(records.height) > 0.08))
+    records = records.with_columns((pl.col("replicate") * 7 + 3).alias("replicate"))
+    holes = ((pl.col("system_id") == "s1") & pl.col("item_id").is_in(["i0", "i1"])) | (
+        (pl.col("judge_id") == "j2") & (pl.col("item_id") == "i5")
+    )
+    records = records.filter(~holes)
+    dense = balanced_block(records)
+    assert dense.dropped_systems or dense.dropped_items or dense.dropped_judges
+    monkeypatch.setattr(blocks, "_average_block_dense", lambda lazy: None)
+    sparse = balanced_block(records)
+    assert dense.design.labels == sparse.design.labels
+    np.testing.assert_array_equal(dense.x, sparse.x)
+    for field in ("systems", "items", "judges", "n_replicates", "completeness", "records_in",
+                  "dropped_systems", "dropped_items", "dropped_judges"):
+        assert getattr(dense, field) == getattr(sparse, field), field

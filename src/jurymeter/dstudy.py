@@ -248,21 +248,19 @@ def budget_optimum(
     the optimum is interior"). Returns ``(n_i, n_j, n_r, mdd95)``.
     """
     has_r = roles.replicate is not None and roles.replicate in design.facets
-    best: tuple[float, int, int, int] | None = None
-    for n_j in range(1, budget + 1):
-        for n_r in range(1, (budget // n_j if has_r else 1) + 1):
-            n_i = budget // (n_j * n_r)
-            if n_i < 1:
-                break
-            _, delta, _ = error_variances(
-                sigma2, design, roles.sizes(design, n_i, n_j, n_r), obj=roles.system
-            )
-            value = float(delta)
-            if best is None or value < best[0] - 1e-15:
-                best = (value, n_i, n_j, n_r)
-    assert best is not None
-    value, n_i, n_j, n_r = best
-    return n_i, n_j, n_r, Z95 * float(np.sqrt(2 * max(value, 0.0)))
+    triples = [
+        (budget // (n_j * n_r), n_j, n_r)
+        for n_j in range(1, budget + 1)
+        for n_r in range(1, (budget // n_j if has_r else 1) + 1)
+        if budget // (n_j * n_r) >= 1
+    ]
+    n_i, n_j, n_r = (np.array(col, dtype=np.float64) for col in zip(*triples, strict=True))
+    _, delta, _ = error_variances(
+        np.asarray(sigma2, dtype=np.float64), design, roles.sizes(design, n_i, n_j, n_r), obj=roles.system
+    )
+    best = int(np.argmin(delta))  # first minimum: fewest judges, then fewest runs
+    value = float(delta[best])
+    return int(n_i[best]), int(n_j[best]), int(n_r[best]), Z95 * float(np.sqrt(2 * max(value, 0.0)))
 
 
 def nomogram(
