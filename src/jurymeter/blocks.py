@@ -99,44 +99,49 @@ def _average_block_dense(lazy: pl.LazyFrame) -> BalancedBlock | None:
     systems, items, judges = (frame.to_series().to_list() for frame in levels[:3])
     replicates = levels[3].to_series().drop_nulls().to_numpy()
     shape = (len(systems), len(items), len(judges), len(replicates))
-    codes = lazy.select(
-        pl.col("system_id").cast(pl.Enum(systems)).to_physical().cast(pl.Int64),
-        pl.col("item_id").cast(pl.Enum(items)).to_physical().cast(pl.Int64),
-        pl.col("judge_id").cast(pl.Enum(judges)).to_physical().cast(pl.Int64),
-        pl.col("replicate"),
-        pl.col("score"),
-    ).collect()
+    _, n_i, n_j, n_r = shape
+    size = int(np.prod(shape))
+    # One flat cell index per record, computed by polars in parallel.
+    r_code = pl.col("replicate").replace_strict(
+        {int(v): k for k, v in enumerate(replicates)}, return_dtype=pl.Int64
+    )
+    flat_key = (
+        (
+            pl.col("system_id").cast(pl.Enum(systems)).to_physical().cast(pl.Int64) * n_i
+            + pl.col("item_id").cast(pl.Enum(items)).to_physical().cast(pl.Int64)
+        )
+        * n_j
+        + pl.col("judge_id").cast(pl.Enum(judges)).to_physical().cast(pl.Int64)
+    ) * n_r + r_code
+    codes = lazy.select(flat_key.alias("flat"), pl.col("score")).collect()
     n = codes.height
     if not n:
         msg = "no pointwise records to fit"
         raise DesignError(msg)
-    if int(np.prod(shape)) > DENSE_CELLS_PER_RECORD * n + 1_000_000:
+    if size > DENSE_CELLS_PER_RECORD * n + 1_000_000:
         return None
-    r_code = np.searchsorted(replicates, codes["replicate"].to_numpy())
-    flat = np.ravel_multi_index(
-        (codes["system_id"].to_numpy(), codes["item_id"].to_numpy(), codes["judge_id"].to_numpy(), r_code),
-        shape,
-    )
-    size = int(np.prod(shape))
+    flat = codes["flat"].to_numpy()
     counts = np.bincount(flat, minlength=size).reshape(shape)
     sums = np.bincount(flat, weights=codes["score"].to_numpy(), minlength=size).reshape(shape)
     has = counts > 0
     present = has.any(axis=3)
     completeness = float(present.mean())
     keep, dropped = _prune(present, (systems, items, judges))
-    has = has[np.ix_(*keep, np.ones(shape[3], dtype=bool))]
-    means = np.divide(
-        sums[np.ix_(*keep, np.ones(shape[3], dtype=bool))],
-        np.maximum(counts[np.ix_(*keep, np.ones(shape[3], dtype=bool))], 1),
-    )
+    if not all(mask.all() for mask in keep):
+        pick = np.ix_(*keep, np.ones(shape[3], dtype=bool))
+        has, sums, counts = has[pick], sums[pick], counts[pick]
+    means = sums / np.maximum(counts, 1)
     # Rule 3: the first k replicate levels present in each cell, k the smallest count.
     per_cell = has.sum(axis=3)
     k = int(per_cell.min())
-    rank = np.cumsum(has, axis=3) - 1
-    take = has & (rank < k)
-    x = np.empty((*has.shape[:3], k))
-    index = np.nonzero(take)
-    x[(*index[:3], rank[take])] = means[take]
+    if k == has.shape[3]:
+        x = means  # every cell has every replicate level: nothing to select
+    else:
+        rank = np.cumsum(has, axis=3) - 1
+        take = has & (rank < k)
+        x = np.empty((*has.shape[:3], k))
+        index = np.nonzero(take)
+        x[(*index[:3], rank[take])] = means[take]
     notes: list[str] = []
     spec = "s x i x j"
     if k > 1:
