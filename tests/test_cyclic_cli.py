@@ -94,3 +94,22 @@ def test_plan_from_files_and_bad_output(tmp_path: Path) -> None:
     bad = CliRunner().invoke(app, ["plan", *files, "--out", str(tmp_path / "p.txt")])
     assert bad.exit_code == 1
     assert "--out must end" in bad.output
+
+
+def test_cost_weighted_plan_prints_its_variance_beside_the_uniform_plan(store: Store, tmp_path: Path) -> None:
+    out = tmp_path / "cost.parquet"
+    args = ["plan", "--store", store.url, "--item-set", "sim-chat", "--out", str(out),
+            "--price", "judge-a=1", "--price", "judge-b=1", "--price", "judge-c=4", "--price", "judge-d=4",
+            "--budget", str(30 * 12)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "cost-weighted plan: predicted variance" in result.output
+    assert "uniform round robin for the same money" in result.output
+    plan = pl.read_parquet(out)
+    calls = dict(plan.filter(pl.col("system_id") == "sys-00").group_by("judge_id").len().iter_rows())
+    # Cheaper judges get more calls; the money per system stays within the budget.
+    assert calls["judge-a"] > calls["judge-c"]
+    assert sum(calls[j] * p for j, p in {"judge-a": 1, "judge-b": 1, "judge-c": 4, "judge-d": 4}.items()) <= 360
+    no_budget = CliRunner().invoke(app, [*args[:5], "--out", str(tmp_path / "y.csv"), "--price", "judge-a=1"])
+    assert no_budget.exit_code == 1
+    assert "--price needs --budget" in no_budget.output

@@ -536,10 +536,30 @@ def plan(
     judges: Annotated[Path | None, typer.Option("--judges", help="File of judge ids")] = None,
     generations: Annotated[int, typer.Option("--generations", help="Generations per item")] = 1,
     seed: Annotated[int, typer.Option(help="Random seed")] = 0,
+    prices: Annotated[
+        list[str] | None,
+        typer.Option("--price", help="JUDGE=PRICE per call; with --budget gives a cost-weighted plan"),
+    ] = None,
+    budget: Annotated[
+        float | None, typer.Option("--budget", help="Money per system for the cost-weighted plan")
+    ] = None,
+    components: Annotated[
+        str | None,
+        typer.Option(
+            "--components",
+            help="sigma2 scenario,generation,judge,residual for the cost plan "
+            "[default: fitted from --item-set]",
+        ),
+    ] = None,
 ) -> None:
-    """Write a round-robin judge assignment (system, item, generation, judge) for the next run."""
+    """Write a round-robin judge assignment (system, item, generation, judge) for the next run.
+
+    With --price and --budget, the plan instead minimizes the predicted variance
+    under the money budget, and its predicted variance is printed beside the
+    uniform round robin's for the same money.
+    """
     _run(_plan, out_path, store, storage_option, config, item_set, items, systems, judges,
-         generations, seed)
+         generations, seed, prices, budget, components)
 
 
 def _ids_from_file(path: Path | None) -> list[str] | None:
@@ -553,10 +573,33 @@ def _ids_from_file(path: Path | None) -> list[str] | None:
     return ids
 
 
-def _plan(out_path, store, storage_option, config, item_set, items, systems, judges, generations, seed) -> None:
+def _plan_components(components, item_set, store, storage_option, config):
+    from jurymeter.cyclic import VarianceComponents
+
+    if components is not None:
+        try:
+            values = [float(v) for v in components.split(",")]
+            return VarianceComponents(*values)
+        except (TypeError, ValueError, JurymeterError):
+            msg = "--components expects four numbers >= 0: scenario,generation,judge,residual"
+            raise ConfigError(msg) from None
+    if item_set is None:
+        msg = "a cost-weighted plan needs --components or an --item-set to fit them from"
+        raise ConfigError(msg)
+    from jurymeter.cyclic_report import cyclic_report
+
+    target_store = _open_store(store, storage_option, config)
+    report = cyclic_report(target_store.scan("pointwise", item_set))
+    names = ("sigma2_scenario", "sigma2_generation", "sigma2_judge", "sigma2_residual")
+    means = [sum(r[n] for r in report["systems"].values()) / len(report["systems"]) for n in names]
+    return VarianceComponents(*means)
+
+
+def _plan(out_path, store, storage_option, config, item_set, items, systems, judges, generations, seed,
+          prices=None, budget=None, components=None) -> None:
     import polars as pl
 
-    from jurymeter.planner import plan_round_robin
+    from jurymeter.planner import plan_cost_weighted, plan_round_robin
 
     found = {"items": _ids_from_file(items), "systems": _ids_from_file(systems), "judges": _ids_from_file(judges)}
     if any(v is None for v in found.values()):
@@ -572,7 +615,26 @@ def _plan(out_path, store, storage_option, config, item_set, items, systems, jud
         for key, column in (("items", "item_id"), ("systems", "system_id"), ("judges", "judge_id")):
             if found[key] is None:
                 found[key] = records[column].unique().sort().to_list()
-    table = plan_round_robin(found["items"], found["systems"], found["judges"], generations=generations, seed=seed)
+    cost_note = None
+    if prices:
+        if budget is None:
+            msg = "--price needs --budget (money per system)"
+            raise ConfigError(msg)
+        price_map = {k: float(v) for k, v in _pairs(prices, "--price").items()}
+        cost = plan_cost_weighted(
+            found["items"], found["systems"], found["judges"], prices=price_map, budget=budget,
+            components=_plan_components(components, item_set, store, storage_option, config), seed=seed,
+        )
+        table = cost.plan
+        cost_note = (
+            f"cost-weighted plan: predicted variance {cost.variance:.6g} for {cost.cost:g} per system; "
+            f"uniform round robin for the same money: {cost.uniform_variance:.6g} for {cost.uniform_cost:g}"
+            + ("" if cost.optimal else " (allocation not proven optimal)")
+        )
+    else:
+        table = plan_round_robin(
+            found["items"], found["systems"], found["judges"], generations=generations, seed=seed
+        )
     suffix = out_path.suffix.lower()
     out_path.parent.mkdir(parents=True, exist_ok=True)
     if suffix == ".csv":
@@ -591,6 +653,8 @@ def _plan(out_path, store, storage_option, config, item_set, items, systems, jud
         + ", ".join(f"{r['judge_id']} {r['calls']:,}" for r in calls.to_dicts()),
         markup=False,
     )
+    if cost_note:
+        out.print(cost_note, markup=False)
 
 
 @app.command()

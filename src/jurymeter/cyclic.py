@@ -51,7 +51,7 @@ from jurymeter.gstudy import components_from_ms, mean_squares
 CYCLIC_DESIGN = Design.parse("(g:i) x j")
 DEFAULT_REPS = 5_000
 # Largest number of draws held in memory at once by the subsampling check.
-_CHUNK_DRAWS = 1 << 22
+_CHUNK_DRAWS = 1 << 16  # cache-sized chunks: 1.7x faster than 1 << 22 (bench/cyclic.py)
 
 Winner = Literal["A", "B", "tie"]
 COMPONENTS = ("scenario", "generation", "judge", "residual")
@@ -555,21 +555,29 @@ def subsample_strategy_variance(
     seed = _positive_int("seed", seed, minimum=0)
     rng = np.random.default_rng([seed, budget])
     per = budget // k
-    gen_means = x.mean(axis=2)
-    cells = x.reshape(n, m_max * k)
-    rows = np.arange(n)
+    # Flat arrays and int32 offsets: 1-D np.take is several times faster than
+    # broadcast fancy indexing over three or four axes.
+    # float32 pools halve the memory traffic of the gathers; sums accumulate in float64.
+    gen_means = x.mean(axis=2).ravel().astype(np.float32)
+    cells = x.ravel().astype(np.float32)
+    by_judge = np.ascontiguousarray(np.moveaxis(x, 2, 1)).ravel().astype(np.float32)
+    rows = np.arange(n, dtype=np.int32)
+    base_a = (rows * m_max)[None, :, None]
+    base_b = (rows * m_max * k)[None, :, None]
+    base_c = (rows[:, None] * (k * m_max) + np.arange(k, dtype=np.int32)[None, :] * m_max)[
+        None, :, :, None
+    ]
     chunk = max(1, _CHUNK_DRAWS // (n * budget))
     out = np.empty((3, reps))
     for start in range(0, reps, chunk):
         size = min(chunk, reps - start)
-        idx_a = rng.integers(0, m_max, size=(size, n, per))
-        out[0, start : start + size] = gen_means[rows[None, :, None], idx_a].mean(axis=(1, 2))
-        idx_b = rng.integers(0, m_max * k, size=(size, n, budget))
-        out[1, start : start + size] = cells[rows[None, :, None], idx_b].mean(axis=(1, 2))
-        idx_c = rng.integers(0, m_max, size=(size, n, k, per))
-        judge = np.arange(k)[None, None, :, None]
-        out[2, start : start + size] = x[rows[None, :, None, None], idx_c, judge].mean(
-            axis=(1, 2, 3)
+        idx_a = rng.integers(0, m_max, size=(size, n, per), dtype=np.int32) + base_a
+        out[0, start : start + size] = np.take(gen_means, idx_a).mean(axis=(1, 2), dtype=np.float64)
+        idx_b = rng.integers(0, m_max * k, size=(size, n, budget), dtype=np.int32) + base_b
+        out[1, start : start + size] = np.take(cells, idx_b).mean(axis=(1, 2), dtype=np.float64)
+        idx_c = rng.integers(0, m_max, size=(size, n, k, per), dtype=np.int32) + base_c
+        out[2, start : start + size] = np.take(by_judge, idx_c).mean(
+            axis=(1, 2, 3), dtype=np.float64
         )
     (va, sa), (vb, sb), (vc, sc) = (_var_and_se(row) for row in out)
     pa, pb, pc = (float(v) for v in pool_variances(x).predict(budget))
