@@ -284,6 +284,17 @@ def gstudy(
          boot, seed, target, as_json, screen_threshold, screened_out, interval)
 
 
+def _store_with_item_set(store, storage_option, config, item_set: str):
+    """The store, checked readable and holding the pointwise item set asked for."""
+    target_store = _open_store(store, storage_option, config)
+    target_store.check()
+    if item_set not in target_store.item_sets("pointwise"):
+        known = ", ".join(target_store.item_sets("pointwise")) or "none"
+        msg = f"no pointwise item set {item_set!r} in {target_store.url} (item sets: {known})"
+        raise ConfigError(msg)
+    return target_store
+
+
 def _named_levels(settings: dict[str, Any], table: str, name: str | None) -> tuple[str, ...] | None:
     if name is None or name == "all":
         return None
@@ -305,12 +316,7 @@ def _gstudy(item_set, store, storage_option, config, universe, population, gener
     from jurymeter.reliability import GStudyRequest, assess_item_set
 
     settings = _load_config(config)
-    target_store = _open_store(store, storage_option, config)
-    target_store.check()
-    if item_set not in target_store.item_sets("pointwise"):
-        known = ", ".join(target_store.item_sets("pointwise")) or "none"
-        msg = f"no pointwise item set {item_set!r} in {target_store.url} (item sets: {known})"
-        raise ConfigError(msg)
+    target_store = _store_with_item_set(store, storage_option, config, item_set)
     request = GStudyRequest(
         item_set=item_set,
         judges=_named_levels(settings, "universes", universe),
@@ -470,12 +476,7 @@ def _int_list(text: str | None, what: str) -> list[int] | None:
 def _cyclic(item_set, store, storage_option, config, budgets, at_generations, at_judges, as_json) -> None:
     from jurymeter.cyclic_report import cyclic_report
 
-    target_store = _open_store(store, storage_option, config)
-    target_store.check()
-    if item_set not in target_store.item_sets("pointwise"):
-        known = ", ".join(target_store.item_sets("pointwise")) or "none"
-        msg = f"no pointwise item set {item_set!r} in {target_store.url} (item sets: {known})"
-        raise ConfigError(msg)
+    target_store = _store_with_item_set(store, storage_option, config, item_set)
     report = cyclic_report(
         target_store.scan("pointwise", item_set),
         systems=target_store.scan("systems").collect(),
