@@ -57,10 +57,8 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import hashlib
 import json
 import os
-import platform
 import shlex
 import shutil
 import statistics
@@ -69,6 +67,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from _common import machine_facts as base_machine_facts
 
 BENCH_DIR = Path(__file__).resolve().parent
 ROOT = BENCH_DIR.parent
@@ -233,16 +233,6 @@ def positive_seed(sizes: tuple[int, ...], seed: int) -> tuple[int, Any]:
 # ---------------------------------------------------------------- lme4 helpers
 # Copies of tests/test_vs_lme4.py::_formula and ::_long_frame, so that a
 # concurrent edit of the tests cannot break the benchmark.
-
-
-def lme4_formula(design: Any) -> str:
-    residual = design.effects[-1]
-    terms = [
-        "(1|" + ":".join(f for f in design.facets if f in effect) + ")"
-        for effect in design.effects
-        if effect != residual
-    ]
-    return "score ~ 1 + " + " + ".join(terms)
 
 
 def write_long_csv(x: Any, design: Any, path: Path) -> None:
@@ -558,36 +548,11 @@ def wait_for_quiet(max_seconds: float, poll: float = 30.0) -> dict[str, Any]:
 # ---------------------------------------------------------------- reporting
 
 
-def src_digest() -> str:
-    import jurymeter
-
-    digest = hashlib.sha256()
-    for py in sorted(Path(jurymeter.__file__).parent.glob("*.py")):
-        digest.update(py.name.encode() + b"\0" + py.read_bytes())
-    return digest.hexdigest()[:12]
-
-
 def machine_facts() -> dict[str, str]:
-    import numpy as np
-    import polars as pl
-    import psutil
-    import pyarrow as pa
+    """The shared facts plus scipy, R and lme4 versions."""
     import scipy
 
-    cpu = "?"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    try:
-        from importlib.metadata import version
-
-        jm = version("jurymeter")
-    except Exception:
-        jm = "?"
+    facts = base_machine_facts()
     r_version = lme4_version = "?"
     try:
         probe = subprocess.run(
@@ -605,21 +570,8 @@ def machine_facts() -> dict[str, str]:
             r_version, lme4_version = f"{parts[0]}.{parts[1]}", parts[2]
     except (OSError, subprocess.SubprocessError):
         pass
-    return {
-        "src_digest": src_digest(),
-        "nproc": str(len(os.sched_getaffinity(0))),
-        "cpu": cpu,
-        "ram": f"{psutil.virtual_memory().total / GIB:.1f} GiB",
-        "os": platform.platform(),
-        "python": platform.python_version(),
-        "polars": pl.__version__,
-        "pyarrow": pa.__version__,
-        "numpy": np.__version__,
-        "scipy": scipy.__version__,
-        "jurymeter": jm,
-        "r": r_version,
-        "lme4": lme4_version,
-    }
+    return {**facts, "scipy": scipy.__version__, "r": r_version, "lme4": lme4_version}
+
 
 
 def command_line() -> str:
@@ -833,7 +785,7 @@ def main() -> None:
     ours_fit = median(loop["per_call"])
     lme4_rows: list[dict[str, Any]] = []
     timed_rows: list[dict[str, Any]] = []
-    formula = lme4_formula(design)
+    formula = design.lme4_formula()
     csv = work / f"small-{'x'.join(map(str, small))}-seed{seed_small}.csv"
     if not opts.skip_lme4:
         write_long_csv(x_small, design, csv)

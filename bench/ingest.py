@@ -46,7 +46,6 @@ import contextlib
 import datetime as dt
 import json
 import os
-import platform
 import shlex
 import shutil
 import subprocess
@@ -55,6 +54,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from _common import machine_facts, src_digest
 
 BENCH_DIR = Path(__file__).resolve().parent
 RESULTS = BENCH_DIR / "RESULTS.md"
@@ -147,18 +148,6 @@ def make_duplicate_variant(src: Path, dst: Path) -> None:
 
 
 # ---------------------------------------------------------------- children
-
-
-def src_digest() -> str:
-    """First 12 hex digits of the SHA-256 of ``src/jurymeter/*.py`` as imported."""
-    import hashlib
-
-    import jurymeter
-
-    digest = hashlib.sha256()
-    for py in sorted(Path(jurymeter.__file__).parent.glob("*.py")):
-        digest.update(py.name.encode() + b"\0" + py.read_bytes())
-    return digest.hexdigest()[:12]
 
 
 def child_main(argv: list[str]) -> None:
@@ -394,40 +383,6 @@ def run_child(
 
 
 # ---------------------------------------------------------------- reporting
-
-
-def machine_facts() -> dict[str, str]:
-    import numpy as np
-    import polars as pl
-    import psutil
-    import pyarrow as pa
-
-    cpu = "?"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    try:
-        from importlib.metadata import version
-
-        jm = version("jurymeter")
-    except Exception:
-        jm = "?"
-    return {
-        "src_digest": src_digest(),
-        "nproc": str(len(os.sched_getaffinity(0))),
-        "cpu": cpu,
-        "ram": f"{psutil.virtual_memory().total / GIB:.1f} GiB",
-        "os": platform.platform(),
-        "python": platform.python_version(),
-        "polars": pl.__version__,
-        "pyarrow": pa.__version__,
-        "numpy": np.__version__,
-        "jurymeter": jm,
-    }
 
 
 def fmt_bytes(n: float) -> str:

@@ -50,16 +50,6 @@ def _long_frame(x: np.ndarray, design: Design) -> pl.DataFrame:
     return pl.DataFrame(columns)
 
 
-def _formula(design: Design) -> str:
-    residual = design.effects[-1]
-    terms = [
-        "(1|" + ":".join(f for f in design.facets if f in effect) + ")"
-        for effect in design.effects
-        if effect != residual
-    ]
-    return "score ~ 1 + " + " + ".join(terms)
-
-
 def _simulate(design: Design, sizes: dict[str, int], seed: int) -> np.ndarray:
     variances = [0.3 + 0.2 * (k % 3) for k in range(len(design.effects))]
     return simulate_design(design, sizes, np.array(variances), np.random.default_rng(seed), grand_mean=5.0)
@@ -87,7 +77,7 @@ def test_components_equal_lme4_reml(tmp_path: Path, spec: str, sizes: dict[str, 
     data = tmp_path / "data.csv"
     _long_frame(x, design).write_csv(data)
     out = tmp_path / "vc.json"
-    subprocess.run(["Rscript", str(SCRIPT), str(data), _formula(design), str(out)], check=True, timeout=300)
+    subprocess.run(["Rscript", str(SCRIPT), str(data), design.lme4_formula(), str(out)], check=True, timeout=300)
     theirs = orjson.loads(out.read_bytes())
     for effect, value in zip(design.effects, ours.sigma2, strict=True):
         group = "Residual" if effect == design.effects[-1] else ":".join(f for f in design.facets if f in effect)

@@ -147,6 +147,22 @@ class Design:
     def labels(self) -> tuple[str, ...]:
         return tuple(self.label(e) for e in self.effects)
 
+    def lme4_formula(self, response: str = "score") -> str:
+        """The equivalent ``lmer`` formula: one random intercept per effect but the residual.
+
+        Nested facets need level labels unique within their nest (``m:c``).
+
+        >>> Design.parse("(g:i) x j").lme4_formula()
+        'score ~ 1 + (1|i) + (1|j) + (1|i:g) + (1|i:j)'
+        """
+        residual = self.effects[-1]
+        terms = [
+            "(1|" + ":".join(f for f in self.facets if f in effect) + ")"
+            for effect in self.effects
+            if effect != residual
+        ]
+        return f"{response} ~ 1 + " + " + ".join(terms)
+
     # ------------------------------------------------------------ counts
     def check_sizes(self, sizes: Mapping[str, int]) -> None:
         for facet in self.facets:
