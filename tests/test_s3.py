@@ -461,7 +461,7 @@ def test_s3_lock_excludes_a_second_writer_until_released(moto_s3) -> None:
         start = time.monotonic()
         with pytest.raises(StoreLockedError) as info, Store(url).lock(timeout=1):
             pytest.fail("a second writer got the lock")
-        assert 1.0 <= time.monotonic() - start < 5
+        assert time.monotonic() - start >= 1.0  # it waited out its timeout (no upper bound: not a timing test)
         message = str(info.value)
         assert message.startswith(f"store {url} is locked by another ingest")
         assert f"pid {os.getpid()} on {socket.gethostname()}" in message
