@@ -168,7 +168,7 @@ def _coerce_scalar(
         return value, present & value.is_null()
     if target.is_temporal():
         if dtype == pl.String:
-            value = col.map_batches(parse_timestamps, return_dtype=target, is_elementwise=True)
+            value = col.map_batches(parse_timestamps, return_dtype=target)
         elif isinstance(dtype, pl.Datetime):
             value = (
                 col.dt.convert_time_zone("UTC")
@@ -195,53 +195,6 @@ def _expected(target: pl.DataType) -> str:
     return _EXPECTED.get(target, str(target))  # type: ignore[call-overload]
 
 
-def staging_exprs(
-    in_frame: dict[str, pl.DataType], protocol: Protocol, options: ValidationOptions, *, marked: bool
-) -> tuple[list[pl.Expr], list[str]]:
-    """Typed canonical columns, unknown columns as text, ``__bad_*`` flags and ``__raw_*`` copies.
-
-    Shared by the block path (eager) and the streaming path (lazy).
-    """
-    schema = SCHEMAS[protocol]
-    unknown = [c for c in in_frame if c not in schema.dtypes and c != ROW]
-    typed: list[pl.Expr] = []
-    bad_flags: list[pl.Expr] = []
-    for name, target in schema.dtypes.items():
-        if name in in_frame:
-            value, bad = _coerce(name, in_frame[name], target, marked=marked)
-        else:
-            value, bad = pl.lit(None, dtype=target), pl.lit(False)
-        if name == "item_set" and options.item_set is not None:
-            value = value.fill_null(pl.lit(options.item_set))
-        if name in ("generation", "replicate"):
-            value = value.fill_null(pl.lit(0, dtype=pl.Int64))
-        typed.append(value.alias(name))
-        bad_flags.append(bad.alias(f"__bad_{name}"))
-    # Raw values ride along (zero-copy) so messages can quote them; messages are
-    # built for rejected rows only, which keeps the accepted path cheap.
-    exprs = [
-        *typed,
-        *[_text(pl.col(c), in_frame[c]).alias(c) for c in unknown],
-        *bad_flags,
-        *[pl.col(n).alias(f"__raw_{n}") for n in schema.dtypes if n in in_frame],
-    ]
-    return exprs, unknown
-
-
-def item_sets_too_long(names: list[str]) -> list[str]:
-    """Item-set names whose folder name would exceed :data:`MAX_ENCODED_LENGTH`."""
-    return [n for n in names if len(encode_item_set(n)) > MAX_ENCODED_LENGTH]
-
-
-def check_code(checks: list[tuple[pl.Expr, str, Callable]]) -> pl.Expr:
-    """Index of the first failing check per row (null when the row passes)."""
-    code: pl.Expr = pl.lit(None, dtype=pl.UInt8)
-    for k in reversed(range(len(checks))):
-        # fill_null(False): a null comparison (value absent) is not a failure.
-        code = pl.when(checks[k][0].fill_null(False)).then(pl.lit(k, dtype=pl.UInt8)).otherwise(code)
-    return code
-
-
 def validate_batch(
     frame: pl.DataFrame, protocol: Protocol, options: ValidationOptions
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -266,6 +219,9 @@ def validate_batch(
     """
     schema = SCHEMAS[protocol]
     in_frame = dict(frame.schema)
+    unknown = [c for c in frame.columns if c not in schema.dtypes and c != ROW]
+    typed: list[pl.Expr] = []
+    bad_flags: list[pl.Expr] = []
     # Only the slow JSON path marks non-scalars; skip the per-value test without marks.
     text_columns = [c for c in schema.dtypes if in_frame.get(c) == pl.String]
     marked = bool(text_columns) and bool(
@@ -273,11 +229,31 @@ def validate_batch(
             pl.any_horizontal(pl.col(c).str.starts_with(NOT_SCALAR).any() for c in text_columns)
         ).item()
     )
-    exprs, unknown = staging_exprs(in_frame, protocol, options, marked=marked)
-    staged = frame.with_row_index(ROW).select(pl.col(ROW), *exprs)
-    names = staged["item_set"].drop_nulls().unique().to_list() if "item_set" in schema.dtypes else []
-    checks = _checks(protocol, options, item_sets_too_long(names))
-    code = check_code(checks)
+    for name, target in schema.dtypes.items():
+        if name in in_frame:
+            value, bad = _coerce(name, in_frame[name], target, marked=marked)
+        else:
+            value, bad = pl.lit(None, dtype=target), pl.lit(False)
+        if name == "item_set" and options.item_set is not None:
+            value = value.fill_null(pl.lit(options.item_set))
+        if name in ("generation", "replicate"):
+            value = value.fill_null(pl.lit(0, dtype=pl.Int64))
+        typed.append(value.alias(name))
+        bad_flags.append(bad.alias(f"__bad_{name}"))
+    # Raw values ride along (zero-copy) so messages can quote them; messages are
+    # built for rejected rows only, which keeps the accepted path cheap.
+    staged = frame.with_row_index(ROW).select(
+        pl.col(ROW),
+        *typed,
+        *[_text(pl.col(c), in_frame[c]).alias(c) for c in unknown],
+        *bad_flags,
+        *[pl.col(n).alias(f"__raw_{n}") for n in schema.dtypes if n in in_frame],
+    )
+    checks = _checks(protocol, options, staged)
+    code: pl.Expr = pl.lit(None, dtype=pl.UInt8)
+    for k in reversed(range(len(checks))):
+        # fill_null(False): a null comparison (value absent) is not a failure.
+        code = pl.when(checks[k][0].fill_null(False)).then(pl.lit(k, dtype=pl.UInt8)).otherwise(code)
     staged = staged.with_columns(code.alias("__check"))
     if protocol == "pairwise":
         staged = staged.with_columns(_winner(pl.col("winner")).alias("winner"))
@@ -314,7 +290,7 @@ def _winner(raw: pl.Expr) -> pl.Expr:
 
 
 def _checks(
-    protocol: Protocol, options: ValidationOptions, too_long: list[str]
+    protocol: Protocol, options: ValidationOptions, staged: pl.DataFrame
 ) -> list[tuple[pl.Expr, str, _Message]]:
     """(failing condition, reason code, message builder) in the order they apply."""
     schema = SCHEMAS[protocol]
@@ -364,6 +340,9 @@ def _checks(
                 )
             )
     if "item_set" in schema.dtypes:
+        # Few distinct names per batch: check each once, not once per row.
+        names = staged["item_set"].drop_nulls().unique().to_list()
+        too_long = [n for n in names if len(encode_item_set(n)) > MAX_ENCODED_LENGTH]
         checks.append(
             (
                 pl.col("item_set").is_in(too_long),
