@@ -47,6 +47,7 @@ from jurymeter.sources import (
     read_batches,
 )
 from jurymeter.store import Store
+from jurymeter.streaming import eligible, stream_source
 from jurymeter.validate import ROW, ValidationOptions, apply_column_map, validate_batch
 
 T = TypeVar("T")
@@ -212,9 +213,86 @@ def _ingest_source(
     staged = _Staged(sid)
     result = SourceReport(source=source.url, sha256=sha, status="ingested")
     reasons: Counter[str] = Counter()
+    watched = frozenset(options.column_map.get(c, c) for c in ID_LIKE_COLUMNS)
+    streamed = stream_source(store, source, sid, options, watched) if eligible(source, store) else None
+    if streamed is not None:
+        result.read, protocol, staged.parts = streamed.read, streamed.protocol, streamed.parts
+    else:
+        protocol = _read_validate_stage(
+            store, source, staged, options, watched, block_bytes, result, reasons
+        )
+    result.protocol = protocol
+    if protocol is not None and staged.parts:
+        dropped, conflicts = _resolve_duplicates(store, staged, protocol)
+        result.duplicates_dropped = dropped
+        if conflicts is not None and conflicts.height:
+            raws = _fetch_raw(source, conflicts["line"].to_numpy(), block_bytes)
+            q = _quarantine_frame(
+                source,
+                sid,
+                protocol,
+                conflicts["line"].to_numpy(),
+                [raws.get(int(line), "") for line in conflicts["line"]],
+                ["conflicting_duplicate"] * conflicts.height,
+                conflicts["message"],
+            )
+            reasons.update(q["reason"].to_list())
+            relpath = f"quarantine/{staged.next_name()}"
+            store.write_parquet(relpath, q)
+            staged.quarantine_parts.append(relpath)
+    result.reasons = dict(sorted(reasons.items()))
+    result.quarantined = sum(reasons.values())
+    result.accepted = result.read - result.quarantined - result.duplicates_dropped
+    if strict and result.quarantined:
+        msg = (
+            f"--strict: {result.quarantined} record(s) of {source.url} rejected "
+            f"({', '.join(f'{k}: {v}' for k, v in result.reasons.items())}); source not committed"
+        )
+        raise StrictModeError(msg)
+    store.write_json(
+        f"ingested/{sha}.json",
+        {
+            "sha256": sha,
+            "source_id": sid,
+            "source": source.url,
+            "size": source.size,
+            "format": source.format,
+            "protocol": protocol,
+            "run_id": run_id,
+            "committed": _now(),
+            "options": {
+                "map": options.column_map,
+                "item_set": options.item_set,
+                "scale": list(options.scale) if options.scale else None,
+            },
+            "counts": {
+                "read": result.read,
+                "accepted": result.accepted,
+                "quarantined": result.quarantined,
+                "duplicates_dropped": result.duplicates_dropped,
+                "reasons": result.reasons,
+            },
+            "parts": [p for _, p in staged.parts],
+            "quarantine_parts": staged.quarantine_parts,
+        },
+    )
+    return result
+
+
+def _read_validate_stage(
+    store: Store,
+    source: SourceFile,
+    staged: _Staged,
+    options: ValidationOptions,
+    watched: frozenset[str],
+    block_bytes: int,
+    result: SourceReport,
+    reasons: Counter[str],
+) -> Protocol | None:
+    """The block path: read, validate and stage ``source`` batch by batch; its protocol."""
+    sid = staged.sid
     protocol: Protocol | None = None
     decided = False
-    watched = frozenset(options.column_map.get(c, c) for c in ID_LIKE_COLUMNS)
     batches = read_batches(
         source, block_bytes=block_bytes, parquet_rows=_rows_for(block_bytes), text_fields=watched
     )
@@ -276,62 +354,7 @@ def _ingest_source(
             relpath = f"quarantine/{staged.next_name()}"
             store.write_parquet(relpath, q)
             staged.quarantine_parts.append(relpath)
-    result.protocol = protocol
-    if protocol is not None and staged.parts:
-        dropped, conflicts = _resolve_duplicates(store, staged, protocol)
-        result.duplicates_dropped = dropped
-        if conflicts is not None and conflicts.height:
-            raws = _fetch_raw(source, conflicts["line"].to_numpy(), block_bytes)
-            q = _quarantine_frame(
-                source,
-                sid,
-                protocol,
-                conflicts["line"].to_numpy(),
-                [raws.get(int(line), "") for line in conflicts["line"]],
-                ["conflicting_duplicate"] * conflicts.height,
-                conflicts["message"],
-            )
-            reasons.update(q["reason"].to_list())
-            relpath = f"quarantine/{staged.next_name()}"
-            store.write_parquet(relpath, q)
-            staged.quarantine_parts.append(relpath)
-    result.reasons = dict(sorted(reasons.items()))
-    result.quarantined = sum(reasons.values())
-    result.accepted = result.read - result.quarantined - result.duplicates_dropped
-    if strict and result.quarantined:
-        msg = (
-            f"--strict: {result.quarantined} record(s) of {source.url} rejected "
-            f"({', '.join(f'{k}: {v}' for k, v in result.reasons.items())}); source not committed"
-        )
-        raise StrictModeError(msg)
-    store.write_json(
-        f"ingested/{sha}.json",
-        {
-            "sha256": sha,
-            "source_id": sid,
-            "source": source.url,
-            "size": source.size,
-            "format": source.format,
-            "protocol": protocol,
-            "run_id": run_id,
-            "committed": _now(),
-            "options": {
-                "map": options.column_map,
-                "item_set": options.item_set,
-                "scale": list(options.scale) if options.scale else None,
-            },
-            "counts": {
-                "read": result.read,
-                "accepted": result.accepted,
-                "quarantined": result.quarantined,
-                "duplicates_dropped": result.duplicates_dropped,
-                "reasons": result.reasons,
-            },
-            "parts": [p for _, p in staged.parts],
-            "quarantine_parts": staged.quarantine_parts,
-        },
-    )
-    return result
+    return protocol
 
 
 def _write_accepted(

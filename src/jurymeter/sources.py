@@ -199,6 +199,34 @@ def content_sha256(source: SourceFile, chunk: int = 8 * 1024 * 1024) -> str:
     return digest.hexdigest()
 
 
+@dataclass(frozen=True, slots=True)
+class TextCensus:
+    """What a JSON Lines file's bytes say, independently of any parser."""
+
+    lines: int  # physical lines (a last line without a newline counts)
+    key_marks: int  # occurrences of '":', the end of every object key
+
+
+def text_census(source: SourceFile, chunk: int = 8 * 1024 * 1024) -> TextCensus:
+    """Count lines and key marks of an uncompressed text file (numpy: no GIL held).
+
+    The streaming path proves it lost nothing by comparing these with what the
+    parser produced: one row per line and one non-null value per key mark.
+    """
+    lines = marks = 0
+    previous = 0  # last byte of the previous chunk
+    last = 10
+    with source.fs.open(source.path, "rb") as handle:
+        while block := handle.read(chunk):
+            data = np.frombuffer(block, dtype=np.uint8)
+            lines += int(np.count_nonzero(data == 10))
+            colons = np.flatnonzero(data == 58)
+            before = np.where(colons > 0, data[np.maximum(colons - 1, 0)], previous)
+            marks += int(np.count_nonzero(before == 34))
+            previous = last = int(data[-1])
+    return TextCensus(lines=lines + (0 if last == 10 else 1), key_marks=marks)
+
+
 def read_batches(
     source: SourceFile,
     *,

@@ -12,6 +12,8 @@ Layout under the store root (a folder or ``s3://bucket/prefix``)::
     runs/<run_id>.json                         per-run reconciliation manifest
     _lock                                      write lock (local stores)
     _lock.json                                 write lock (S3 stores)
+    _staging/<sid>-<uuid>/...                  the streaming path's output before it is
+                                               proven (local stores; never read)
 
 ``<sid>`` is the first 16 hex digits of the source file's SHA-256. A file under
 ``data/`` or ``quarantine/`` is part of the store only if ``ingested/`` holds the
@@ -26,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import shutil
 import socket
 import time
 import uuid
@@ -50,6 +53,7 @@ SOURCE_ID_LENGTH = 16
 # An S3 lock older than this is presumed abandoned by a crashed writer.
 S3_LOCK_STALE_SECONDS = 6 * 3600
 S3_LOCK_FILE = "_lock.json"
+STAGING = "_staging"
 # Pause before an S3 lock owner reads its lock back, and between attempts.
 S3_LOCK_CONFIRM_SECONDS = 0.2
 S3_LOCK_POLL_SECONDS = 0.5
@@ -291,6 +295,8 @@ class Store:
         doomed = [p for p in stale if _sid_of(p) not in keep]
         doomed += [p for p in self._list("ingested") + self._list("runs") if ".tmp-" in p]
         self.remove(doomed)
+        if not self.is_s3:
+            shutil.rmtree(self.path(STAGING), ignore_errors=True)
         for path in self._list("runs"):
             if path.endswith(".json"):
                 manifest = orjson.loads(self.fs.cat_file(path))
@@ -298,6 +304,31 @@ class Store:
                     manifest["status"] = "interrupted"
                     self.write_json(path[len(self.root) + 1 :], manifest)
         return doomed
+
+    def staging_area(self, sid: str) -> str:
+        """A fresh local folder for output that may still be thrown away (local stores).
+
+        Files a writer finishes after it has failed land here, never under
+        ``data/``; :meth:`remove_uncommitted` clears the whole area.
+        """
+        if self.is_s3:
+            msg = "a staging area exists on local stores only"
+            raise ValueError(msg)
+        area = self.path(STAGING, f"{sid}-{uuid.uuid4().hex[:8]}")
+        os.makedirs(area)
+        return area
+
+    def adopt(self, area: str, relpaths: list[str]) -> None:
+        """Move files from a staging area to the same relative paths in the store.
+
+        Each move is a rename. The files carry their source id, so until the
+        source's marker exists they stay invisible, as if written in place.
+        """
+        for relpath in relpaths:
+            target = self.path(relpath)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            os.replace(os.path.join(area, relpath), target)
+        shutil.rmtree(area, ignore_errors=True)
 
     # ------------------------------------------------------------ reading
     def item_sets(self, protocol: Protocol) -> list[str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import polars as pl
 
@@ -25,6 +26,7 @@ from jurymeter.schema import (
 from jurymeter.sources import NOT_SCALAR
 
 ROW = "__row"
+FrameT = TypeVar("FrameT", pl.DataFrame, pl.LazyFrame)
 # Accepted timestamp spellings: ISO 8601 with "T" or a space, optional fraction,
 # "Z" or a numeric offset, or none (read as UTC); or a bare date.
 TIMESTAMP_FORMATS = (
@@ -68,17 +70,18 @@ class ValidationOptions:
             raise ConfigError(msg)
 
 
-def apply_column_map(frame: pl.DataFrame, column_map: dict[str, str]) -> pl.DataFrame:
+def apply_column_map(frame: FrameT, column_map: dict[str, str]) -> FrameT:
     """Rename source columns to canonical names.
 
     A source column that already carries the canonical name is kept as
     ``<name>__unmapped`` so that nothing the user sent is lost.
     """
     renames: dict[str, str] = {}
+    columns = frame.collect_schema().names()
     for canonical, source_name in column_map.items():
-        if source_name not in frame.columns or source_name == canonical:
+        if source_name not in columns or source_name == canonical:
             continue
-        if canonical in frame.columns:
+        if canonical in columns:
             renames[canonical] = f"{canonical}__unmapped"
         renames[source_name] = canonical
     return frame.rename(renames) if renames else frame
@@ -125,7 +128,12 @@ def parse_timestamps(text: pl.Series) -> pl.Series:
 
 
 def _coerce(
-    name: str, dtype: pl.DataType, target: pl.DataType, *, marked: bool = True
+    name: str,
+    dtype: pl.DataType,
+    target: pl.DataType,
+    *,
+    marked: bool = True,
+    timestamp_format: str | None = None,
 ) -> tuple[pl.Expr, pl.Expr]:
     """Typed value and a flag for values that cannot be read as ``target``.
 
@@ -138,13 +146,17 @@ def _coerce(
         return pl.lit(None, dtype=target), present
     if dtype == pl.String and marked:
         not_scalar = col.str.starts_with(NOT_SCALAR)
-        value, bad = _coerce_scalar(col, dtype, target, present)
+        value, bad = _coerce_scalar(col, dtype, target, present, timestamp_format)
         return pl.when(not_scalar).then(None).otherwise(value), bad | not_scalar.fill_null(False)
-    return _coerce_scalar(col, dtype, target, present)
+    return _coerce_scalar(col, dtype, target, present, timestamp_format)
 
 
 def _coerce_scalar(
-    col: pl.Expr, dtype: pl.DataType, target: pl.DataType, present: pl.Expr
+    col: pl.Expr,
+    dtype: pl.DataType,
+    target: pl.DataType,
+    present: pl.Expr,
+    timestamp_format: str | None = None,
 ) -> tuple[pl.Expr, pl.Expr]:
     if target == pl.String:
         # Ids are kept exactly as written (no trimming: that would copy every
@@ -167,8 +179,14 @@ def _coerce_scalar(
         value = pl.when(integral).then(as_float).otherwise(None).cast(pl.Int64)
         return value, present & value.is_null()
     if target.is_temporal():
-        if dtype == pl.String:
-            value = col.map_batches(parse_timestamps, return_dtype=target)
+        if dtype == pl.String and timestamp_format is not None:
+            # One native format (the streaming path): a value it cannot read is
+            # flagged, and the caller falls back to the path that tries them all.
+            value = col.str.strip_chars().str.to_datetime(
+                timestamp_format, time_unit="us", time_zone="UTC", strict=False
+            )
+        elif dtype == pl.String:
+            value = col.map_batches(parse_timestamps, return_dtype=target, is_elementwise=True)
         elif isinstance(dtype, pl.Datetime):
             value = (
                 col.dt.convert_time_zone("UTC")
@@ -195,6 +213,61 @@ def _expected(target: pl.DataType) -> str:
     return _EXPECTED.get(target, str(target))  # type: ignore[call-overload]
 
 
+def staging_exprs(
+    in_frame: dict[str, pl.DataType],
+    protocol: Protocol,
+    options: ValidationOptions,
+    *,
+    marked: bool,
+    timestamp_format: str | None = None,
+) -> tuple[list[pl.Expr], list[str]]:
+    """Typed canonical columns, unknown columns as text, ``__bad_*`` flags and ``__raw_*`` copies.
+
+    Shared by the block path (eager, every :data:`TIMESTAMP_FORMATS` tried) and
+    the streaming path (lazy, one ``timestamp_format``).
+    """
+    schema = SCHEMAS[protocol]
+    unknown = [c for c in in_frame if c not in schema.dtypes and c != ROW]
+    typed: list[pl.Expr] = []
+    bad_flags: list[pl.Expr] = []
+    for name, target in schema.dtypes.items():
+        if name in in_frame:
+            value, bad = _coerce(
+                name, in_frame[name], target, marked=marked, timestamp_format=timestamp_format
+            )
+        else:
+            value, bad = pl.lit(None, dtype=target), pl.lit(False)
+        if name == "item_set" and options.item_set is not None:
+            value = value.fill_null(pl.lit(options.item_set))
+        if name in ("generation", "replicate"):
+            value = value.fill_null(pl.lit(0, dtype=pl.Int64))
+        typed.append(value.alias(name))
+        bad_flags.append(bad.alias(f"__bad_{name}"))
+    # Raw values ride along (zero-copy) so messages can quote them; messages are
+    # built for rejected rows only, which keeps the accepted path cheap.
+    exprs = [
+        *typed,
+        *[_text(pl.col(c), in_frame[c]).alias(c) for c in unknown],
+        *bad_flags,
+        *[pl.col(n).alias(f"__raw_{n}") for n in schema.dtypes if n in in_frame],
+    ]
+    return exprs, unknown
+
+
+def item_sets_too_long(names: list[str]) -> list[str]:
+    """Item-set names whose folder name would exceed :data:`MAX_ENCODED_LENGTH`."""
+    return [n for n in names if len(encode_item_set(n)) > MAX_ENCODED_LENGTH]
+
+
+def check_code(checks: list[tuple[pl.Expr, str, Callable]]) -> pl.Expr:
+    """Index of the first failing check per row (null when the row passes)."""
+    code: pl.Expr = pl.lit(None, dtype=pl.UInt8)
+    for k in reversed(range(len(checks))):
+        # fill_null(False): a null comparison (value absent) is not a failure.
+        code = pl.when(checks[k][0].fill_null(False)).then(pl.lit(k, dtype=pl.UInt8)).otherwise(code)
+    return code
+
+
 def validate_batch(
     frame: pl.DataFrame, protocol: Protocol, options: ValidationOptions
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -219,9 +292,6 @@ def validate_batch(
     """
     schema = SCHEMAS[protocol]
     in_frame = dict(frame.schema)
-    unknown = [c for c in frame.columns if c not in schema.dtypes and c != ROW]
-    typed: list[pl.Expr] = []
-    bad_flags: list[pl.Expr] = []
     # Only the slow JSON path marks non-scalars; skip the per-value test without marks.
     text_columns = [c for c in schema.dtypes if in_frame.get(c) == pl.String]
     marked = bool(text_columns) and bool(
@@ -229,31 +299,11 @@ def validate_batch(
             pl.any_horizontal(pl.col(c).str.starts_with(NOT_SCALAR).any() for c in text_columns)
         ).item()
     )
-    for name, target in schema.dtypes.items():
-        if name in in_frame:
-            value, bad = _coerce(name, in_frame[name], target, marked=marked)
-        else:
-            value, bad = pl.lit(None, dtype=target), pl.lit(False)
-        if name == "item_set" and options.item_set is not None:
-            value = value.fill_null(pl.lit(options.item_set))
-        if name in ("generation", "replicate"):
-            value = value.fill_null(pl.lit(0, dtype=pl.Int64))
-        typed.append(value.alias(name))
-        bad_flags.append(bad.alias(f"__bad_{name}"))
-    # Raw values ride along (zero-copy) so messages can quote them; messages are
-    # built for rejected rows only, which keeps the accepted path cheap.
-    staged = frame.with_row_index(ROW).select(
-        pl.col(ROW),
-        *typed,
-        *[_text(pl.col(c), in_frame[c]).alias(c) for c in unknown],
-        *bad_flags,
-        *[pl.col(n).alias(f"__raw_{n}") for n in schema.dtypes if n in in_frame],
-    )
-    checks = _checks(protocol, options, staged)
-    code: pl.Expr = pl.lit(None, dtype=pl.UInt8)
-    for k in reversed(range(len(checks))):
-        # fill_null(False): a null comparison (value absent) is not a failure.
-        code = pl.when(checks[k][0].fill_null(False)).then(pl.lit(k, dtype=pl.UInt8)).otherwise(code)
+    exprs, unknown = staging_exprs(in_frame, protocol, options, marked=marked)
+    staged = frame.with_row_index(ROW).select(pl.col(ROW), *exprs)
+    names = staged["item_set"].drop_nulls().unique().to_list() if "item_set" in schema.dtypes else []
+    checks = _checks(protocol, options, item_sets_too_long(names))
+    code = check_code(checks)
     staged = staged.with_columns(code.alias("__check"))
     if protocol == "pairwise":
         staged = staged.with_columns(_winner(pl.col("winner")).alias("winner"))
@@ -280,6 +330,55 @@ def validate_batch(
     return accepted, rejected
 
 
+def flag_rejected(
+    records: pl.LazyFrame,
+    protocol: Protocol,
+    options: ValidationOptions,
+    *,
+    timestamp_format: str | None,
+    text_fields: frozenset[str],
+    keep: tuple[str, ...] = (),
+) -> tuple[pl.LazyFrame, list[str]]:
+    """Typed rows and a ``__rejected`` flag, lazily: the streaming path's validation.
+
+    The rows are typed by the same expressions as :func:`validate_batch`, and
+    ``__rejected`` is true wherever it would reject the row, and also where the
+    one ``timestamp_format`` cannot read a timestamp or a ``text_fields`` column
+    may hold a boolean, array or object turned into text. The flag is
+    conservative on purpose: the caller falls back to the block path, which has
+    the messages, on any flagged row. Item-set names too long for a folder are
+    not flagged here (the caller checks the few names it writes).
+
+    Returns
+    -------
+    rows
+        Canonical columns in schema order, the unknown columns as text, ``__row``
+        (from ``records``), the ``keep`` columns as they came, and ``__rejected``.
+    unknown
+        The unknown columns' names.
+    """
+    schema = SCHEMAS[protocol]
+    in_frame = dict(records.collect_schema())
+    for name in (ROW, *keep):
+        in_frame.pop(name, None)
+    exprs, unknown = staging_exprs(
+        in_frame, protocol, options, marked=False, timestamp_format=timestamp_format
+    )
+    hides = [
+        pl.col(f"__raw_{c}").str.starts_with("{")
+        | pl.col(f"__raw_{c}").str.starts_with("[")
+        | pl.col(f"__raw_{c}").is_in(["true", "false"])
+        for c in schema.dtypes
+        if in_frame.get(c) == pl.String and c in text_fields
+    ]
+    conditions = [check.fill_null(False) for check, _, _ in _checks(protocol, options, [])]
+    rejected = pl.any_horizontal(*conditions, *[h.fill_null(False) for h in hides])
+    rows = records.select(pl.col(ROW), *keep, *exprs).with_columns(rejected.alias("__rejected"))
+    if protocol == "pairwise":
+        rows = rows.with_columns(_winner(pl.col("winner")).alias("winner"))
+    return rows.select(*schema.dtypes, *unknown, ROW, *keep, "__rejected"), unknown
+
+
 _Message = Callable[[dict[str, pl.Expr]], pl.Expr]
 
 
@@ -290,16 +389,18 @@ def _winner(raw: pl.Expr) -> pl.Expr:
 
 
 def _checks(
-    protocol: Protocol, options: ValidationOptions, staged: pl.DataFrame
+    protocol: Protocol, options: ValidationOptions, too_long: list[str]
 ) -> list[tuple[pl.Expr, str, _Message]]:
     """(failing condition, reason code, message builder) in the order they apply."""
     schema = SCHEMAS[protocol]
     checks: list[tuple[pl.Expr, str, _Message]] = []
     for name in schema.required:
+        missing = pl.col(name).is_null()
+        if schema.dtypes[name] == pl.String:  # only text can be empty
+            missing = missing | (pl.col(name).str.len_bytes() == 0)
         checks.append(
             (
-                (pl.col(name).is_null() | (pl.col(name).cast(pl.String).str.len_bytes() == 0))
-                & ~pl.col(f"__bad_{name}"),
+                missing & ~pl.col(f"__bad_{name}"),
                 "missing_field",
                 lambda _t, name=name: pl.lit(f"required field {name!r} is missing or empty"),
             )
@@ -340,9 +441,6 @@ def _checks(
                 )
             )
     if "item_set" in schema.dtypes:
-        # Few distinct names per batch: check each once, not once per row.
-        names = staged["item_set"].drop_nulls().unique().to_list()
-        too_long = [n for n in names if len(encode_item_set(n)) > MAX_ENCODED_LENGTH]
         checks.append(
             (
                 pl.col("item_set").is_in(too_long),

@@ -1,0 +1,210 @@
+"""The streaming fast path: a clean local JSON Lines file in one polars pass.
+
+The block path (:mod:`jurymeter.ingest`) reads 64 MiB blocks, validates them
+eagerly and writes one part per block and item set; it handles every input.
+For the common case, a large, clean, uncompressed JSON Lines dump on local
+disk read into a local store, this module runs the same typing and the same
+checks as one lazy polars query (scan -> validate -> partitioned sink), which
+parses on every core and never holds more than a few morsels.
+
+It only *accepts* a file when it can prove the result equals the block path's:
+
+- one parsed row per physical line (polars skips blank lines; a malformed line
+  fails the scan), counted by :func:`jurymeter.sources.text_census` from the
+  bytes;
+- one non-null parsed value per ``":`` of the text, so no key was dropped by
+  schema inference from the first rows;
+- no row flagged by :func:`jurymeter.validate.flag_rejected` (any rejection,
+  a timestamp in another spelling than the one detected, a text id that may
+  hide a boolean or object), and no item-set name too long for a folder;
+- the rows in the written files add up to the rows read.
+
+Otherwise it removes what it wrote and returns ``None``, and the caller runs
+the block path, which quarantines with messages. Its parts are named like the
+block path's (``part-<source id>-s<n>.parquet``), so until the source's commit
+marker exists they are invisible, and a crash leaves nothing a rerun keeps.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from dataclasses import dataclass, field
+
+import polars as pl
+import pyarrow.parquet as pq
+
+from jurymeter.schema import SCHEMAS, SOURCE_ID, SOURCE_LINE, Protocol, detect_protocol
+from jurymeter.sources import SourceFile, TextCensus, text_census
+from jurymeter.store import Store
+from jurymeter.validate import (
+    ROW,
+    TIMESTAMP_FORMATS,
+    ValidationOptions,
+    apply_column_map,
+    flag_rejected,
+    item_sets_too_long,
+)
+
+# Rows per written file at most; the sink also splits by size. Bounds the work a
+# rewrite after a duplicate costs.
+MAX_ROWS_PER_PART = 2_000_000
+_SAMPLE_ROWS = 1000
+
+
+@dataclass(slots=True)
+class StreamResult:
+    """What the fast path wrote for one source (not yet committed)."""
+
+    protocol: Protocol
+    read: int
+    parts: list[tuple[str, str]] = field(default_factory=list)  # (item_set, relpath)
+
+
+@dataclass(slots=True)
+class _Tally:
+    """Running totals of the rows the query saw, filled from polars' threads."""
+
+    rows: int = 0
+    values: int = 0
+    rejected: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, batch: pl.Series) -> pl.Series:
+        counts = batch.struct.field("__values")
+        rejected = batch.struct.field("__rejected")
+        with self.lock:
+            self.rows += batch.len()
+            self.values += int(counts.sum())
+            self.rejected += int(rejected.sum())
+        return ~rejected
+
+
+def eligible(source: SourceFile, store: Store) -> bool:
+    """Whether the fast path may try ``source`` (local uncompressed JSON Lines, local store)."""
+    protocols = source.fs.protocol
+    local = "file" in (protocols if isinstance(protocols, tuple) else (protocols,))
+    return source.format == "jsonl" and source.compression is None and local and not store.is_s3
+
+
+def _timestamp_format(records: pl.LazyFrame) -> str | None:
+    """The first :data:`TIMESTAMP_FORMATS` entry that reads every sampled timestamp."""
+    sample = records.select(pl.col("timestamp").str.strip_chars()).head(_SAMPLE_ROWS).collect()
+    values = sample["timestamp"].drop_nulls()
+    for fmt in TIMESTAMP_FORMATS:
+        parsed = values.str.to_datetime(fmt, time_unit="us", time_zone="UTC", strict=False)
+        if parsed.null_count() == 0:
+            return fmt
+    return None
+
+
+def stream_source(
+    store: Store,
+    source: SourceFile,
+    sid: str,
+    options: ValidationOptions,
+    text_fields: frozenset[str],
+) -> StreamResult | None:
+    """Validate and write ``source`` in one streaming query, or return ``None``.
+
+    ``None`` means the proof failed or the query could not run; nothing the
+    call wrote remains, and the caller should use the block path.
+    """
+    census: list[TextCensus] = []
+    counter = threading.Thread(
+        target=lambda: census.append(text_census(source)), name="jurymeter-census", daemon=True
+    )
+    counter.start()
+    area = store.staging_area(sid)
+    written: list[tuple[str, str]] = []
+    try:
+        result = _run_query(source, sid, options, text_fields, area, written)
+    except Exception:  # polars raises many types for one cause: this file needs the block path
+        result = None
+    counter.join()
+    if result is not None:
+        result, tally = result
+        proven = (
+            census
+            and tally.rejected == 0
+            and tally.rows == census[0].lines
+            and tally.values == census[0].key_marks
+            and not item_sets_too_long(sorted({item_set for item_set, _ in written}))
+            and _rows_in(area, written) == tally.rows
+        )
+        if proven:
+            store.adopt(area, [relpath for _, relpath in written])
+            result.parts = written
+            return result
+    # A failed query may still finish a file after it returned: the whole area goes.
+    shutil.rmtree(area, ignore_errors=True)
+    return None
+
+
+def _run_query(
+    source: SourceFile,
+    sid: str,
+    options: ValidationOptions,
+    text_fields: frozenset[str],
+    area: str,
+    written: list[tuple[str, str]],
+) -> tuple[StreamResult, _Tally] | None:
+    scanned = pl.scan_ndjson(source.path, infer_schema_length=100, row_index_name=ROW)
+    raw_columns = [c for c in scanned.collect_schema().names() if c != ROW]
+    values = pl.sum_horizontal(pl.col(c).is_not_null().cast(pl.UInt32) for c in raw_columns)
+    records = apply_column_map(scanned.with_columns(values.alias("__values")), options.column_map)
+    names = set(records.collect_schema().names()) - {ROW, "__values"}
+    protocol = detect_protocol(names)
+    if protocol is None or "item_set" not in SCHEMAS[protocol].dtypes:
+        return None  # unknown protocol or a metadata table: small, the block path reports it
+    timestamp_format = None
+    if records.collect_schema().get("timestamp") == pl.String:
+        timestamp_format = _timestamp_format(records)
+        if timestamp_format is None:
+            return None
+    rows, _ = flag_rejected(
+        records,
+        protocol,
+        options,
+        timestamp_format=timestamp_format,
+        text_fields=text_fields,
+        keep=("__values",),
+    )
+    tally = _Tally()
+    # The tally runs on every morsel as a filter, so one pass both counts and drops.
+    keep = pl.struct(pl.col("__values"), pl.col("__rejected")).map_batches(
+        tally.add, return_dtype=pl.Boolean, is_elementwise=True
+    )
+    accepted = rows.filter(keep).select(
+        pl.exclude(ROW, "__rejected", "__values"),
+        pl.lit(sid, dtype=pl.String).alias(SOURCE_ID),
+        (pl.col(ROW).cast(pl.Int64) + 1).alias(SOURCE_LINE),
+    )
+
+    def part_path(args: object) -> str:
+        item_set = str(args.partition_keys["item_set"][0])  # type: ignore[attr-defined]
+        relpath = (
+            f"{Store.partition_dir(protocol, item_set)}/"
+            f"part-{sid}-s{len(written) + 1:05d}.parquet"
+        )
+        written.append((item_set, relpath))
+        return relpath
+
+    accepted.sink_parquet(
+        pl.PartitionBy(
+            area,
+            key="item_set",
+            include_key=False,
+            file_path_provider=part_path,
+            max_rows_per_file=MAX_ROWS_PER_PART,
+        ),
+        compression="zstd",
+        mkdir=True,
+    )
+    return StreamResult(protocol=protocol, read=tally.rows), tally
+
+
+def _rows_in(area: str, written: list[tuple[str, str]]) -> int:
+    """Rows of the written files, from their Parquet footers."""
+    return sum(pq.ParquetFile(os.path.join(area, relpath)).metadata.num_rows for _, relpath in written)
