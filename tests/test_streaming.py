@@ -9,14 +9,20 @@ then checks which path actually wrote the parts (the fast path names them
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import jurymeter.ingest as ingest_module
 from ingest_util import assert_same_store, pointwise_records, run_ingest, write_jsonl
+from jurymeter.sources import discover_sources, text_census
 from jurymeter.store import STAGING, Store
 from test_crash import _command, _kill_when
 
@@ -180,3 +186,45 @@ def test_sigkill_during_the_fast_path_then_rerun_equals_one_clean_ingest(
     assert rerun.returncode == 0, rerun.stderr
     assert_same_store(store, reference)
     assert not os.path.exists(store.path(STAGING)) or not os.listdir(store.path(STAGING))
+
+
+def test_rows_with_different_numbers_of_fields_and_nulls_stream(tmp_path: Path) -> None:
+    records = _clean()
+    for k, record in enumerate(records):
+        if k % 2:
+            record["judge_logprob"] = -0.1 * (k % 7)
+        if k % 5 == 0:
+            record["run_id"] = None  # a key mark followed by null: no value
+    fast, _ = _both_ways(tmp_path, records)
+    assert _streamed(fast)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    records=st.lists(
+        st.dictionaries(
+            st.text("ab\":{} ,", max_size=4),
+            st.one_of(st.none(), st.integers(), st.text("nul: \"", max_size=6)),
+            max_size=4,
+        ),
+        max_size=12,
+    ),
+    spaced=st.booleans(),
+    final_newline=st.booleans(),
+    chunk=st.integers(1, 40),
+)
+def test_text_census_matches_a_brute_force_count(
+    records: list[dict], spaced: bool, final_newline: bool, chunk: int
+) -> None:
+    separators = (", ", ": ") if spaced else (",", ":")
+    text = "\n".join(json.dumps(r, separators=separators) for r in records)
+    data = (text + ("\n" if final_newline and text else "")).encode()
+    with tempfile.NamedTemporaryFile(suffix=".jsonl", delete=False) as handle:
+        handle.write(data)
+    try:
+        census = text_census(discover_sources([handle.name])[0], chunk=chunk)
+    finally:
+        os.unlink(handle.name)
+    lines = data.count(b"\n") + (0 if not data or data.endswith(b"\n") else 1)
+    nulls = len(re.findall(rb'":null', data)) + len(re.findall(rb'": null', data))
+    assert (census.lines, census.key_marks, census.null_marks) == (lines, data.count(b'":'), nulls)

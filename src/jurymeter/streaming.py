@@ -7,17 +7,19 @@ disk read into a local store, this module runs the same typing and the same
 checks as one lazy polars query (scan -> validate -> partitioned sink), which
 parses on every core and never holds more than a few morsels.
 
-It only *accepts* a file when it can prove the result equals the block path's:
+Flagged rows (:func:`jurymeter.validate.flag_rejected`: any rejection, a
+timestamp in another spelling than the one detected, a text id that may hide a
+boolean or object) are filtered out in the query, and each row's count of
+non-null raw values is a partition key, so the written files' footers and paths
+carry everything the proof needs. It only *accepts* a file when:
 
-- one parsed row per physical line (polars skips blank lines; a malformed line
-  fails the scan), counted by :func:`jurymeter.sources.text_census` from the
-  bytes;
-- one non-null parsed value per ``":`` of the text, so no key was dropped by
-  schema inference from the first rows;
-- no row flagged by :func:`jurymeter.validate.flag_rejected` (any rejection,
-  a timestamp in another spelling than the one detected, a text id that may
-  hide a boolean or object), and no item-set name too long for a folder;
-- the rows in the written files add up to the rows read.
+- the rows written equal the physical lines, counted from the bytes by
+  :func:`jurymeter.sources.text_census` (so no line was blank, unparsed or
+  flagged);
+- the values written, rows times values per row, equal the ``":`` marks of
+  the text less those followed by ``null`` (so no key was dropped by schema
+  inference from the first rows);
+- no item-set name is too long for a folder.
 
 Otherwise it removes what it wrote and returns ``None``, and the caller runs
 the block path, which quarantines with messages. Its parts are named like the
@@ -31,6 +33,7 @@ import os
 import shutil
 import threading
 from dataclasses import dataclass, field
+from typing import Any
 
 import polars as pl
 import pyarrow.parquet as pq
@@ -51,6 +54,7 @@ from jurymeter.validate import (
 # rewrite after a duplicate costs.
 MAX_ROWS_PER_PART = 2_000_000
 _SAMPLE_ROWS = 1000
+_VALUES = "__values"  # non-null raw values of a row: the number of its keys if none was dropped
 
 
 @dataclass(slots=True)
@@ -62,23 +66,13 @@ class StreamResult:
     parts: list[tuple[str, str]] = field(default_factory=list)  # (item_set, relpath)
 
 
-@dataclass(slots=True)
-class _Tally:
-    """Running totals of the rows the query saw, filled from polars' threads."""
+@dataclass(frozen=True, slots=True)
+class _Written:
+    """One file the sink wrote: its item set, path and the raw values each of its rows had."""
 
-    rows: int = 0
-    values: int = 0
-    rejected: int = 0
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def add(self, batch: pl.Series) -> pl.Series:
-        counts = batch.struct.field("__values")
-        rejected = batch.struct.field("__rejected")
-        with self.lock:
-            self.rows += batch.len()
-            self.values += int(counts.sum())
-            self.rejected += int(rejected.sum())
-        return ~rejected
+    item_set: str
+    relpath: str
+    values_per_row: int
 
 
 def eligible(source: SourceFile, store: Store) -> bool:
@@ -117,26 +111,26 @@ def stream_source(
     )
     counter.start()
     area = store.staging_area(sid)
-    written: list[tuple[str, str]] = []
+    written: list[_Written] = []
     try:
-        result = _run_query(source, sid, options, text_fields, area, written)
+        protocol = _run_query(source, sid, options, text_fields, area, written)
     except Exception:  # polars raises many types for one cause: this file needs the block path
-        result = None
+        protocol = None
     counter.join()
-    if result is not None:
-        result, tally = result
+    if protocol is not None and census:
+        rows = [_rows_in(area, w.relpath) for w in written]
+        # Rejected rows were filtered out, so all rows written = all lines proves
+        # there were none; the values count proves no key was dropped.
         proven = (
-            census
-            and tally.rejected == 0
-            and tally.rows == census[0].lines
-            and tally.values == census[0].key_marks
-            and not item_sets_too_long(sorted({item_set for item_set, _ in written}))
-            and _rows_in(area, written) == tally.rows
+            sum(rows) == census[0].lines
+            and sum(n * w.values_per_row for n, w in zip(rows, written, strict=True))
+            == census[0].values
+            and not item_sets_too_long(sorted({w.item_set for w in written}))
         )
         if proven:
-            store.adopt(area, [relpath for _, relpath in written])
-            result.parts = written
-            return result
+            store.adopt(area, [w.relpath for w in written])
+            parts = [(w.item_set, w.relpath) for w in written]
+            return StreamResult(protocol=protocol, read=sum(rows), parts=parts)
     # A failed query may still finish a file after it returned: the whole area goes.
     shutil.rmtree(area, ignore_errors=True)
     return None
@@ -148,13 +142,14 @@ def _run_query(
     options: ValidationOptions,
     text_fields: frozenset[str],
     area: str,
-    written: list[tuple[str, str]],
-) -> tuple[StreamResult, _Tally] | None:
+    written: list[_Written],
+) -> Protocol | None:
+    """Run the query into ``area``, recording each file in ``written``; the protocol."""
     scanned = pl.scan_ndjson(source.path, infer_schema_length=100, row_index_name=ROW)
     raw_columns = [c for c in scanned.collect_schema().names() if c != ROW]
     values = pl.sum_horizontal(pl.col(c).is_not_null().cast(pl.UInt32) for c in raw_columns)
-    records = apply_column_map(scanned.with_columns(values.alias("__values")), options.column_map)
-    names = set(records.collect_schema().names()) - {ROW, "__values"}
+    records = apply_column_map(scanned.with_columns(values.alias(_VALUES)), options.column_map)
+    names = set(records.collect_schema().names()) - {ROW, _VALUES}
     protocol = detect_protocol(names)
     if protocol is None or "item_set" not in SCHEMAS[protocol].dtypes:
         return None  # unknown protocol or a metadata table: small, the block path reports it
@@ -169,32 +164,29 @@ def _run_query(
         options,
         timestamp_format=timestamp_format,
         text_fields=text_fields,
-        keep=("__values",),
+        keep=(_VALUES,),
     )
-    tally = _Tally()
-    # The tally runs on every morsel as a filter, so one pass both counts and drops.
-    keep = pl.struct(pl.col("__values"), pl.col("__rejected")).map_batches(
-        tally.add, return_dtype=pl.Boolean, is_elementwise=True
-    )
-    accepted = rows.filter(keep).select(
-        pl.exclude(ROW, "__rejected", "__values"),
+    accepted = rows.filter(~pl.col("__rejected")).select(
+        pl.exclude(ROW, "__rejected"),
         pl.lit(sid, dtype=pl.String).alias(SOURCE_ID),
         (pl.col(ROW).cast(pl.Int64) + 1).alias(SOURCE_LINE),
     )
 
-    def part_path(args: object) -> str:
-        item_set = str(args.partition_keys["item_set"][0])  # type: ignore[attr-defined]
+    def part_path(args: Any) -> str:
+        # Called once per file; the raw values count is a partition key, so
+        # the files carry the proof's numbers without a column of their own.
+        item_set = str(args.partition_keys["item_set"][0])
         relpath = (
             f"{Store.partition_dir(protocol, item_set)}/"
             f"part-{sid}-s{len(written) + 1:05d}.parquet"
         )
-        written.append((item_set, relpath))
+        written.append(_Written(item_set, relpath, int(args.partition_keys[_VALUES][0])))
         return relpath
 
     accepted.sink_parquet(
         pl.PartitionBy(
             area,
-            key="item_set",
+            key=["item_set", _VALUES],
             include_key=False,
             file_path_provider=part_path,
             max_rows_per_file=MAX_ROWS_PER_PART,
@@ -202,9 +194,9 @@ def _run_query(
         compression="zstd",
         mkdir=True,
     )
-    return StreamResult(protocol=protocol, read=tally.rows), tally
+    return protocol
 
 
-def _rows_in(area: str, written: list[tuple[str, str]]) -> int:
-    """Rows of the written files, from their Parquet footers."""
-    return sum(pq.ParquetFile(os.path.join(area, relpath)).metadata.num_rows for _, relpath in written)
+def _rows_in(area: str, relpath: str) -> int:
+    """Rows of a written file, from its Parquet footer."""
+    return pq.ParquetFile(os.path.join(area, relpath)).metadata.num_rows
