@@ -115,13 +115,13 @@ def parse_timestamps(text: pl.Series) -> pl.Series:
     costs as much as inference, so it must not run on every row.
     """
     text = text.str.strip_chars()
-    out = text.str.to_datetime(TIMESTAMP_FORMATS[0], time_unit="us", time_zone="UTC", strict=False)
+    out = text.str.to_datetime(TIMESTAMP_FORMATS[0], time_unit="us", time_zone="UTC", strict=False, cache=False)
     for fmt in TIMESTAMP_FORMATS[1:]:
         todo = (out.is_null() & text.is_not_null()).arg_true()
         if not len(todo):
             break
         parsed = text.gather(todo).str.to_datetime(
-            fmt, time_unit="us", time_zone="UTC", strict=False
+            fmt, time_unit="us", time_zone="UTC", strict=False, cache=False
         )
         out = out.scatter(todo, parsed)
     return out
@@ -169,6 +169,12 @@ def _coerce_scalar(
             else col.cast(pl.Float64)
         )
         return value, present & value.is_null()
+    if target == pl.Int64 and dtype.is_integer():
+        # Same verdicts as the float route below, without the round trip: an
+        # integer is integral and finite; only its size can fail.
+        fits = col.cast(pl.Int64, strict=False)
+        bad = present & (fits.is_null() | (fits.abs() >= 2**53))
+        return pl.when(bad).then(None).otherwise(fits), bad
     if target == pl.Int64:
         as_float = (
             col.str.strip_chars().cast(pl.Float64, strict=False)
@@ -182,8 +188,10 @@ def _coerce_scalar(
         if dtype == pl.String and timestamp_format is not None:
             # One native format (the streaming path): a value it cannot read is
             # flagged, and the caller falls back to the path that tries them all.
+            # cache=False: a dump's timestamps are nearly all distinct, and the
+            # cache of unique values doubled the parse time.
             value = col.str.strip_chars().str.to_datetime(
-                timestamp_format, time_unit="us", time_zone="UTC", strict=False
+                timestamp_format, time_unit="us", time_zone="UTC", strict=False, cache=False
             )
         elif dtype == pl.String:
             value = col.map_batches(parse_timestamps, return_dtype=target, is_elementwise=True)
