@@ -1,23 +1,40 @@
-"""The README's main job: simulate, ingest, summarise; checked against the simulator's own fault book."""
+"""The README's main job: simulate a dump into a landing folder and run the nightly flow on it.
+
+Checked against the simulator's own fault book (the quarantine holds exactly the
+injected faults) and the published run folder (summary, tables, report). Runs
+the real command in a subprocess with nothing configured but a temporary
+PREFECT_HOME, so the embedded default (temporary Prefect server, LocalCluster)
+is what is tested.
+"""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import orjson
 import polars as pl
-from typer.testing import CliRunner
+import pytest
 
-from jurymeter.cli import app
 from jurymeter.store import Store
 
+pytestmark = pytest.mark.slow
 
-def test_demo_quarantines_exactly_the_injected_faults(tmp_path: Path) -> None:
-    result = CliRunner().invoke(app, ["demo", "--workdir", str(tmp_path)])
-    assert result.exit_code == 0, result.output
-    assert "holds for every source" in result.output
-    truth = orjson.loads((tmp_path / "dump" / "truth.json").read_bytes())
-    store = Store(str(tmp_path / "store"))
+
+def test_demo_runs_the_flow_and_quarantines_exactly_the_injected_faults(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env["PREFECT_HOME"] = str(tmp_path / "prefect-home")
+    result = subprocess.run(
+        [sys.executable, "-m", "jurymeter.cli", "demo", "--workdir", str(tmp_path / "demo")],
+        capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    work = tmp_path / "demo"
+    truth = orjson.loads((work / "landing" / "truth.json").read_bytes())
+    store = Store(str(work / "store"))
     q = pl.concat([store.read_parquet(p) for p in store.quarantine_files()])
     got: dict[str, dict[str, list[int]]] = {}
     for row in q.iter_rows(named=True):
@@ -28,14 +45,17 @@ def test_demo_quarantines_exactly_the_injected_faults(tmp_path: Path) -> None:
         for name, kinds in truth["faults"]["lines"].items()
     }
     assert {n: {r: sorted(v) for r, v in k.items()} for n, k in got.items()} == expected
-    # Everything else landed: the clean design counts of the simulator.
     n = truth["params"]
     pointwise = store.scan("pointwise").collect()
     design = n["n_systems"] * n["n_items"] * n["n_judges"] * n["n_generations"] * n["n_replicates"]
     n_conflicts = truth["faults"]["counts"].get("conflicting_duplicate", 0)
     assert pointwise.height == design - n_conflicts
-    # Running the main job again changes nothing.
-    again = CliRunner().invoke(app, ["demo", "--workdir", str(tmp_path)])
-    assert again.exit_code == 0
-    assert "already in the store" in again.output
-    assert store.scan("pointwise").collect().height == pointwise.height
+    # The published run: every fit fitted, a report on disk where the output says.
+    latest = store.read_json("results/latest.json")
+    summary = orjson.loads(Path(latest["path"], "summary.json").read_bytes())
+    assert [f["status"] for f in summary["fits"]] == ["fitted", "fitted"]
+    page = Path(latest["path"]) / "report" / "index.html"
+    assert f"report: {page}" in result.stdout
+    assert page.stat().st_size > 10_000
+    assert not (Path.home() / ".prefect" / "jurymeter-demo").exists()
+    assert (tmp_path / "prefect-home").exists()  # Prefect's state went where it was told

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import sys
-import tomllib
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -71,14 +70,9 @@ def _load_config(path: Path | None) -> dict[str, Any]:
     path = path or (Path(p) if (p := os.environ.get("JURYMETER_CONFIG")) else None)
     if path is None:
         return {}
-    try:
-        return tomllib.loads(path.read_text())
-    except FileNotFoundError as exc:
-        msg = f"config file not found: {path}"
-        raise ConfigError(msg) from exc
-    except tomllib.TOMLDecodeError as exc:
-        msg = f"config file {path} is not valid TOML: {exc}"
-        raise ConfigError(msg) from exc
+    from jurymeter.config import read_toml
+
+    return read_toml(path)
 
 
 def _open_store(store: str | None, storage_option: list[str] | None, config: Path | None):
@@ -695,35 +689,177 @@ def _simulate(out_dir, seed, systems, items, judges, faults) -> dict[str, Path]:
 
 
 @app.command()
+def run(
+    config: ConfigOpt = None,
+    store: StoreOpt = None,
+    landing: Annotated[
+        str | None, typer.Option("--landing", help="Folder or s3:// prefix where new dumps land")
+    ] = None,
+    scheduler: Annotated[
+        str | None,
+        typer.Option("--scheduler", help="Dask scheduler address [default: $DASK_SCHEDULER_ADDRESS or a LocalCluster]"),
+    ] = None,
+    workers: Annotated[
+        int | None, typer.Option("--workers", help="LocalCluster worker processes [default: 2]")
+    ] = None,
+    n_boot: Annotated[int | None, typer.Option("--boot", help="Bootstrap resamples per fit")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Refit even when inputs are unchanged")] = False,
+    no_report: Annotated[bool, typer.Option("--no-report", help="Skip the HTML report")] = False,
+    home: Annotated[
+        str | None, typer.Option("--home", help="Run state folder (Prefect's database and logs) [default: .jurymeter]")
+    ] = None,
+) -> None:
+    """The nightly flow: ingest what landed, fit every item set on Dask, publish results and report."""
+    overrides = {
+        "store": store, "landing": landing, "dask.address": scheduler, "dask.workers": workers,
+        "fit.n_boot": n_boot, "home": home, "report": False if no_report else None,
+    }
+    _run(_run_flow, config, overrides, force)
+
+
+def _run_flow(config_path: Path | None, overrides: dict[str, Any], force: bool) -> dict[str, Any]:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from jurymeter.config import load_config
+
+    settings = load_config(config_path, overrides=overrides)  # fail fast, before Prefect starts
+    from flows.runtime import run_environment
+
+    out.print(f"store {settings.store}, landing {settings.landing or '(none)'}", markup=False)
+    dask = settings.dask
+    with run_environment(settings.home, dask.address, dask.workers, dask.threads_per_worker) as address:
+        from flows.nightly import listening, nightly
+
+        overrides = {**overrides, "dask.address": address}
+
+        progress = Progress(
+            TextColumn("fits"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            console=err, disable=not err.is_terminal,
+        )
+
+        def on_fit(outcome: Any) -> None:
+            progress.advance(task_id)
+            if outcome.status == "failed":
+                err.print(f"fit failed: {outcome.job.name}: {outcome.error}", markup=False)
+
+        with progress, listening(on_fit):
+            task_id = progress.add_task("fits", total=None)
+            summary = nightly(str(config_path) if config_path else None, force, overrides)
+    print_run_summary(summary)
+    return summary
+
+
+def print_run_summary(summary: dict[str, Any]) -> None:
+    ingest = summary.get("ingest")
+    if ingest:
+        t = ingest["totals"]
+        out.print(
+            f"ingest: read {t['read']:,} = accepted {t['accepted']:,} + quarantined "
+            f"{t['quarantined']:,} + duplicates dropped {t['duplicates_dropped']:,}",
+            markup=False,
+        )
+    else:
+        out.print("ingest: nothing new in the landing location", markup=False)
+    counts: dict[str, int] = {}
+    for fit in summary["fits"]:
+        counts[fit["status"]] = counts.get(fit["status"], 0) + 1
+    table = Table(title=f"run {summary['run_id']}: {summary['status']}", title_justify="left")
+    for col in ("item set", "universe", "population", "status", "E rho2", "MDD95", "ceiling"):
+        table.add_column(col, justify="left" if col in ("item set", "universe", "population", "status") else "right")
+    for fit in summary["fits"]:
+        table.add_row(
+            fit["item_set"], fit["universe"], fit["population"],
+            fit["status"] if fit["status"] != "failed" else f"failed: {fit['error']}",
+            *(_fmt(fit[k]) if k in fit else "-" for k in ("erho2", "mdd95", "ceiling")),
+        )
+    out.print(table)
+    out.print(
+        ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+        + f"; timings {summary['timings']}",
+        markup=False,
+    )
+    folder = summary["store"].rstrip("/") + f"/results/{summary['run_id']}"
+    if "report" in summary["timings"]:
+        out.print(f"report: {folder}/report/index.html", markup=False)
+    out.print(f"results: {folder}/ (summary.json and tables)", markup=False)
+
+
+@app.command()
+def report(
+    results: Annotated[str, typer.Argument(help="A run folder (results/<run_id>) or 'latest'")] = "latest",
+    store: StoreOpt = None,
+    storage_option: StorageOpt = None,
+    config: ConfigOpt = None,
+) -> None:
+    """Rebuild the HTML report of a run from its results folder."""
+    _run(_report, results, store, storage_option, config)
+
+
+def _report(results: str, store, storage_option, config) -> str:
+    from jurymeter.nightly import read_run, write_report
+
+    target = _open_store(store, storage_option, config)
+    target.check()
+    if results == "latest":
+        try:
+            latest = target.read_json("results/latest.json")
+        except FileNotFoundError as exc:
+            msg = f"no run in {target.url} yet (results/latest.json is missing)"
+            raise ConfigError(msg) from exc
+        folder = f"results/{latest['run_id']}"
+    else:
+        folder = results.rstrip("/")
+        if folder.startswith(target.root + "/"):
+            folder = folder[len(target.root) + 1 :]
+        if not folder.startswith("results/"):
+            folder = f"results/{folder}"
+    try:
+        tables, summary = read_run(target, folder)
+    except FileNotFoundError as exc:
+        msg = f"not a complete run folder: {target.path(folder)} (no summary.json or tables)"
+        raise ConfigError(msg) from exc
+    page = write_report(target, folder, tables, summary)
+    out.print(f"report: {page}", markup=False)
+    return page
+
+
+@app.command()
 def demo(
     workdir: Annotated[
-        Path, typer.Option("--workdir", help="Where the dump and the store go")
+        Path, typer.Option("--workdir", help="Where the dump, the store and the report go")
     ] = Path("jurymeter-demo"),
     seed: Annotated[int, typer.Option(help="Random seed")] = 0,
 ) -> None:
-    """The main job on the embedded default: simulate a dump, ingest it, print the store."""
+    """The main job on the embedded default: simulate a dump into a landing folder, run the nightly flow."""
     _run(_demo, workdir, seed)
 
 
-def _demo(workdir: Path, seed: int) -> None:
-    from jurymeter.info import metadata_counts, quarantine_counts, store_info
-    from jurymeter.ingest import ingest as run_ingest
-    from jurymeter.sources import discover_sources
-    from jurymeter.store import Store
-    from jurymeter.validate import ValidationOptions
+DEMO_CONFIG = """\
+# Written by `jurymeter demo`: a nightly run over a simulated dump.
+store = "{store}"
+landing = "{landing}"
+home = "{home}"
+scale = [1, 10]
 
-    dump_dir = workdir / "dump"
-    paths = _simulate(dump_dir, seed, None, None, None, 12)
-    store = Store(str(workdir / "store"))
-    sources = [str(p) for name, p in paths.items() if name != "truth"]
-    report = run_ingest(
-        store, discover_sources(sources), ValidationOptions(scale=(1.0, 10.0))
+[universes]
+three-judges = ["judge-a", "judge-b", "judge-c"]
+
+[fit]
+universes = ["all", "three-judges"]
+n_boot = 800
+"""
+
+
+def _demo(workdir: Path, seed: int) -> None:
+    workdir = workdir.resolve()
+    landing = workdir / "landing"
+    _simulate(landing, seed, None, None, None, 12)
+    config_path = workdir / "jurymeter.toml"
+    config_path.write_text(
+        DEMO_CONFIG.format(store=workdir / "store", landing=landing, home=workdir / ".jurymeter")
     )
-    print_ingest_report(report)
-    print_store_info(store.url, store_info(store), quarantine_counts(store), metadata_counts(store))
-    out.print(f"store: {store.url}  (inspect with: jurymeter store info --store {store.url})")
-    out.print("")
-    _gstudy("sim-chat", store.url, None, None, None, None, "average", 800, seed, 0.8, False)
+    out.print(f"config: {config_path}", markup=False)
+    _run_flow(config_path, {}, False)
 
 
 def main() -> None:  # pragma: no cover - console entry point

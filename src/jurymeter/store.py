@@ -161,7 +161,10 @@ class Store:
     # ------------------------------------------------------------ writing
     def write_json(self, relpath: str, obj: Any) -> None:
         """Write JSON in one atomic step (rename locally, one PUT on S3)."""
-        data = orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
+        self.write_bytes(relpath, orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
+
+    def write_bytes(self, relpath: str, data: bytes) -> None:
+        """Write a file in one atomic step (rename locally, one PUT on S3)."""
         target = self.path(relpath)
         if self.is_s3:
             try:

@@ -1,0 +1,225 @@
+"""The nightly reliability flow: ingest what landed, fit every item set in parallel, publish.
+
+Thin orchestration over :mod:`jurymeter.nightly`. Prefect runs in this process
+only: the Dask workers receive plain functions (:func:`jurymeter.nightly.fit_and_tabulate`)
+and never talk to a Prefect API, so no worker starts a server of its own and
+the workers need no Prefect at all. Per-fit retries are Dask's (they also
+cover a lost worker); stage retries on transient I/O are Prefect's.
+
+Run it with ``jurymeter run`` (which brings up one temporary Prefect server
+when no ``PREFECT_API_URL`` is set), or deploy it with ``infra/prefect.yaml``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+from prefect import flow, task
+from prefect.cache_policies import NO_CACHE
+
+from jurymeter.config import DaskConfig, RunConfig, load_config
+from jurymeter.nightly import (
+    FitJob,
+    combine_tables,
+    fit_and_tabulate,
+    fit_summary,
+    new_run_id,
+    one_line,
+    plan_fits,
+    publish_run,
+    read_cached_fit,
+    write_cached_fit,
+)
+from jurymeter.store import Store
+
+# Transient I/O (a flaky S3 call, a busy disk) gets a second and third chance.
+IO_RETRIES = 2
+IO_RETRY_DELAY = 2.0
+
+
+@dataclass(slots=True)
+class FitOutcome:
+    """What became of one fit."""
+
+    job: FitJob
+    status: str  # "fitted" | "reused" | "failed"
+    tables: dict[str, pl.DataFrame] | None
+    report: dict[str, Any] | None
+    error: str | None
+    seconds: float
+    trace: str | None = None
+
+
+@contextlib.contextmanager
+def dask_client(settings: DaskConfig) -> Iterator[Any]:
+    """A client of the configured scheduler, or of a LocalCluster started for the run."""
+    from distributed import Client, LocalCluster
+
+    if settings.address:
+        with Client(settings.address, set_as_default=False) as client:
+            yield client
+        return
+    with (
+        LocalCluster(
+            n_workers=settings.workers,
+            threads_per_worker=settings.threads_per_worker,
+            processes=True,
+            dashboard_address=None,
+        ) as cluster,
+        Client(cluster, set_as_default=False) as client,
+    ):
+        yield client
+
+
+@task(retries=IO_RETRIES, retry_delay_seconds=IO_RETRY_DELAY, cache_policy=NO_CACHE)
+def ingest_landing(config: RunConfig) -> dict[str, Any] | None:
+    """Ingest every dump in the landing location (already ingested files are no-ops)."""
+    from jurymeter.ingest import ingest
+    from jurymeter.nightly import landing_sources
+    from jurymeter.validate import ValidationOptions
+
+    store = Store(config.store, config.storage_options)
+    sources = landing_sources(config)
+    if not sources:
+        return None
+    options = ValidationOptions(column_map=config.column_map, scale=config.scale)
+    return ingest(store, sources, options).to_json()
+
+
+@task(retries=IO_RETRIES, retry_delay_seconds=IO_RETRY_DELAY, cache_policy=NO_CACHE)
+def plan(config: RunConfig) -> list[FitJob]:
+    return plan_fits(Store(config.store, config.storage_options), config)
+
+
+_listeners: list[Callable[[FitOutcome], None]] = []
+
+
+@contextlib.contextmanager
+def listening(callback: Callable[[FitOutcome], None]) -> Iterator[None]:
+    """Call ``callback`` in this process as each fit finishes (the CLI's progress bar).
+
+    A listener, not a flow parameter: Prefect records parameters, and a
+    function is not a value it can record.
+    """
+    _listeners.append(callback)
+    try:
+        yield
+    finally:
+        _listeners.remove(callback)
+
+
+def _tell(outcome: FitOutcome) -> None:
+    for callback in list(_listeners):
+        callback(outcome)
+
+
+@task(cache_policy=NO_CACHE)
+def fit_all(jobs: list[FitJob], config: RunConfig, force: bool) -> list[FitOutcome]:
+    """Reuse cached fits, send the rest to Dask; one failure never stops the others."""
+    store = Store(config.store, config.storage_options)
+    outcomes: dict[int, FitOutcome] = {}
+    todo: list[int] = []
+    for k, job in enumerate(jobs):
+        cached = None if force else read_cached_fit(store, job)
+        if cached is not None:
+            outcomes[k] = FitOutcome(job, "reused", cached, None, None, 0.0)
+            _tell(outcomes[k])
+        else:
+            todo.append(k)
+    if todo:
+        from distributed import as_completed
+
+        with dask_client(config.dask) as client:
+            started = {k: time.perf_counter() for k in todo}
+            futures = {
+                client.submit(fit_and_tabulate, jobs[k], key=f"fit-{jobs[k].key()}-{k}",
+                              retries=config.dask.retries, pure=False): k
+                for k in todo
+            }
+            for future in as_completed(list(futures), loop=client.loop):
+                k = futures[future]
+                seconds = time.perf_counter() - started[k]
+                try:
+                    result = future.result()
+                except Exception as exc:  # the worker died past its retries: this fit only
+                    outcomes[k] = FitOutcome(jobs[k], "failed", None, None, one_line(exc), seconds)
+                else:
+                    if result.error is None:
+                        write_cached_fit(store, jobs[k], result.report, result.tables)
+                        outcomes[k] = FitOutcome(
+                            jobs[k], "fitted", result.tables, result.report, None, seconds
+                        )
+                    else:
+                        outcomes[k] = FitOutcome(
+                            jobs[k], "failed", None, None, result.error, seconds, result.trace
+                        )
+                _tell(outcomes[k])
+    return [outcomes[k] for k in range(len(jobs))]
+
+
+@task(retries=IO_RETRIES, retry_delay_seconds=IO_RETRY_DELAY, cache_policy=NO_CACHE)
+def publish(
+    config: RunConfig,
+    run_id: str,
+    started: str,
+    ingest_report: dict[str, Any] | None,
+    outcomes: list[FitOutcome],
+    timings: dict[str, float],
+) -> dict[str, Any]:
+    """Write the run folder (tables, summary, fit reports, HTML report); return the summary."""
+    store = Store(config.store, config.storage_options)
+    fits = [fit_summary(o.job, o.status, o.report, o.error, o.seconds, o.trace) for o in outcomes]
+    tables = combine_tables([o.tables for o in outcomes if o.tables is not None])
+    return publish_run(
+        store,
+        run_id,
+        config=config,
+        started=started,
+        ingest_report=ingest_report,
+        fits=fits,
+        tables=tables,
+        reports={o.job.key(): o.report for o in outcomes if o.report is not None},
+        timings=timings,
+    )
+
+
+@flow(name="jurymeter-nightly", log_prints=False)
+def nightly(
+    config_path: str | None = None,
+    force: bool = False,
+    overrides: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Ingest the landing location, fit every item set x universe x population, publish.
+
+    Parameters
+    ----------
+    config_path
+        TOML configuration (``None``: ``$JURYMETER_CONFIG`` or the defaults).
+    force
+        Refit every fit even when its inputs are unchanged.
+    overrides
+        Dotted configuration keys set by CLI flags (``{"dask.address": ...}``).
+
+    Returns
+    -------
+    The run's ``summary.json`` content (``docs/results.md``).
+    """
+    import datetime as dt
+
+    config = load_config(config_path, overrides=overrides)
+    run_id = new_run_id()
+    started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    timings: dict[str, float] = {}
+    clock = time.perf_counter()
+    ingest_report = ingest_landing(config)
+    timings["ingest"] = time.perf_counter() - clock
+    clock = time.perf_counter()
+    jobs = plan(config)
+    outcomes = fit_all(jobs, config, force)
+    timings["fits"] = time.perf_counter() - clock
+    return publish(config, run_id, started, ingest_report, outcomes, timings)

@@ -1,0 +1,239 @@
+"""The run configuration: one TOML file, overridden by environment variables, then CLI flags.
+
+Everything has a default, so ``jurymeter run`` works with nothing configured
+(the embedded default: a local store, a LocalCluster, a temporary Prefect
+server). The keys are documented in ``README.md`` (Configuration) and in
+:class:`RunConfig`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tomllib
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from jurymeter.errors import ConfigError
+
+DEFAULT_STORE = "jurymeter-store"
+DEFAULT_LANDING = "jurymeter-landing"
+DEFAULT_HOME = ".jurymeter"
+
+# Environment variable -> dotted config key. Flags override these, these override the file.
+ENVIRONMENT = {
+    "JURYMETER_STORE": "store",
+    "JURYMETER_LANDING": "landing",
+    "JURYMETER_HOME": "home",
+    "DASK_SCHEDULER_ADDRESS": "dask.address",
+    "JURYMETER_DASK_WORKERS": "dask.workers",
+    "JURYMETER_N_BOOT": "fit.n_boot",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class DaskConfig:
+    """Where fits run: an existing scheduler, or a LocalCluster started for the run."""
+
+    address: str | None = None  # tcp://host:8786; None starts a LocalCluster
+    workers: int = 2  # LocalCluster worker processes
+    threads_per_worker: int = 1
+    retries: int = 2  # per fit, on any error (a lost worker included)
+
+
+@dataclass(frozen=True, slots=True)
+class FitConfig:
+    """Which fits to run and how (see :class:`jurymeter.reliability.GStudyRequest`)."""
+
+    item_sets: tuple[str, ...] = ()  # empty: every pointwise item set in the store
+    universes: tuple[str, ...] = ("all",)  # names from [universes]; "all" = every judge
+    populations: tuple[str, ...] = ("all",)  # names from [populations]; "all" = every system
+    n_boot: int = 800
+    seed: int = 0
+    target: float = 0.8
+    generations: str = "average"
+    interval: str = "pivotal"
+    cyclic: bool = True  # CyclicJudge where the data have generations
+
+
+@dataclass(frozen=True, slots=True)
+class RunConfig:
+    """The whole configuration of a nightly run."""
+
+    store: str = DEFAULT_STORE
+    landing: str | None = DEFAULT_LANDING  # None or a missing folder: nothing to ingest
+    home: str = DEFAULT_HOME  # Prefect's home (database, logs) and other run state
+    storage_options: dict[str, str] = field(default_factory=dict)
+    scale: tuple[float, float] | None = None  # declared score range of ingested dumps
+    column_map: dict[str, str] = field(default_factory=dict)
+    universes: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    populations: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    fit: FitConfig = field(default_factory=FitConfig)
+    dask: DaskConfig = field(default_factory=DaskConfig)
+    report: bool = True
+
+    def digest(self) -> str:
+        """SHA-256 of the resolved configuration, credentials left out."""
+        public = asdict(self)
+        public["storage_options"] = sorted(public["storage_options"])  # names only
+        return hashlib.sha256(orjson.dumps(public, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+    def judges_of(self, universe: str) -> tuple[str, ...] | None:
+        return None if universe == "all" else self.universes[universe]
+
+    def systems_of(self, population: str) -> tuple[str, ...] | None:
+        return None if population == "all" else self.populations[population]
+
+
+def load_config(
+    path: Path | str | None = None,
+    *,
+    environ: dict[str, str] | None = None,
+    overrides: dict[str, Any] | None = None,
+) -> RunConfig:
+    """Read ``path`` (or ``$JURYMETER_CONFIG``), then apply the environment and ``overrides``.
+
+    ``overrides`` maps dotted keys (``"dask.address"``) to values; ``None``
+    values are ignored, so CLI flags that were not given change nothing.
+
+    Raises
+    ------
+    ConfigError
+        The file is missing or not TOML, a key is unknown, or a value has the wrong type.
+    """
+    env = os.environ if environ is None else environ
+    path = path or env.get("JURYMETER_CONFIG") or None
+    settings = read_toml(path) if path is not None else {}
+    for variable, key in ENVIRONMENT.items():
+        if env.get(variable):
+            _set(settings, key, env[variable])
+    for key, value in (overrides or {}).items():
+        if value is not None:
+            _set(settings, key, value)
+    return _build(settings, str(path) if path else "the configuration")
+
+
+def read_toml(path: Path | str) -> dict[str, Any]:
+    """The TOML file at ``path`` as a dict, or a :class:`ConfigError` naming the file."""
+    try:
+        return tomllib.loads(Path(path).read_text())
+    except FileNotFoundError as exc:
+        msg = f"config file not found: {path}"
+        raise ConfigError(msg) from exc
+    except tomllib.TOMLDecodeError as exc:
+        msg = f"config file {path} is not valid TOML: {exc}"
+        raise ConfigError(msg) from exc
+
+
+def _set(settings: dict[str, Any], dotted: str, value: Any) -> None:
+    *parents, last = dotted.split(".")
+    node = settings
+    for name in parents:
+        node = node.setdefault(name, {})
+    node[last] = value
+
+
+_TOP = {"store", "landing", "home", "storage_options", "scale", "map", "universes",
+        "populations", "fit", "dask", "report"}
+
+
+def _build(settings: dict[str, Any], where: str) -> RunConfig:
+    unknown = sorted(set(settings) - _TOP)
+    if unknown:
+        msg = f"{where}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(_TOP))})"
+        raise ConfigError(msg)
+    fit = _section(settings.get("fit", {}), FitConfig(), f"{where} [fit]")
+    dask = _section(settings.get("dask", {}), DaskConfig(), f"{where} [dask]")
+    universes = _levels(settings.get("universes", {}), f"{where} [universes]")
+    populations = _levels(settings.get("populations", {}), f"{where} [populations]")
+    for name in fit.universes:
+        if name != "all" and name not in universes:
+            msg = f"{where}: [fit] universes names {name!r}, which [universes] does not define"
+            raise ConfigError(msg)
+    for name in fit.populations:
+        if name != "all" and name not in populations:
+            msg = f"{where}: [fit] populations names {name!r}, which [populations] does not define"
+            raise ConfigError(msg)
+    scale = settings.get("scale")
+    if scale is not None:
+        if not (isinstance(scale, list | tuple) and len(scale) == 2):
+            msg = f"{where}: scale must be [low, high]"
+            raise ConfigError(msg)
+        scale = (float(scale[0]), float(scale[1]))
+    landing = settings.get("landing", DEFAULT_LANDING)
+    return RunConfig(
+        store=str(settings.get("store", DEFAULT_STORE)),
+        landing=str(landing) if landing else None,
+        home=str(settings.get("home", DEFAULT_HOME)),
+        storage_options={str(k): str(v) for k, v in settings.get("storage_options", {}).items()},
+        scale=scale,
+        column_map={str(k): str(v) for k, v in settings.get("map", {}).items()},
+        universes=universes,
+        populations=populations,
+        fit=fit,
+        dask=dask,
+        report=_as(settings.get("report", True), bool, f"{where}: report"),
+    )
+
+
+def _levels(table: Any, where: str) -> dict[str, tuple[str, ...]]:
+    if not isinstance(table, dict):
+        msg = f"{where} must be a table of name = [ids]"
+        raise ConfigError(msg)
+    out = {}
+    for name, ids in table.items():
+        if not isinstance(ids, list) or not ids or not all(isinstance(i, str) for i in ids):
+            msg = f"{where}: {name} must be a non-empty list of ids"
+            raise ConfigError(msg)
+        out[str(name)] = tuple(ids)
+    return out
+
+
+def _section(table: Any, default: Any, where: str) -> Any:
+    if not isinstance(table, dict):
+        msg = f"{where} must be a table"
+        raise ConfigError(msg)
+    known = {f: getattr(default, f) for f in default.__dataclass_fields__}
+    unknown = sorted(set(table) - set(known))
+    if unknown:
+        msg = f"{where}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})"
+        raise ConfigError(msg)
+    values = {}
+    for name, value in table.items():
+        current = known[name]
+        if isinstance(current, tuple):
+            if isinstance(value, str):
+                value = [v.strip() for v in value.split(",") if v.strip()]
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                msg = f"{where}: {name} must be a list of names"
+                raise ConfigError(msg)
+            values[name] = tuple(value)
+        elif name == "address":
+            values[name] = str(value) if value else None
+        else:
+            values[name] = _as(value, type(current), f"{where}: {name}")
+    return replace(default, **values)
+
+
+def _as(value: Any, kind: type, where: str) -> Any:
+    """``value`` as ``kind``; strings (from the environment) are parsed."""
+    if isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
+        return value
+    if isinstance(value, str):
+        text = value.strip().lower()
+        try:
+            if kind is bool and text in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+                return text in ("1", "true", "yes", "on")
+            if kind is int:
+                return int(text)
+            if kind is float:
+                return float(text)
+        except ValueError:
+            pass
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    msg = f"{where} must be {kind.__name__}, got {value!r}"
+    raise ConfigError(msg)

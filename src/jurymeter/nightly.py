@@ -1,0 +1,533 @@
+"""The nightly run's work, free of any orchestrator: plan fits, run one fit, tabulate, publish.
+
+``flows/nightly.py`` wraps these functions in Prefect tasks and sends
+:func:`run_fit` to Dask workers; tests and benchmarks call them directly, which
+is how the orchestration overhead is measured. The results layout is
+documented in ``docs/results.md``.
+
+A fit is keyed by the content of its inputs: the committed files of its
+partition and of the metadata tables (parts are immutable once committed, so
+their names identify their content), plus everything that shapes the result
+(request, universe, population, code version). A fit whose key has a cached
+report is reused instead of refitted.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import orjson
+import polars as pl
+
+from jurymeter import __version__
+from jurymeter.config import RunConfig
+from jurymeter.design import Design
+from jurymeter.dstudy import PAPER_ROLES, ceiling, erho2, error_variances, mdd95
+from jurymeter.errors import JurymeterError
+from jurymeter.leaderboard import tie_groups
+from jurymeter.store import Store
+
+# Figure 1's curves: judge counts and item counts (log-spaced, 5..500).
+CURVE_JUDGES = (1, 2, 3, 5, 10)
+CURVE_ITEMS = tuple(int(v) for v in np.unique(np.geomspace(5, 500, 40).round()))
+# Figure 2's splits: judges per item tried for each budget.
+BUDGET_JUDGES = (1, 2, 3, 4, 5, 6, 8, 10)
+FIT_FAILED = "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class FitJob:
+    """One item set under one judge universe and one system population."""
+
+    store: str
+    storage_options: tuple[tuple[str, str], ...]
+    item_set: str
+    universe: str
+    population: str
+    judges: tuple[str, ...] | None
+    systems: tuple[str, ...] | None
+    n_boot: int
+    seed: int
+    target: float
+    generations: str
+    interval: str
+    cyclic: bool
+    inputs: tuple[str, ...]  # committed files the fit reads (their names identify content)
+
+    @property
+    def name(self) -> str:
+        return f"{self.item_set} / {self.universe} / {self.population}"
+
+    def key(self) -> str:
+        """Content key: inputs and everything that shapes the result (not where the store is)."""
+        shaping = {
+            k: v for k, v in asdict(self).items() if k not in ("store", "storage_options")
+        }
+        shaping["code"] = __version__
+        digest = hashlib.sha256(orjson.dumps(shaping, option=orjson.OPT_SORT_KEYS))
+        return digest.hexdigest()[:32]
+
+
+def new_run_id() -> str:
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    return f"{stamp}-{uuid.uuid4().hex[:8]}"
+
+
+def plan_fits(store: Store, config: RunConfig) -> list[FitJob]:
+    """Every fit the configuration asks for, over the item sets present in the store.
+
+    Raises
+    ------
+    ConfigError
+        An item set named in the configuration is not in the store.
+    """
+    from jurymeter.errors import ConfigError
+
+    present = store.item_sets("pointwise")
+    wanted = list(config.fit.item_sets) or present
+    missing = [s for s in wanted if s not in present]
+    if missing:
+        msg = f"item set(s) {', '.join(map(repr, missing))} not in {store.url} (present: {', '.join(present) or 'none'})"
+        raise ConfigError(msg)
+    metadata = sorted(
+        f.path[len(store.root) + 1 :]
+        for protocol in ("systems", "judges")
+        for f in store.data_files(protocol)  # type: ignore[arg-type]
+    )
+    jobs = []
+    for item_set in wanted:
+        data = sorted(f.path[len(store.root) + 1 :] for f in store.data_files("pointwise", item_set))
+        for universe in config.fit.universes:
+            for population in config.fit.populations:
+                jobs.append(
+                    FitJob(
+                        store=store.url,
+                        storage_options=tuple(sorted(config.storage_options.items())),
+                        item_set=item_set,
+                        universe=universe,
+                        population=population,
+                        judges=config.judges_of(universe),
+                        systems=config.systems_of(population),
+                        n_boot=config.fit.n_boot,
+                        seed=config.fit.seed,
+                        target=config.fit.target,
+                        generations=config.fit.generations,
+                        interval=config.fit.interval,
+                        cyclic=config.fit.cyclic,
+                        inputs=(*data, *metadata),
+                    )
+                )
+    return jobs
+
+
+def run_fit(job: FitJob) -> dict[str, Any]:
+    """Fit one job: the G/D-study report, its curves, the leaderboard and CyclicJudge.
+
+    Runs on a Dask worker: it opens the store itself (workers share nothing
+    with the client but the store's address). Returns JSON-ready data.
+    """
+    from jurymeter.reliability import GStudyRequest, assess_item_set
+
+    started = time.perf_counter()
+    store = Store(job.store, dict(job.storage_options))
+    records = store.scan("pointwise", job.item_set)
+    systems = store.scan("systems").collect()
+    request = GStudyRequest(
+        item_set=job.item_set,
+        judges=job.judges,
+        systems=job.systems,
+        generations=job.generations,  # type: ignore[arg-type]
+        n_boot=job.n_boot,
+        seed=job.seed,
+        target=job.target,
+        interval_method=job.interval,
+    )
+    report = assess_item_set(records, request, systems=systems if systems.height else None)
+    report.update(curves(report))
+    report["leaderboard"] = leaderboard(records, job, report["mdd95"])
+    report["cyclic"] = _cyclic(store, records, job) if job.cyclic else None
+    report["seconds"] = time.perf_counter() - started
+    return report
+
+
+def curves(report: dict[str, Any]) -> dict[str, Any]:
+    """Figure 1 (E rho^2 against items per judge count) and figure 2 (budget splits) data.
+
+    Recomputed from the fitted components with :mod:`jurymeter.dstudy`
+    (paper section 5, eq. for E rho^2 and MDD; appendix, budget optimum).
+    """
+    design = Design.parse(report["design"])
+    sigma2 = np.array([report["components"][_label(e)]["raw"] for e in design.labels])
+    roles = PAPER_ROLES
+    items = np.array(CURVE_ITEMS, dtype=np.float64)
+    curve = [
+        {"judges": j, "items": int(n), "erho2": float(v)}
+        for j in CURVE_JUDGES
+        for n, v in zip(
+            CURVE_ITEMS, erho2(sigma2, design, roles.sizes(design, items, j, 1)), strict=True
+        )
+    ]
+    budget_rows = []
+    for budget in report["request"]["budgets"]:
+        judges = np.array([j for j in BUDGET_JUDGES if budget // j >= 1], dtype=np.float64)
+        n_items = np.floor(budget / judges)
+        sizes = roles.sizes(design, n_items, judges, 1)
+        _, delta, _ = error_variances(sigma2, design, sizes)
+        values = mdd95(sigma2, design, sizes)
+        best = int(np.argmin(delta))
+        for k in range(len(judges)):
+            budget_rows.append(
+                {
+                    "budget": int(budget),
+                    "judges": int(judges[k]),
+                    "items": int(n_items[k]),
+                    "replicates": 1,
+                    "mdd95": float(values[k]),
+                    "optimal": k == best,
+                }
+            )
+    ceilings = {str(j): float(ceiling(sigma2, design, judges=j)) for j in CURVE_JUDGES}
+    return {"erho2_curve": curve, "budget_curve": budget_rows, "ceiling_by_judges": ceilings}
+
+
+def _label(effect: str) -> str:
+    return f"sigma2_{effect.replace(':', '_')}"
+
+
+def leaderboard(records: pl.LazyFrame, job: FitJob, mdd: float) -> list[dict[str, Any]]:
+    """System means over the fit's records, grouped into ties below the MDD (docs/results.md)."""
+    scope = records
+    if job.judges is not None:
+        scope = scope.filter(pl.col("judge_id").is_in(list(job.judges)))
+    if job.systems is not None:
+        scope = scope.filter(pl.col("system_id").is_in(list(job.systems)))
+    means = scope.group_by("system_id").agg(pl.col("score").mean()).collect()
+    table = tie_groups(dict(zip(means["system_id"], means["score"], strict=True)), mdd)
+    return table.to_dicts()
+
+
+def _cyclic(store: Store, records: pl.LazyFrame, job: FitJob) -> dict[str, Any] | None:
+    """CyclicJudge where the data have 2+ generations and a crossed panel; else ``None``."""
+    from jurymeter.cyclic_report import cyclic_report
+
+    scope = records
+    if job.judges is not None:
+        scope = scope.filter(pl.col("judge_id").is_in(list(job.judges)))
+    if job.systems is not None:
+        scope = scope.filter(pl.col("system_id").is_in(list(job.systems)))
+    generations = scope.select(pl.col("generation").n_unique()).collect().item()
+    if generations < 2:
+        return None
+    try:
+        return cyclic_report(
+            scope, systems=store.scan("systems").collect(), judges=store.scan("judges").collect()
+        )
+    except JurymeterError as exc:  # no crossed panel: say why instead of failing the fit
+        return {"skipped": str(exc)}
+
+
+def fit_tables(job: FitJob, report: dict[str, Any]) -> dict[str, pl.DataFrame]:
+    """The tidy tables of one fit (``docs/results.md``), each starting with the fit's names."""
+    rows: dict[str, list[dict[str, Any]]] = {}
+    rows["components"] = [
+        {
+            "component": name,
+            "estimate": c["raw"],
+            "share": c["share"],
+            "df": c["df"],
+            "ms": c["ms"],
+            "low": c["interval"].get("low"),
+            "high": c["interval"].get("high"),
+        }
+        for name, c in report["components"].items()
+    ]
+    intervals = report["intervals"]
+    rows["dstudy"] = [
+        {
+            "quantity": q,
+            "estimate": _number(report.get(q, intervals.get(q, {}).get("estimate"))),
+            "low": _number(intervals.get(q, {}).get("low")),
+            "high": _number(intervals.get(q, {}).get("high")),
+        }
+        for q in (
+            "erho2", "phi", "mdd95", "erho2_30", "mdd95_30", "mdd95_unlimited_items",
+            "ceiling", "ceiling_3_judges", "mdd95_in_sd_of_system_means",
+            "judges_needed", "items_needed",
+        )
+    ]
+    rows["ceilings"] = [
+        {"judges": int(j), "ceiling": v} for j, v in report["ceiling_by_judges"].items()
+    ]
+    rows["erho2_curve"] = report["erho2_curve"]
+    nomo = report["nomogram"]
+    rows["nomogram"] = [
+        {"judges": j, "items": n, "erho2": nomo["erho2"][a][b]}
+        for a, j in enumerate(nomo["judges"])
+        for b, n in enumerate(nomo["items"])
+    ]
+    rows["budget"] = report["budget_curve"]
+    rows["leaderboard"] = report["leaderboard"]
+    items = report.get("items") or {}
+    screened = set(items.get("screened_items", []))
+    rows["items"] = [
+        {"item_id": item, "discrimination": d, "screened": item in screened}
+        for item, d in items.get("discrimination", {}).items()
+    ]
+    cyclic = report.get("cyclic") or {}
+    per_system = cyclic.get("systems", {})
+    rows["cyclic_systems"] = [
+        {
+            "system_id": system,
+            **{k: r[k] for k in ("sigma2_scenario", "sigma2_generation", "sigma2_judge",
+                                 "sigma2_residual", "f_statistic", "p_value")},
+        }
+        for system, r in per_system.items()
+    ]
+    rows["cyclic_strategies"] = [
+        {"system_id": system, "budget": int(b), "strategy": s, "variance": float(v)}
+        for system, r in per_system.items()
+        for s in ("A", "B", "C")
+        for b, v in zip(r["strategies"]["budgets"], r["strategies"][f"var_{s.lower()}"], strict=True)
+    ]
+    rows["judge_offsets"] = [
+        {"system_id": system, "judge_id": judge, "offset": offset}
+        for system, offsets in cyclic.get("judge_system_offsets", {}).items()
+        for judge, offset in offsets.items()
+    ]
+    names = {"item_set": job.item_set, "universe": job.universe, "population": job.population}
+    return {
+        table: pl.DataFrame([{**names, **row} for row in table_rows], schema_overrides=SCHEMAS.get(table))
+        if table_rows
+        else _empty(table)
+        for table, table_rows in rows.items()
+    }
+
+
+def _number(value: Any) -> float | None:
+    if value is None:
+        return None
+    return float(value)
+
+
+NAMES = {"item_set": pl.String, "universe": pl.String, "population": pl.String}
+SCHEMAS: dict[str, dict[str, pl.DataType]] = {
+    "components": {"component": pl.String, "estimate": pl.Float64, "share": pl.Float64,
+                   "df": pl.Float64, "ms": pl.Float64, "low": pl.Float64, "high": pl.Float64},
+    "dstudy": {"quantity": pl.String, "estimate": pl.Float64, "low": pl.Float64, "high": pl.Float64},
+    "ceilings": {"judges": pl.Int64, "ceiling": pl.Float64},
+    "erho2_curve": {"judges": pl.Int64, "items": pl.Int64, "erho2": pl.Float64},
+    "nomogram": {"judges": pl.Int64, "items": pl.Int64, "erho2": pl.Float64},
+    "budget": {"budget": pl.Int64, "judges": pl.Int64, "items": pl.Int64, "replicates": pl.Int64,
+               "mdd95": pl.Float64, "optimal": pl.Boolean},
+    "leaderboard": {"system_id": pl.String, "mean": pl.Float64, "rank": pl.Int64,
+                    "tie_group": pl.Int64, "mdd95": pl.Float64},
+    "items": {"item_id": pl.String, "discrimination": pl.Float64, "screened": pl.Boolean},
+    "cyclic_systems": {"system_id": pl.String, "sigma2_scenario": pl.Float64,
+                       "sigma2_generation": pl.Float64, "sigma2_judge": pl.Float64,
+                       "sigma2_residual": pl.Float64, "f_statistic": pl.Float64, "p_value": pl.Float64},
+    "cyclic_strategies": {"system_id": pl.String, "budget": pl.Int64, "strategy": pl.String,
+                          "variance": pl.Float64},
+    "judge_offsets": {"system_id": pl.String, "judge_id": pl.String, "offset": pl.Float64},
+}
+TABLES = tuple(SCHEMAS)
+
+
+def _empty(table: str) -> pl.DataFrame:
+    return pl.DataFrame(schema={**NAMES, **SCHEMAS[table]})
+
+
+def combine_tables(parts: list[dict[str, pl.DataFrame]]) -> dict[str, pl.DataFrame]:
+    """Concatenate the per-fit tables into the run's tables (empty tables keep their schema)."""
+    out = {}
+    for table in TABLES:
+        frames = [p[table].select(list({**NAMES, **SCHEMAS[table]})) for p in parts]
+        out[table] = (
+            pl.concat([f.cast({**NAMES, **SCHEMAS[table]}) for f in frames]) if frames else _empty(table)
+        )
+    return out
+
+
+def fit_summary(job: FitJob, status: str, report: dict[str, Any] | None, error: str | None,
+                seconds: float, trace: str | None = None) -> dict[str, Any]:
+    """One entry of ``summary.json``'s ``fits`` list."""
+    entry: dict[str, Any] = {
+        "item_set": job.item_set,
+        "universe": job.universe,
+        "population": job.population,
+        "key": job.key(),
+        "status": status,
+        "error": error,
+        "seconds": round(seconds, 3),
+    }
+    if trace:
+        entry["traceback"] = trace
+    if report is not None:
+        block = report["block"]
+        entry.update(
+            design=report["design"],
+            systems=block["systems"],
+            items=block["items"],
+            judges=block["judges"],
+            mdd95=report["mdd95"],
+            erho2=report["erho2"],
+            ceiling=report["ceiling"],
+            cyclic=bool(report.get("cyclic") and "systems" in report["cyclic"]),
+        )
+    return entry
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception as one line for the summary (no traceback, no newlines)."""
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{type(exc).__name__}: {text}"[:300]
+
+
+def dumps(obj: Any) -> bytes:
+    return orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
+
+
+def fit_and_tabulate(job: FitJob) -> FitResult:
+    """Fit and tabulate one job: what a Dask worker returns.
+
+    A fit's own error comes back as a value (status ``failed``, one line, and
+    the traceback for the summary), so that Dask's retries are left for what
+    they are for, a lost worker, and a deterministic failure is not run three times.
+    """
+    import traceback
+
+    try:
+        report = run_fit(job)
+        return FitResult(report=report, tables=fit_tables(job, report), error=None, trace=None)
+    except Exception as exc:  # reported per fit; the other fits go on
+        return FitResult(report=None, tables=None, error=one_line(exc), trace=traceback.format_exc())
+
+
+@dataclass(frozen=True, slots=True)
+class FitResult:
+    """A fit's report and tables, or its error."""
+
+    report: dict[str, Any] | None
+    tables: dict[str, pl.DataFrame] | None
+    error: str | None
+    trace: str | None
+
+
+def landing_sources(config: RunConfig) -> list[Any]:
+    """The dump files in the landing location; none when it is unset, missing or empty."""
+    from jurymeter.errors import SourceError
+    from jurymeter.sources import discover_sources, filesystem_for
+
+    if not config.landing:
+        return []
+    options = config.storage_options if config.landing.startswith("s3://") else None
+    fs, path = filesystem_for(config.landing, options)
+    if not fs.exists(path):
+        return []
+    try:
+        return discover_sources([config.landing], storage_options=options)
+    except SourceError:  # a landing folder with no dump in it: nothing landed tonight
+        if fs.isdir(path):
+            return []
+        raise
+
+
+CACHE = "results/cache"
+
+
+def read_cached_fit(store: Store, job: FitJob) -> dict[str, pl.DataFrame] | None:
+    """The tables of an earlier fit with the same content key, or ``None``.
+
+    Tables, not the JSON report, are the cache: Parquet keeps ``inf`` ("never
+    reached") that JSON cannot.
+    """
+    folder = f"{CACHE}/{job.key()}"
+    try:
+        marker = store.read_json(f"{folder}/complete.json")
+    except FileNotFoundError:
+        return None
+    return {t: store.read_parquet(store.path(f"{folder}/{t}.parquet")) for t in marker["tables"]}
+
+
+def write_cached_fit(
+    store: Store, job: FitJob, report: dict[str, Any], tables: dict[str, pl.DataFrame]
+) -> None:
+    """Cache a fit's tables and report under its key; ``complete.json`` last makes it visible."""
+    folder = f"{CACHE}/{job.key()}"
+    for table, frame in tables.items():
+        store.write_parquet(f"{folder}/{table}.parquet", frame)
+    store.write_bytes(f"{folder}/report.json", dumps(report))
+    store.write_json(f"{folder}/complete.json", {"tables": sorted(tables), "fit": job.name})
+
+
+def publish_run(
+    store: Store,
+    run_id: str,
+    *,
+    config: RunConfig,
+    started: str,
+    ingest_report: dict[str, Any] | None,
+    fits: list[dict[str, Any]],
+    tables: dict[str, pl.DataFrame],
+    reports: dict[str, dict[str, Any]],
+    timings: dict[str, float],
+) -> dict[str, Any]:
+    """Write ``results/<run_id>/`` (``docs/results.md``) and point ``results/latest.json`` at it.
+
+    ``summary.json`` is written after everything else of the run folder, and
+    ``latest.json`` after that, so a reader following either never sees half a run.
+    """
+    folder = f"results/{run_id}"
+    clock = time.perf_counter()
+    for table, frame in tables.items():
+        store.write_parquet(f"{folder}/{table}.parquet", frame)
+    for key, report in reports.items():
+        store.write_bytes(f"{folder}/fits/{key}.json", dumps(report))
+    timings["write"] = time.perf_counter() - clock
+    failed = sum(f["status"] == FIT_FAILED for f in fits)
+    summary: dict[str, Any] = {
+        "run_id": run_id,
+        "started": started,
+        "finished": None,
+        "status": "partial" if failed else "complete",
+        "store": store.url,
+        "landing": config.landing,
+        "config_digest": config.digest(),
+        "ingest": ingest_report,
+        "fits": fits,
+        "timings": timings,
+    }
+    if config.report:
+        clock = time.perf_counter()
+        write_report(store, folder, tables, summary)
+        timings["report"] = time.perf_counter() - clock
+    summary["timings"] = {k: round(v, 3) for k, v in timings.items()}
+    summary["finished"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    store.write_bytes(f"{folder}/summary.json", dumps(summary))
+    store.write_json("results/latest.json", {"run_id": run_id, "path": store.path(folder)})
+    return summary
+
+
+def write_report(
+    store: Store, folder: str, tables: dict[str, pl.DataFrame], summary: dict[str, Any]
+) -> str:
+    """Render the HTML report and its figures into ``<folder>/report/``; the page's path."""
+    from jurymeter.report import render_report
+
+    rendered = render_report(tables, summary)
+    for name, png in rendered.figures.items():
+        store.write_bytes(f"{folder}/report/{name}", png)
+    store.write_bytes(f"{folder}/report/index.html", rendered.html.encode())
+    return store.path(f"{folder}/report/index.html")
+
+
+def read_run(store: Store, folder: str) -> tuple[dict[str, pl.DataFrame], dict[str, Any]]:
+    """The tables and summary of a published run folder (relative to the store)."""
+    summary = orjson.loads(store.fs.cat_file(store.path(f"{folder}/summary.json")))
+    tables = {t: store.read_parquet(store.path(f"{folder}/{t}.parquet")) for t in TABLES}
+    return tables, summary

@@ -1,0 +1,110 @@
+"""Tie groups against the rule of docs/results.md, written out as a plain loop."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from jurymeter.leaderboard import tie_groups
+
+IDS = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=0, max_size=6)
+# Few distinct values, so equal means (ties broken by id) are common.
+MEANS = st.one_of(
+    st.sampled_from([0.0, -0.0, 1.0, 1.5, 2.0, 2.25, 7.0]),
+    st.floats(min_value=-1e6, max_value=1e6, allow_nan=False, allow_infinity=False),
+)
+MDDS = st.one_of(
+    st.just(0.0),
+    st.just(math.inf),
+    st.floats(min_value=0.0, max_value=1e3, allow_nan=False, allow_infinity=False),
+)
+
+
+def brute_force(means: dict[str, float], mdd: float) -> list[tuple[str, float, int, int]]:
+    """The rule, literally: best first (ties by id); join the group while < mdd below its first."""
+    ordered = sorted(means.items(), key=lambda kv: (-kv[1], kv[0]))
+    out, group, leader = [], 0, None
+    for rank, (system, mean) in enumerate(ordered, start=1):
+        if leader is None or not leader - mean < mdd:
+            group += 1
+            leader = mean
+        out.append((system, mean, rank, group))
+    return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(means=st.dictionaries(IDS, MEANS, max_size=25), mdd=MDDS)
+def test_tie_groups_equal_the_rule_written_as_a_loop(means: dict[str, float], mdd: float) -> None:
+    table = tie_groups(means, mdd)
+    assert table.columns == ["system_id", "mean", "rank", "tie_group", "mdd95"]
+    assert table.dtypes == [pl.String, pl.Float64, pl.Int64, pl.Int64, pl.Float64]
+    got = list(table.select("system_id", "mean", "rank", "tie_group").iter_rows())
+    assert got == brute_force(means, mdd)
+    assert table["rank"].to_list() == list(range(1, len(means) + 1))
+    assert (table["mdd95"] == mdd).all()
+
+
+@settings(max_examples=100, deadline=None)
+@given(means=st.dictionaries(IDS, MEANS, min_size=1, max_size=25), mdd=MDDS)
+def test_groups_are_closer_than_the_mdd_and_leaders_are_not(means: dict[str, float], mdd: float) -> None:
+    table = tie_groups(means, mdd)
+    leaders = table.group_by("tie_group", maintain_order=True).first().sort("tie_group")
+    assert leaders["tie_group"].to_list() == list(range(1, leaders.height + 1))
+    lead = {g: (rank, mean) for g, rank, mean in leaders.select("tie_group", "rank", "mean").iter_rows()}
+    for rank, mean, group in table.select("rank", "mean", "tie_group").iter_rows():
+        if rank != lead[group][0]:
+            assert lead[group][1] - mean < mdd
+    for previous, following in zip(leaders["mean"], leaders["mean"][1:], strict=False):
+        assert previous - following >= mdd
+    # Groups are contiguous runs in rank order and never go back.
+    groups = table["tie_group"].to_list()
+    assert groups == sorted(groups)
+
+
+@settings(max_examples=50, deadline=None)
+@given(means=st.dictionaries(IDS, MEANS, max_size=25), mdd=MDDS, seed=st.integers(0, 2**32 - 1))
+def test_result_does_not_depend_on_input_order(means: dict[str, float], mdd: float, seed: int) -> None:
+    items = list(means.items())
+    random.Random(seed).shuffle(items)
+    assert tie_groups(dict(items), mdd).equals(tie_groups(means, mdd))
+
+
+def test_equal_means_are_ordered_by_system_id() -> None:
+    table = tie_groups({"b": 1.0, "c": 2.0, "a": 1.0, "d": 1.0}, 0.0)
+    assert table["system_id"].to_list() == ["c", "a", "b", "d"]
+    # With a zero MDD even equal means are separate groups: nothing is detectable as "equal".
+    assert table["tie_group"].to_list() == [1, 2, 3, 4]
+
+
+def test_boundary_difference_equal_to_the_mdd_opens_a_new_group() -> None:
+    table = tie_groups({"a": 3.0, "b": 2.5, "c": 2.0}, 0.5)
+    # b is exactly 0.5 below a: not "less than", so b leads group 2; c is 0.5 below b.
+    assert table["tie_group"].to_list() == [1, 2, 3]
+    table = tie_groups({"a": 3.0, "b": 2.6, "c": 2.2}, 0.5)
+    # Membership is measured from the group's first system, not the previous one.
+    assert table["tie_group"].to_list() == [1, 1, 2]
+
+
+def test_infinite_mdd_is_one_group_and_nan_is_refused() -> None:
+    table = tie_groups({"a": 1.0, "b": -100.0, "c": 50.0}, math.inf)
+    assert table["tie_group"].to_list() == [1, 1, 1]
+    assert table["system_id"].to_list() == ["c", "a", "b"]
+    with pytest.raises(ValueError, match="mdd"):
+        tie_groups({"a": 1.0}, math.nan)
+    with pytest.raises(ValueError, match="mdd"):
+        tie_groups({"a": 1.0}, -0.1)
+    with pytest.raises(ValueError, match="finite"):
+        tie_groups({"a": 1.0, "b": math.nan}, 0.5)
+
+
+def test_no_systems_give_an_empty_table_with_the_schema() -> None:
+    table = tie_groups({}, 0.5)
+    assert table.height == 0
+    assert table.schema == pl.Schema(
+        {"system_id": pl.String, "mean": pl.Float64, "rank": pl.Int64, "tie_group": pl.Int64, "mdd95": pl.Float64}
+    )

@@ -1,0 +1,352 @@
+"""The HTML report: structure, inlined figures, escaping of hostile names, safe file names.
+
+Tables come from a real fit (``assess_item_set`` and ``cyclic_report`` on a
+simulated dump), mapped to the columns of ``docs/results.md`` here, so the
+test does not depend on the nightly module that produces them in a run.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import re
+import sys
+from html.parser import HTMLParser
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pytest
+from matplotlib import cbook
+from matplotlib.text import Text
+
+from jurymeter import report as report_module
+from jurymeter.cyclic_report import cyclic_report
+from jurymeter.design import Design
+from jurymeter.dstudy import PAPER_ROLES, erho2, mdd95
+from jurymeter.leaderboard import tie_groups
+from jurymeter.reliability import GStudyRequest, assess_item_set
+from jurymeter.report import RenderedReport, figure_file_name, render_report
+from jurymeter.simulate import SimulationParams, simulate_dump
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+SAFE_NAME = re.compile(r"[a-z0-9_-]+\.png")
+SCRIPT = "<script>alert(1)</script>"
+ATTRIBUTE_BREAKOUT = '"><img src=x onerror=alert(1)>'
+MATH = "$\\alpha$"
+# Not a mathtext symbol: matplotlib raises at draw time if it ever parses this as math.
+BAD_MATH = "$\\notacommand$"
+HOSTILE_FIT = (SCRIPT, ATTRIBUTE_BREAKOUT, MATH)
+REAL_FIT = ("sim-chat", "all", "all")
+FAILED_FIT = ("broken", "u", "p")
+ERROR = 'DesignError: <b>no judges</b> & "nothing" left'
+RUN_ID = "20261130T021500Z-<script>x</script>"
+KINDS = ("erho2", "nomogram", "budget", "strategies", "judge-offsets")
+
+
+def _tables_of_fit(
+    names: tuple[str, str, str], fit: dict[str, Any], cyclic: dict[str, Any], means: dict[str, float]
+) -> dict[str, pl.DataFrame]:
+    """One fit's tables with the columns of docs/results.md."""
+    design = Design.parse(fit["design"])
+    sigma2 = np.array([fit["components"][f"sigma2_{label.replace(':', '_')}"]["raw"] for label in design.labels])
+    items = np.array([5, 10, 20, 50, 100, 200, 500], dtype=np.float64)
+    intervals = fit["intervals"]
+    rows: dict[str, list[dict[str, Any]]] = {
+        "components": [
+            {"component": k, "estimate": c["raw"], "share": c["share"], "df": c["df"], "ms": c["ms"],
+             "low": c["interval"]["low"], "high": c["interval"]["high"]}
+            for k, c in fit["components"].items()
+        ],
+        "dstudy": [
+            {"quantity": q, "estimate": float(intervals[q]["estimate"]), "low": intervals[q]["low"], "high": intervals[q]["high"]}
+            for q in ("erho2", "phi", "mdd95", "erho2_30", "mdd95_30", "mdd95_unlimited_items", "ceiling",
+                      "ceiling_3_judges", "mdd95_in_sd_of_system_means", "judges_needed", "items_needed")
+        ],
+        "ceilings": [{"judges": int(j), "ceiling": v} for j, v in fit["ceiling_by_judges"].items()],
+        "erho2_curve": [
+            {"judges": j, "items": int(n), "erho2": float(v)}
+            for j in (1, 2, 3, 5, 10)
+            for n, v in zip(items, erho2(sigma2, design, PAPER_ROLES.sizes(design, items, j, 1)), strict=True)
+        ],
+        "nomogram": [
+            {"judges": j, "items": n, "erho2": fit["nomogram"]["erho2"][a][b]}
+            for a, j in enumerate(fit["nomogram"]["judges"])
+            for b, n in enumerate(fit["nomogram"]["items"])
+        ],
+        "budget": [],
+        "leaderboard": tie_groups(means, fit["mdd95"]).to_dicts(),
+        "cyclic_systems": [
+            {"system_id": s, **{k: r[k] for k in ("sigma2_scenario", "sigma2_generation", "sigma2_judge",
+                                                 "sigma2_residual", "f_statistic", "p_value")}}
+            for s, r in cyclic["systems"].items()
+        ],
+        "cyclic_strategies": [
+            {"system_id": s, "budget": int(b), "strategy": k, "variance": float(v)}
+            for s, r in cyclic["systems"].items()
+            for k in ("A", "B", "C")
+            for b, v in zip(r["strategies"]["budgets"], r["strategies"][f"var_{k.lower()}"], strict=True)
+        ],
+        "judge_offsets": [
+            {"system_id": s, "judge_id": j, "offset": v}
+            for s, offsets in cyclic["judge_system_offsets"].items()
+            for j, v in offsets.items()
+        ],
+    }
+    for budget in (120, 360):
+        judges = np.array([1, 2, 3, 4, 6, 8], dtype=np.float64)
+        n_items = np.floor(budget / judges)
+        values = mdd95(sigma2, design, PAPER_ROLES.sizes(design, n_items, judges, 1))
+        rows["budget"] += [
+            {"budget": budget, "judges": int(j), "items": int(n), "replicates": 1, "mdd95": float(m),
+             "optimal": k == int(np.argmin(values))}
+            for k, (j, n, m) in enumerate(zip(judges, n_items, values, strict=True))
+        ]
+    fit_names = dict(zip(("item_set", "universe", "population"), names, strict=True))
+    return {name: pl.DataFrame([{**fit_names, **r} for r in table]) for name, table in rows.items()}
+
+
+def _hostile(tables: dict[str, pl.DataFrame]) -> dict[str, pl.DataFrame]:
+    """The same fit under hostile names, with hostile system and judge ids and an unreachable target."""
+    systems = {"sys-00": ATTRIBUTE_BREAKOUT, "sys-01": BAD_MATH, "sys-02": MATH}
+    out = {}
+    for name, frame in tables.items():
+        frame = frame.with_columns(
+            item_set=pl.lit(HOSTILE_FIT[0]), universe=pl.lit(HOSTILE_FIT[1]), population=pl.lit(HOSTILE_FIT[2])
+        )
+        if "system_id" in frame.columns:
+            frame = frame.with_columns(pl.col("system_id").replace(systems))
+        if "judge_id" in frame.columns:
+            frame = frame.with_columns(pl.col("judge_id").replace({"judge-a": SCRIPT}))
+        if name == "dstudy":
+            frame = frame.with_columns(
+                estimate=pl.when(pl.col("quantity") == "items_needed").then(np.inf).otherwise(pl.col("estimate"))
+            )
+        out[name] = frame
+    return out
+
+
+@pytest.fixture(scope="module")
+def run() -> tuple[RenderedReport, dict[str, pl.DataFrame], dict[str, Any], bool]:
+    dump = simulate_dump(
+        SimulationParams(seed=3, n_systems=6, n_items=20, n_judges=4, n_generations=2, n_replicates=1,
+                         round_scores=False, carry_over=0.0, pairwise_pairs=None)
+    )
+    records = dump.pointwise
+    fit = assess_item_set(
+        records, GStudyRequest(item_set="sim-chat", n_boot=50, partitions=5, splits=20, fpr_simulations=0)
+    )
+    means = dict(records.group_by("system_id").agg(pl.col("score").mean()).iter_rows())
+    real = _tables_of_fit(REAL_FIT, fit, cyclic_report(records), means)
+    hostile = _hostile(real)
+    tables = {name: pl.concat([real[name], hostile[name]]) for name in real}
+    summary = {
+        "run_id": RUN_ID, "started": "2026-11-30T02:15:00+00:00", "finished": "2026-11-30T02:16:40+00:00",
+        "status": "partial", "store": "/data/store",
+        "ingest": {"totals": {"read": 1000, "accepted": 990, "quarantined": 7, "duplicates_dropped": 3}},
+        "fits": [
+            {"item_set": REAL_FIT[0], "universe": REAL_FIT[1], "population": REAL_FIT[2], "status": "fitted",
+             "error": None, "seconds": 1.5, "design": fit["design"], "systems": 6, "items": 20, "judges": 4,
+             "mdd95": fit["mdd95"], "erho2": fit["erho2"], "ceiling": fit["ceiling"], "cyclic": True},
+            {"item_set": HOSTILE_FIT[0], "universe": HOSTILE_FIT[1], "population": HOSTILE_FIT[2],
+             "status": "reused", "error": None, "design": fit["design"], "systems": 6, "items": 20, "judges": 4},
+            {"item_set": FAILED_FIT[0], "universe": FAILED_FIT[1], "population": FAILED_FIT[2],
+             "status": "failed", "error": ERROR, "seconds": 0.1},
+        ],
+    }
+    pyplot_before = "matplotlib.pyplot" in sys.modules
+    rendered = render_report(tables, summary)
+    return rendered, tables, summary, pyplot_before
+
+
+class Page(HTMLParser):
+    """Start tags with their attributes, the title, and the text of each element id."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.stack: list[str] = []
+        self.text_by_id: dict[str, str] = {}
+        self.open_ids: list[tuple[str, int]] = []
+        self.title = ""
+        self.in_title = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        attributes = dict(attrs)
+        self.tags.append((tag, attributes))
+        if tag in ("img", "meta", "br"):
+            return
+        self.stack.append(tag)
+        if attributes.get("id"):
+            self.open_ids.append((str(attributes["id"]), len(self.stack)))
+            self.text_by_id[str(attributes["id"])] = ""
+        self.in_title = tag == "title"
+
+    def handle_endtag(self, tag: str) -> None:
+        assert self.stack, f"</{tag}> closes nothing"
+        assert self.stack[-1] == tag, f"</{tag}> closes <{self.stack[-1]}>"
+        if self.open_ids and self.open_ids[-1][1] == len(self.stack):
+            self.open_ids.pop()
+        self.stack.pop()
+        self.in_title = False
+
+    def handle_data(self, data: str) -> None:
+        if self.in_title:
+            self.title += data
+        for element, _ in self.open_ids:
+            self.text_by_id[element] += data
+
+
+def parse(page: str) -> Page:
+    parser = Page()
+    parser.feed(page)
+    parser.close()
+    assert parser.stack == [], f"unclosed elements {parser.stack}"
+    return parser
+
+
+def test_page_is_well_formed_and_inlines_each_figure_once_as_png(run) -> None:
+    rendered, _, _, pyplot_before = run
+    page = parse(rendered.html)
+    images = [attrs for tag, attrs in page.tags if tag == "img"]
+    sources = [str(attrs["src"]) for attrs in images]
+    assert all(src.startswith("data:image/png;base64,") for src in sources)
+    assert rendered.html.count('<img src="data:image/png;base64,') == len(rendered.figures) == len(sources)
+    # Two complete fits with CyclicJudge rows: five figures each, in page order.
+    assert len(rendered.figures) == 2 * len(KINDS)
+    inlined = [base64.b64decode(src.split(",", 1)[1], validate=True) for src in sources]
+    assert inlined == list(rendered.figures.values())
+    for png in rendered.figures.values():
+        assert png.startswith(PNG_MAGIC)
+        assert png[12:16] == b"IHDR"
+        width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+        assert 200 <= width <= 2000
+        assert 150 <= height <= 2500
+    # Self-contained: no external stylesheet, script or image.
+    assert not [t for t, a in page.tags if t in ("script", "link", "iframe")]
+    if not pyplot_before:
+        assert "matplotlib.pyplot" not in sys.modules
+
+
+def test_hostile_names_appear_only_escaped(run) -> None:
+    rendered, _, _, _ = run
+    text = rendered.html
+    for raw in (SCRIPT, ATTRIBUTE_BREAKOUT, ERROR, RUN_ID, "<b>no judges</b>"):
+        assert raw not in text, raw
+        assert html.escape(raw, quote=True) in text, raw
+    page = parse(text)
+    # Nothing from the data became a tag or an attribute; the title round-trips exactly.
+    assert not [a for _, a in page.tags if "onerror" in a]
+    assert [t for t, _ in page.tags].count("img") == len(rendered.figures)
+    assert page.title == f"jurymeter run {RUN_ID}"
+    hostile_alts = [a["alt"] for t, a in page.tags if t == "img" and SCRIPT in str(a.get("alt"))]
+    assert len(hostile_alts) == len(KINDS)
+    assert all(ATTRIBUTE_BREAKOUT in str(alt) and MATH in str(alt) for alt in hostile_alts)
+    # The hostile system ids reach the leaderboard as text.
+    hostile_section = next(k for k in page.text_by_id if k.startswith("fit-script-alert-1-script"))
+    assert ATTRIBUTE_BREAKOUT in page.text_by_id[hostile_section]
+    assert BAD_MATH in page.text_by_id[hostile_section]
+
+
+def test_data_strings_in_figures_are_never_mathtext() -> None:
+    # Control: the raw id as a title makes matplotlib's mathtext parser fail at draw time.
+    control = report_module._new_figure(3, 2)
+    control.add_subplot().set_title(BAD_MATH)
+    with pytest.raises(ValueError, match="notacommand"):
+        control.canvas.draw()
+    offsets = pl.DataFrame(
+        {"system_id": [BAD_MATH, MATH, "sys-$x"], "judge_id": [SCRIPT, "judge-$b$", SCRIPT],
+         "offset": [0.2, -0.1, 0.05]}
+    )
+    fig = report_module._figure_judge_offsets(offsets, f"{MATH} / {BAD_MATH}")
+    assert fig is not None
+    fig.canvas.draw()  # would raise as above if any data string were parsed as math
+    texts = [t.get_text() for t in fig.findobj(Text) if t.get_text()]
+    data_texts = [t for t in texts if "alpha" in t or "notacommand" in t or "$b" in t]
+    assert len(data_texts) >= 4
+    assert not [t for t in data_texts if cbook.is_math_text(t)]
+    assert "\\$\\alpha\\$" in texts  # shown literally as $\alpha$
+
+
+def test_figure_file_names_are_safe_and_distinct() -> None:
+    names = ["sim-chat", "Sim-Chat", "SIM-CHAT", "sim_chat", "sim.chat", "sim chat", "sim/chat", "sim\\chat",
+             "../sim-chat", "..", ".", "", "x" * 500, SCRIPT, ATTRIBUTE_BREAKOUT, MATH, "sim-chat\x00"]
+    files = [figure_file_name((n, "all", "all"), "erho2") for n in names]
+    files += [figure_file_name(("sim-chat", "all", "all"), k) for k in ("nomogram", "budget")]
+    files += [figure_file_name(("sim-chat", "All", "all"), "erho2"), figure_file_name(("sim", "chat", "all"), "erho2")]
+    assert len({f.lower() for f in files}) == len(files)  # distinct even on case-insensitive file systems
+    for f in files:
+        assert SAFE_NAME.fullmatch(f), f
+        assert "/" not in f
+        assert "\\" not in f
+        assert ".." not in f
+        assert len(f) < 200
+    with pytest.raises(ValueError, match="kind"):
+        figure_file_name(REAL_FIT, "../x")
+
+
+def test_rendered_figure_names_match_the_fits(run) -> None:
+    rendered, _, _, _ = run
+    assert all(SAFE_NAME.fullmatch(name) for name in rendered.figures)
+    expected = [figure_file_name(fit, kind) for fit in (REAL_FIT, HOSTILE_FIT) for kind in KINDS]
+    assert list(rendered.figures) == expected
+
+
+def test_case_and_punctuation_variants_render_to_separate_files() -> None:
+    curve = pl.DataFrame({"judges": [1, 1, 3, 3], "items": [5, 50, 5, 50], "erho2": [0.4, 0.7, 0.6, 0.85]})
+    variants = [("sim-chat", "all", "all"), ("Sim-Chat", "all", "all"), ("sim_chat", "all", "all")]
+    tables = {"erho2_curve": pl.concat([
+        curve.with_columns(item_set=pl.lit(a), universe=pl.lit(b), population=pl.lit(c)) for a, b, c in variants
+    ])}
+    rendered = render_report(tables, {"run_id": "r", "fits": []})
+    assert len(rendered.figures) == 3
+    assert len({name.lower() for name in rendered.figures}) == 3
+    # Fits found only in the tables are still shown, each with its own section.
+    page = parse(rendered.html)
+    assert sum(1 for k in page.text_by_id if k.startswith("fit-")) == 3
+
+
+def test_failed_fit_is_listed_at_the_top_with_its_error(run) -> None:
+    rendered, _, _, _ = run
+    page = parse(rendered.html)
+    failed = page.text_by_id["failed"]
+    assert "broken / u / p" in failed
+    assert ERROR in failed
+    # Listed before any fit section, and given no section of its own.
+    assert rendered.html.index('id="failed"') < rendered.html.index('id="fit-')
+    assert not [k for k in page.text_by_id if k.startswith("fit-broken")]
+
+
+def test_summary_leaderboard_and_tables(run) -> None:
+    rendered, tables, _, _ = run
+    page = parse(rendered.html)
+    summary = page.text_by_id["summary"]
+    assert "1 fitted, 1 reused, 1 failed" in summary
+    assert all(v in summary for v in ("1,000", "990", "7", "3", "balanced"))
+    # The tie sentence names the MDD to 3 significant digits.
+    board = tables["leaderboard"].filter(pl.col("item_set") == REAL_FIT[0]).sort("rank")
+    mdd = board["mdd95"][0]
+    real = page.text_by_id[f"fit-{report_module._fit_token(REAL_FIT)}"]
+    assert f"differ by less than the MDD ({mdd:.3g} points) and should not be ranked against each other" in real
+    # Rows are shaded by group parity, with a border where a new group starts.
+    section = rendered.html.split('id="fit-sim-chat', 1)[1].split("<h3>Variance components", 1)[0]
+    classes = re.findall(r'<tr class="([^"]+)"><td class="n">(\d+)</td>', section)
+    assert [int(rank) for _, rank in classes] == board["rank"].to_list()
+    for (cls, _), group, previous in zip(classes, board["tie_group"], [None, *board["tie_group"][:-1]], strict=True):
+        assert cls.startswith("tie-a" if group % 2 else "tie-b")
+        assert ("group-start" in cls) == (previous is not None and group != previous)
+    # Components with shares in percent and intervals; D-study with inf printed as "never".
+    assert "sigma2_sj" in real
+    assert " %" in real
+    hostile = rendered.html.split('id="fit-script-alert-1-script', 1)[1]
+    assert re.search(r"<code>items_needed</code></td><td class=\"n\">never</td>", hostile)
+    assert "<h3>CyclicJudge</h3>" in hostile
+
+
+def test_an_empty_run_renders_without_figures() -> None:
+    rendered = render_report({}, {"run_id": "empty", "status": "complete", "ingest": None, "fits": []})
+    assert rendered.figures == {}
+    page = parse(rendered.html)
+    assert page.title == "jurymeter run empty"
+    assert "This run has no fits." in rendered.html
+    assert "Nothing new to ingest." in rendered.html
