@@ -2,8 +2,8 @@
 
 Every :class:`~jurymeter.errors.JurymeterError` becomes one line on stderr and a
 non-zero exit status: 1 for a fatal problem (missing source, unreadable store),
-3 when ``--strict`` rejected a source. Other exceptions are bugs and keep their
-traceback.
+3 when ``--strict`` rejected a source, 4 when ``jurymeter run`` published a run
+in which some fits failed. Other exceptions are bugs and keep their traceback.
 """
 
 from __future__ import annotations
@@ -714,7 +714,10 @@ def run(
         "store": store, "landing": landing, "dask.address": scheduler, "dask.workers": workers,
         "fit.n_boot": n_boot, "home": home, "report": False if no_report else None,
     }
-    _run(_run_flow, config, overrides, force)
+    summary = _run(_run_flow, config, overrides, force)
+    if summary["status"] != "complete":
+        # The results are published; the status tells a scheduler that some fits failed.
+        raise typer.Exit(4)
 
 
 def _run_flow(config_path: Path | None, overrides: dict[str, Any], force: bool) -> dict[str, Any]:

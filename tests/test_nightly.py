@@ -1,0 +1,403 @@
+"""The nightly run: configuration, fit keys, tables, cache; and the real flow end to end.
+
+Independent references: the E rho^2 curve against the crossed-design formula
+written out by hand (paper section 5), the published tables against the fit
+report they come from, and for the flow, what a reader finds in the store
+afterwards (summary, tables, report, cache) on three engines: a LocalCluster,
+a multi-process cluster started by ``infra/scripts/dask-cluster.sh``, and an
+S3 store on moto's standalone server.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import orjson
+import polars as pl
+import pytest
+
+from jurymeter.config import RunConfig, load_config
+from jurymeter.errors import ConfigError
+from jurymeter.nightly import (
+    SCHEMAS,
+    fit_and_tabulate,
+    plan_fits,
+    read_cached_fit,
+    write_cached_fit,
+)
+from jurymeter.simulate import SimulationParams, simulate_dump, write_dump
+from jurymeter.sources import discover_sources
+from jurymeter.store import Store
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# ------------------------------------------------------------------ configuration
+
+
+def test_config_precedence_file_then_environment_then_flags(tmp_path: Path) -> None:
+    path = tmp_path / "jm.toml"
+    path.write_text(
+        'store = "from-file"\n[dask]\nworkers = 3\n[fit]\nn_boot = 100\n'
+        '[universes]\npanel = ["a", "b"]\n'
+    )
+    config = load_config(path, environ={"JURYMETER_N_BOOT": "200", "DASK_SCHEDULER_ADDRESS": "tcp://x:1"})
+    assert (config.store, config.dask.workers, config.fit.n_boot) == ("from-file", 3, 200)
+    assert config.dask.address == "tcp://x:1"
+    assert config.universes == {"panel": ("a", "b")}
+    flagged = load_config(path, environ={"JURYMETER_N_BOOT": "200"}, overrides={"fit.n_boot": 5, "store": None})
+    assert (flagged.fit.n_boot, flagged.store) == (5, "from-file")
+    assert load_config(None, environ={}) == RunConfig()
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("stor = 'x'\n", "unknown key(s) stor"),
+        ("[fit]\nuniverses = ['panel']\n", "does not define"),
+        ("[dask]\nworkers = 'many'\n", "workers must be int"),
+        ("[universes]\npanel = []\n", "non-empty list"),
+        ("store = \n", "not valid TOML"),
+    ],
+)
+def test_bad_config_is_one_clear_error_naming_the_file(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=re.escape(message)) as info:
+        load_config(path, environ={})
+    assert "bad.toml" in str(info.value)
+
+
+def test_digest_leaves_credentials_out() -> None:
+    a = RunConfig(storage_options={"secret": "one"})
+    b = RunConfig(storage_options={"secret": "two"})
+    assert a.digest() == b.digest()
+    assert "one" not in orjson.dumps(a.digest()).decode()
+
+
+# ------------------------------------------------------------------ fits
+
+
+@pytest.fixture(scope="module")
+def small_store(tmp_path_factory: pytest.TempPathFactory) -> Store:
+    from jurymeter.ingest import ingest
+    from jurymeter.validate import ValidationOptions
+
+    root = tmp_path_factory.mktemp("nightly")
+    params = SimulationParams(n_systems=6, n_items=24, n_judges=4, pairwise_pairs=6, seed=3)
+    paths = write_dump(simulate_dump(params), root / "dump")
+    store = Store(str(root / "store"))
+    sources = [str(p) for name, p in paths.items() if name != "truth"]
+    ingest(store, discover_sources(sources), ValidationOptions(scale=(1.0, 10.0)))
+    return store
+
+
+def _config(store: Store, **fit: object) -> RunConfig:
+    text = f'store = "{store.url}"\n[universes]\nthree = ["judge-a", "judge-b", "judge-c"]\n'
+    text += "[fit]\nuniverses = ['all', 'three']\nn_boot = 60\n"
+    path = Path(store.root).parent / "jm.toml"
+    path.write_text(text)
+    return load_config(path, environ={}, overrides={f"fit.{k}": v for k, v in fit.items()})
+
+
+def test_fit_keys_follow_inputs_and_request_not_location(small_store: Store) -> None:
+    config = _config(small_store)
+    jobs = plan_fits(small_store, config)
+    assert [(j.item_set, j.universe, j.population) for j in jobs] == [
+        ("sim-chat", "all", "all"), ("sim-chat", "three", "all")
+    ]
+    assert len({j.key() for j in jobs}) == 2
+    again = plan_fits(small_store, config)
+    assert [j.key() for j in again] == [j.key() for j in jobs]
+    more_boot = plan_fits(small_store, _config(small_store, n_boot=61))
+    assert {j.key() for j in more_boot}.isdisjoint({j.key() for j in jobs})
+    from dataclasses import replace
+
+    moved = replace(jobs[0], store="s3://elsewhere/store")
+    assert moved.key() == jobs[0].key()
+    grown = replace(jobs[0], inputs=(*jobs[0].inputs, "data/protocol=pointwise/item_set=sim-chat/part-x.parquet"))
+    assert grown.key() != jobs[0].key()
+
+
+@pytest.fixture(scope="module")
+def fitted(small_store: Store):
+    job = plan_fits(small_store, _config(small_store))[0]
+    result = fit_and_tabulate(job)
+    assert result.error is None, result.trace
+    return job, result
+
+
+def test_tables_have_the_documented_schemas(fitted) -> None:
+    _, result = fitted
+    names = {"item_set": pl.String, "universe": pl.String, "population": pl.String}
+    for table, schema in SCHEMAS.items():
+        assert dict(result.tables[table].schema) == {**names, **schema}, table
+        if table not in ("cyclic_systems", "cyclic_strategies", "judge_offsets"):
+            assert result.tables[table].height > 0, table
+
+
+def test_erho2_curve_matches_the_crossed_design_formula(fitted) -> None:
+    _, result = fitted
+    c = {r["component"]: r["estimate"] for r in result.tables["components"].iter_rows(named=True)}
+    assert set(c) == {"sigma2_s", "sigma2_i", "sigma2_j", "sigma2_si", "sigma2_sj", "sigma2_ij",
+                      "sigma2_sij", "sigma2_r_sij"}
+    for row in result.tables["erho2_curve"].sample(25, seed=1).iter_rows(named=True):
+        n_i, n_j = row["items"], row["judges"]
+        relative_error = (
+            max(c["sigma2_si"], 0) / n_i + max(c["sigma2_sj"], 0) / n_j
+            + (max(c["sigma2_sij"], 0) + max(c["sigma2_r_sij"], 0)) / (n_i * n_j)
+        )
+        s = max(c["sigma2_s"], 0)
+        assert row["erho2"] == pytest.approx(s / (s + relative_error), rel=1e-9)
+    ceilings = dict(result.tables["ceilings"].select("judges", "ceiling").iter_rows())
+    last = result.tables["erho2_curve"].filter(pl.col("items") == pl.col("items").max())
+    for judges, at_500 in last.select("judges", "erho2").iter_rows():
+        assert at_500 <= ceilings[judges] + 1e-12
+        assert at_500 == pytest.approx(ceilings[judges], abs=0.02)
+
+
+def test_budget_rows_respect_the_budget_and_mark_the_best_split(fitted) -> None:
+    _, result = fitted
+    budget = result.tables["budget"]
+    assert (budget["items"] * budget["judges"] <= budget["budget"]).all()
+    for _, rows in budget.group_by("budget"):
+        assert rows["optimal"].sum() == 1
+        assert rows.filter(pl.col("optimal"))["mdd95"].item() == pytest.approx(rows["mdd95"].min())
+
+
+def test_leaderboard_means_and_groups(fitted, small_store: Store) -> None:
+    _, result = fitted
+    board = result.tables["leaderboard"]
+    means = small_store.scan("pointwise", "sim-chat").group_by("system_id").agg(pl.col("score").mean()).collect()
+    expected = dict(means.iter_rows())
+    assert dict(board.select("system_id", "mean").iter_rows()) == pytest.approx(expected)
+    assert board["rank"].to_list() == list(range(1, board.height + 1))
+    assert board["mdd95"].unique().item() == pytest.approx(result.report["mdd95"])
+
+
+def test_a_fit_that_cannot_run_comes_back_as_one_line(small_store: Store) -> None:
+    from dataclasses import replace
+
+    job = replace(plan_fits(small_store, _config(small_store))[0], systems=("nobody", "none"))
+    result = fit_and_tabulate(job)
+    assert result.report is None
+    assert result.tables is None
+    assert "\n" not in result.error
+    assert len(result.error) <= 300
+    assert "Traceback" in result.trace
+
+
+def test_cache_round_trip_keeps_inf_and_schemas(fitted, small_store: Store) -> None:
+    job, result = fitted
+    assert read_cached_fit(small_store, job) is None
+    tables = {**result.tables}
+    dstudy = tables["dstudy"].with_columns(
+        pl.when(pl.col("quantity") == "items_needed").then(math.inf).otherwise(pl.col("estimate")).alias("estimate")
+    )
+    tables["dstudy"] = dstudy
+    write_cached_fit(small_store, job, result.report, tables)
+    back = read_cached_fit(small_store, job)
+    assert back is not None
+    assert set(back) == set(tables)
+    for name, frame in tables.items():
+        assert back[name].equals(frame), name
+    assert np.isinf(back["dstudy"].filter(pl.col("quantity") == "items_needed")["estimate"].item())
+
+
+# ------------------------------------------------------------------ the flow, for real
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _venv_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env.update(extra)
+    return env
+
+
+def _start(command: list[str], ready: str, env: dict[str, str], cwd: Path) -> tuple[subprocess.Popen, str]:
+    """Start an infra script; wait for its ready line; return it and the line's value."""
+    proc = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=cwd,
+        start_new_session=True,
+    )
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith(ready):
+            return proc, line.strip().split("=", 1)[1]
+    proc.wait(timeout=10)
+    pytest.fail(f"{command[0]} exited before it was ready")
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+@pytest.fixture(scope="session")
+def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One long-lived Prefect server for the flow tests, started by the infra script."""
+    home = tmp_path_factory.mktemp("prefect-home")
+    env = _venv_env(PREFECT_HOME=str(home))
+    proc, url = _start(
+        ["bash", str(ROOT / "infra/scripts/prefect-server.sh"), str(_free_port())],
+        "PREFECT_API_URL=", env, home,
+    )
+    try:
+        yield url
+    finally:
+        _stop(proc)
+
+
+def _landing(root: Path, *, item_sets: tuple[str, ...] = ("sim-chat",), seed: int = 0) -> Path:
+    params = SimulationParams(n_systems=6, n_items=24, n_judges=4, pairwise_pairs=6, seed=seed)
+    paths = write_dump(simulate_dump(params), root / "landing")
+    pointwise = pl.read_ndjson(paths["pointwise"])
+    for name in item_sets[1:]:
+        pointwise.with_columns(pl.lit(name).alias("item_set")).write_ndjson(root / "landing" / f"{name}.jsonl")
+    return root / "landing"
+
+
+def _run(tmp_path: Path, api: str, config: str, *flags: str, ok: bool = True) -> dict:
+    path = tmp_path / "jm.toml"
+    path.write_text(config)
+    result = subprocess.run(
+        [sys.executable, "-m", "jurymeter.cli", "run", "--config", str(path), *flags],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path,
+        env=_venv_env(PREFECT_API_URL=api, PREFECT_HOME=str(tmp_path / "prefect-client")),
+    )
+    assert (result.returncode == 0) == ok, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    run_id = re.search(r"run (\d{8}T\d{6}Z-[0-9a-f]{8})", result.stdout).group(1)  # type: ignore[union-attr]
+    store = Store(re.search(r'store = "([^"]+)"', config).group(1))  # type: ignore[union-attr]
+    summary = orjson.loads(store.fs.cat_file(store.path(f"results/{run_id}/summary.json")))
+    summary["_stdout"], summary["_stderr"] = result.stdout, result.stderr
+    return summary
+
+
+def _statuses(summary: dict) -> dict[tuple[str, str, str], str]:
+    return {(f["item_set"], f["universe"], f["population"]): f["status"] for f in summary["fits"]}
+
+
+LOCAL_CONFIG = """\
+store = "{root}/store"
+landing = "{root}/landing"
+home = "{root}/.jurymeter"
+scale = [1, 10]
+[universes]
+three = ["judge-a", "judge-b", "judge-c"]
+[populations]
+ghosts = ["nobody", "no-one"]
+[fit]
+universes = ["all", "three"]
+populations = ["all", "ghosts"]
+n_boot = 100
+[dask]
+workers = 2
+"""
+
+
+@pytest.mark.slow
+def test_flow_on_a_local_cluster_fits_reuses_isolates_failures_and_refits(
+    tmp_path: Path, prefect_server: str
+) -> None:
+    _landing(tmp_path, item_sets=("sim-chat", "sim-code"))
+    config = LOCAL_CONFIG.format(root=tmp_path)
+    first = _run(tmp_path, prefect_server, config, ok=False)  # the ghost fits fail
+    statuses = _statuses(first)
+    assert len(statuses) == 8
+    failed = {k for k, v in statuses.items() if v == "failed"}
+    assert failed == {(s, u, "ghosts") for s in ("sim-chat", "sim-code") for u in ("all", "three")}
+    assert all(v == "fitted" for k, v in statuses.items() if k not in failed)
+    assert first["status"] == "partial"
+    assert first["ingest"]["totals"]["read"] > 0
+    assert first["_stderr"].count("fit failed:") == 4
+    store = Store(str(tmp_path / "store"))
+    folder = f"results/{first['run_id']}"
+    board = store.read_parquet(store.path(f"{folder}/leaderboard.parquet"))
+    assert board.select("item_set", "universe").unique().height == 4  # failed fits hold no rows
+    assert store.fs.exists(store.path(f"{folder}/report/index.html"))
+
+    second = _run(tmp_path, prefect_server, config, ok=False)
+    assert second["ingest"]["totals"]["accepted"] == 0  # the landing was already ingested
+    assert {k: v for k, v in _statuses(second).items() if k not in failed} == {
+        k: "reused" for k in statuses if k not in failed
+    }
+    reused = store.read_parquet(store.path(f"results/{second['run_id']}/components.parquet"))
+    original = store.read_parquet(store.path(f"{folder}/components.parquet"))
+    assert reused.sort(reused.columns).equals(original.sort(original.columns))
+
+    # New judgments of one item set: only its fits are refitted.
+    extra = pl.read_ndjson(tmp_path / "landing" / "sim-code.jsonl").with_columns(pl.col("replicate") + 10)
+    extra.write_ndjson(tmp_path / "landing" / "sim-code-more.jsonl")
+    third = _run(tmp_path, prefect_server, config, ok=False)
+    got = {k: v for k, v in _statuses(third).items() if k not in failed}
+    assert got == {
+        ("sim-chat", "all", "all"): "reused", ("sim-chat", "three", "all"): "reused",
+        ("sim-code", "all", "all"): "fitted", ("sim-code", "three", "all"): "fitted",
+    }
+    forced = _run(tmp_path, prefect_server, config, "--force", ok=False)
+    assert {v for k, v in _statuses(forced).items() if k not in failed} == {"fitted"}
+
+
+@pytest.mark.slow
+def test_flow_on_a_multi_process_cluster_whose_workers_never_import_prefect(
+    tmp_path: Path, prefect_server: str
+) -> None:
+    from distributed import Client
+
+    _landing(tmp_path)
+    port = _free_port()
+    cluster, address = _start(
+        ["bash", str(ROOT / "infra/scripts/dask-cluster.sh"), str(port), "2"],
+        "DASK_SCHEDULER_ADDRESS=", _venv_env(), tmp_path,
+    )
+    try:
+        config = LOCAL_CONFIG.format(root=tmp_path).replace('populations = ["all", "ghosts"]', "")
+        summary = _run(tmp_path, prefect_server, config, "--scheduler", address)
+        assert set(_statuses(summary).values()) == {"fitted"}
+        with Client(address, timeout=30) as client:
+            info = client.scheduler_info()["workers"]
+            assert len(info) == 2
+            assert all(pid != os.getpid() for pid in client.run(os.getpid).values())
+            assert set(client.run(lambda: "prefect" in sys.modules).values()) == {False}
+            assert set(client.run(lambda: "jurymeter.reliability" in sys.modules).values()) == {True}
+    finally:
+        _stop(cluster)
+
+
+@pytest.mark.slow
+@pytest.mark.s3
+def test_flow_against_an_s3_store_and_landing(tmp_path: Path, prefect_server: str, moto_s3) -> None:
+    landing = _landing(tmp_path)
+    for path in landing.iterdir():
+        moto_s3.client.upload_file(str(path), moto_s3.bucket, f"landing/{path.name}")
+    config = (
+        f'store = "s3://{moto_s3.bucket}/store"\nlanding = "s3://{moto_s3.bucket}/landing"\n'
+        f'home = "{tmp_path}/.jurymeter"\nscale = [1, 10]\n[fit]\nn_boot = 100\n'
+    )
+    summary = _run(tmp_path, prefect_server, config)
+    assert set(_statuses(summary).values()) == {"fitted"}
+    assert summary["ingest"]["totals"]["read"] == summary["ingest"]["totals"]["accepted"] + summary["ingest"]["totals"]["quarantined"]
+    keys = {o["Key"] for o in moto_s3.client.list_objects_v2(Bucket=moto_s3.bucket, Prefix="store/results/")["Contents"]}
+    folder = f"store/results/{summary['run_id']}"
+    assert {f"{folder}/summary.json", f"{folder}/report/index.html", f"{folder}/leaderboard.parquet"} <= keys
+    assert "testing" not in summary["_stdout"] + summary["_stderr"]  # the secret key
