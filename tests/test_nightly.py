@@ -401,3 +401,7 @@ def test_flow_against_an_s3_store_and_landing(tmp_path: Path, prefect_server: st
     folder = f"store/results/{summary['run_id']}"
     assert {f"{folder}/summary.json", f"{folder}/report/index.html", f"{folder}/leaderboard.parquet"} <= keys
     assert "testing" not in summary["_stdout"] + summary["_stderr"]  # the secret key
+
+
+def test_the_example_config_holds_exactly_the_defaults() -> None:
+    assert load_config(ROOT / "jurymeter.toml", environ={}) == RunConfig()

@@ -8,6 +8,7 @@ in which some fits failed. Other exceptions are bugs and keep their traceback.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -156,14 +157,37 @@ def _ingest(sources, store, map_, item_set, scale, storage_option, config, stric
     if not block_mb > 0:
         msg = f"--block-mb must be positive, got {block_mb}"
         raise ConfigError(msg)
-    report = run_ingest(
-        target, found, options, strict=strict, lock_timeout=lock_timeout,
-        block_bytes=int(block_mb * 1024 * 1024),
-    )
+    progress = _progress("ingest", bytes_=True)
+    with progress:
+        task_id = progress.add_task("ingest", total=sum(f.size for f in found))
+        sizes = {f.url: f.size for f in found}
+        report = run_ingest(
+            target, found, options, strict=strict, lock_timeout=lock_timeout,
+            block_bytes=int(block_mb * 1024 * 1024),
+            on_source=lambda r: progress.advance(task_id, sizes.get(r.source, 0)),
+        )
     if as_json:
         sys.stdout.write(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2).decode() + "\n")
         return
     print_ingest_report(report)
+
+
+def _progress(label: str, *, bytes_: bool = False) -> Any:
+    """A progress bar on stderr, shown only on a terminal (quiet in CI and in logs)."""
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    count = DownloadColumn() if bytes_ else MofNCompleteColumn()
+    return Progress(
+        TextColumn(label), BarColumn(), count, TimeElapsedColumn(),
+        console=err, disable=not err.is_terminal,
+    )
 
 
 def print_ingest_report(report) -> None:
@@ -323,9 +347,10 @@ def _gstudy(item_set, store, storage_option, config, universe, population, gener
         interval_method=interval,
     )
     systems = target_store.scan("systems").collect()
-    report = assess_item_set(
-        target_store.scan("pointwise", item_set), request, systems=systems if systems.height else None
-    )
+    with err.status(f"fitting {item_set} and {boot} bootstrap resamples") if err.is_terminal else contextlib.nullcontext():
+        report = assess_item_set(
+            target_store.scan("pointwise", item_set), request, systems=systems if systems.height else None
+        )
     report["universe"], report["population"] = universe or "all", population or "all"
     if screened_out is not None:
         kept = report["items"]["screened_items"] if report["items"] else []
@@ -721,8 +746,6 @@ def run(
 
 
 def _run_flow(config_path: Path | None, overrides: dict[str, Any], force: bool) -> dict[str, Any]:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from jurymeter.config import load_config
 
     settings = load_config(config_path, overrides=overrides)  # fail fast, before Prefect starts
@@ -735,10 +758,7 @@ def _run_flow(config_path: Path | None, overrides: dict[str, Any], force: bool) 
 
         overrides = {**overrides, "dask.address": address}
 
-        progress = Progress(
-            TextColumn("fits"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            console=err, disable=not err.is_terminal,
-        )
+        progress = _progress("fits")
 
         def on_fit(outcome: Any) -> None:
             progress.advance(task_id)
