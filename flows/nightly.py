@@ -37,9 +37,26 @@ from jurymeter.nightly import (
 )
 from jurymeter.store import Store
 
-# Transient I/O (a flaky S3 call, a busy disk) gets a second and third chance.
+# Transient I/O (a flaky S3 call, a busy disk) gets a second and third chance;
+# a configuration error or a bug does not, since it would only fail again.
 IO_RETRIES = 2
 IO_RETRY_DELAY = 2.0
+
+
+def _transient(task: Any, task_run: Any, state: Any) -> bool:
+    """Prefect retry condition: retry I/O failures only."""
+    from jurymeter.errors import SourceError, StoreError
+
+    error = state.result(raise_on_failure=False)
+    return isinstance(error, OSError | StoreError | SourceError | TimeoutError)
+
+
+IO_TASK = {
+    "retries": IO_RETRIES,
+    "retry_delay_seconds": IO_RETRY_DELAY,
+    "retry_condition_fn": _transient,
+    "cache_policy": NO_CACHE,
+}
 
 
 @dataclass(slots=True)
@@ -76,7 +93,7 @@ def dask_client(settings: DaskConfig) -> Iterator[Any]:
         yield client
 
 
-@task(retries=IO_RETRIES, retry_delay_seconds=IO_RETRY_DELAY, cache_policy=NO_CACHE)
+@task(**IO_TASK)
 def ingest_landing(config: RunConfig) -> dict[str, Any] | None:
     """Ingest every dump in the landing location (already ingested files are no-ops)."""
     from jurymeter.ingest import ingest
@@ -91,7 +108,7 @@ def ingest_landing(config: RunConfig) -> dict[str, Any] | None:
     return ingest(store, sources, options).to_json()
 
 
-@task(retries=IO_RETRIES, retry_delay_seconds=IO_RETRY_DELAY, cache_policy=NO_CACHE)
+@task(**IO_TASK)
 def plan(config: RunConfig) -> list[FitJob]:
     return plan_fits(Store(config.store, config.storage_options), config)
 
@@ -162,7 +179,7 @@ def fit_all(jobs: list[FitJob], config: RunConfig, force: bool) -> list[FitOutco
     return [outcomes[k] for k in range(len(jobs))]
 
 
-@task(retries=IO_RETRIES, retry_delay_seconds=IO_RETRY_DELAY, cache_policy=NO_CACHE)
+@task(**IO_TASK)
 def publish(
     config: RunConfig,
     run_id: str,

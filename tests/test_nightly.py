@@ -357,6 +357,60 @@ def test_flow_on_a_local_cluster_fits_reuses_isolates_failures_and_refits(
     forced = _run(tmp_path, prefect_server, config, "--force", ok=False)
     assert {v for k, v in _statuses(forced).items() if k not in failed} == {"fitted"}
 
+    # The report is rebuilt from the run folder alone.
+    page = Path(store.path(f"results/{forced['run_id']}/report/index.html"))
+    page.unlink()
+    rebuilt = subprocess.run(
+        [sys.executable, "-m", "jurymeter.cli", "report", "latest", "--store", store.url],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert f"report: {page}" in rebuilt.stdout
+    assert page.stat().st_size > 10_000
+    missing = subprocess.run(
+        [sys.executable, "-m", "jurymeter.cli", "report", "no-such-run", "--store", store.url],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert missing.returncode == 1
+    assert missing.stderr.count("\n") == 1
+    assert "not a complete run folder" in missing.stderr
+
+
+RETRY_SCRIPT = """\
+import sys
+import flows.nightly as flow
+
+calls = []
+original = flow.publish_run
+
+def flaky(*args, **kwargs):
+    calls.append(1)
+    if len(calls) == 1:
+        raise OSError("transient: connection reset while writing")
+    return original(*args, **kwargs)
+
+flow.publish_run = flaky
+if __name__ == "__main__":
+    summary = flow.nightly(sys.argv[1])
+    print("calls", len(calls), "status", summary["status"])
+"""
+
+
+@pytest.mark.slow
+def test_a_transient_io_error_is_retried(tmp_path: Path, prefect_server: str) -> None:
+    _landing(tmp_path)
+    config = LOCAL_CONFIG.format(root=tmp_path).replace('populations = ["all", "ghosts"]', "")
+    (tmp_path / "jm.toml").write_text(config.replace("n_boot = 100", "n_boot = 20"))
+    (tmp_path / "retry.py").write_text(RETRY_SCRIPT)
+    result = subprocess.run(
+        [sys.executable, str(tmp_path / "retry.py"), str(tmp_path / "jm.toml")],
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
+        env=_venv_env(PREFECT_API_URL=prefect_server, PREFECT_HOME=str(tmp_path / "ph"),
+                      PYTHONPATH=str(ROOT)),
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "calls 2 status complete" in result.stdout
+
 
 @pytest.mark.slow
 def test_flow_on_a_multi_process_cluster_whose_workers_never_import_prefect(
