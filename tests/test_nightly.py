@@ -177,6 +177,8 @@ def test_budget_rows_respect_the_budget_and_mark_the_best_split(fitted) -> None:
 def test_leaderboard_means_and_groups(fitted, small_store: Store) -> None:
     _, result = fitted
     board = result.tables["leaderboard"]
+    # The simulated panel is complete, so the block's means are the plain means.
+    assert result.report["block"]["completeness"] == 1.0
     means = small_store.scan("pointwise", "sim-chat").group_by("system_id").agg(pl.col("score").mean()).collect()
     expected = dict(means.iter_rows())
     assert dict(board.select("system_id", "mean").iter_rows()) == pytest.approx(expected)

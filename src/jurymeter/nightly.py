@@ -150,7 +150,7 @@ def run_fit(job: FitJob) -> dict[str, Any]:
     )
     report = assess_item_set(records, request, systems=systems if systems.height else None)
     report.update(curves(report))
-    report["leaderboard"] = leaderboard(records, job, report["mdd95"])
+    report["leaderboard"] = leaderboard(report)
     report["cyclic"] = _cyclic(store, records, job) if job.cyclic else None
     report["seconds"] = time.perf_counter() - started
     return report
@@ -200,16 +200,13 @@ def _label(effect: str) -> str:
     return f"sigma2_{effect.replace(':', '_')}"
 
 
-def leaderboard(records: pl.LazyFrame, job: FitJob, mdd: float) -> list[dict[str, Any]]:
-    """System means over the fit's records, grouped into ties below the MDD (docs/results.md)."""
-    scope = records
-    if job.judges is not None:
-        scope = scope.filter(pl.col("judge_id").is_in(list(job.judges)))
-    if job.systems is not None:
-        scope = scope.filter(pl.col("system_id").is_in(list(job.systems)))
-    means = scope.group_by("system_id").agg(pl.col("score").mean()).collect()
-    table = tie_groups(dict(zip(means["system_id"], means["score"], strict=True)), mdd)
-    return table.to_dicts()
+def leaderboard(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The balanced block's system means, grouped into ties below the fit's MDD (docs/results.md).
+
+    The block's means, not all records', so the ranking and the MDD describe
+    the same data.
+    """
+    return tie_groups(report["system_means"], report["mdd95"]).to_dicts()
 
 
 def _cyclic(store: Store, records: pl.LazyFrame, job: FitJob) -> dict[str, Any] | None:

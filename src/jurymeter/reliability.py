@@ -270,6 +270,7 @@ def assess_block(block: BalancedBlock, request: GStudyRequest) -> dict[str, Any]
         **summary,
         "mdd95_in_sd_of_system_means": summary["mdd95"] / sd_means if sd_means > 0 else None,
         "sd_of_system_means": sd_means,
+        "system_means": dict(zip(block.systems, system_means.tolist(), strict=True)),
         "intervals": {
             **{name: _interval(i) for name, i in boot.derived.items()},
             "n_boot": boot.n_boot,
