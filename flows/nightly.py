@@ -75,20 +75,13 @@ class FitOutcome:
 @contextlib.contextmanager
 def dask_client(settings: DaskConfig) -> Iterator[Any]:
     """A client of the configured scheduler, or of a LocalCluster started for the run."""
-    from distributed import Client, LocalCluster
+    from distributed import Client
 
-    if settings.address:
-        with Client(settings.address, set_as_default=False) as client:
-            yield client
-        return
+    from flows.runtime import run_cluster
+
     with (
-        LocalCluster(
-            n_workers=settings.workers,
-            threads_per_worker=settings.threads_per_worker,
-            processes=True,
-            dashboard_address=None,
-        ) as cluster,
-        Client(cluster, set_as_default=False) as client,
+        run_cluster(settings.address, settings.workers, settings.threads_per_worker) as address,
+        Client(address, set_as_default=False) as client,
     ):
         yield client
 

@@ -67,6 +67,15 @@ def prefect_api(home: str) -> Iterator[str]:
         os.environ.pop("PREFECT_API_URL", None)
 
 
+# Dask's nannies set MALLOC_TRIM_THRESHOLD_=65536 in their workers, which also
+# turns off glibc's adaptive mmap threshold: every numpy temporary above 128 KiB
+# is then a fresh mmap with its page faults, and a fit ran 1.6-1.8x slower in a
+# worker than in the client (7.4-7.7 s against 12.1-13.5 s, bench/RESULTS.md).
+# A fixed 64 MiB mmap threshold keeps the fits' temporaries on the heap; larger
+# arrays still go back to the system when freed.
+WORKER_MALLOC = {"MALLOC_MMAP_THRESHOLD_": 64 * 2**20, "MALLOC_TRIM_THRESHOLD_": 128 * 2**20}
+
+
 @contextlib.contextmanager
 def run_cluster(address: str | None, workers: int, threads_per_worker: int) -> Iterator[str]:
     """Yield a scheduler address: ``address`` itself, or a LocalCluster's, started for the run.
@@ -77,14 +86,19 @@ def run_cluster(address: str | None, workers: int, threads_per_worker: int) -> I
     if address:
         yield address
         return
+    import dask
     from distributed import LocalCluster
 
-    with LocalCluster(
-        n_workers=workers,
-        threads_per_worker=threads_per_worker,
-        processes=True,
-        dashboard_address=None,
-    ) as cluster:
+    environ = {f"distributed.nanny.pre-spawn-environ.{k}": v for k, v in WORKER_MALLOC.items()}
+    with (
+        dask.config.set(environ),
+        LocalCluster(
+            n_workers=workers,
+            threads_per_worker=threads_per_worker,
+            processes=True,
+            dashboard_address=None,
+        ) as cluster,
+    ):
         yield cluster.scheduler_address
 
 

@@ -436,6 +436,9 @@ def test_flow_on_a_multi_process_cluster_whose_workers_never_import_prefect(
             assert all(pid != os.getpid() for pid in client.run(os.getpid).values())
             assert set(client.run(lambda: "prefect" in sys.modules).values()) == {False}
             assert set(client.run(lambda: "jurymeter.reliability" in sys.modules).values()) == {True}
+            # The script keeps glibc's mmap threshold fixed (flows/runtime.py, WORKER_MALLOC).
+            thresholds = client.run(lambda: os.environ.get("MALLOC_MMAP_THRESHOLD_"))
+            assert set(thresholds.values()) == {"67108864"}
     finally:
         _stop(cluster)
 
@@ -457,6 +460,16 @@ def test_flow_against_an_s3_store_and_landing(tmp_path: Path, prefect_server: st
     folder = f"store/results/{summary['run_id']}"
     assert {f"{folder}/summary.json", f"{folder}/report/index.html", f"{folder}/leaderboard.parquet"} <= keys
     assert "testing" not in summary["_stdout"] + summary["_stderr"]  # the secret key
+
+
+@pytest.mark.slow
+def test_local_cluster_workers_keep_a_fixed_mmap_threshold() -> None:
+    from distributed import Client
+    from flows.runtime import WORKER_MALLOC, run_cluster
+
+    with run_cluster(None, 1, 1) as address, Client(address, set_as_default=False) as client:
+        seen = client.run(lambda: {k: os.environ.get(k) for k in WORKER_MALLOC})
+    assert list(seen.values()) == [{k: str(v) for k, v in WORKER_MALLOC.items()}]
 
 
 def test_the_example_config_holds_exactly_the_defaults() -> None:
