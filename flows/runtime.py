@@ -77,6 +77,27 @@ WORKER_MALLOC = {"MALLOC_MMAP_THRESHOLD_": 64 * 2**20, "MALLOC_TRIM_THRESHOLD_":
 
 
 @contextlib.contextmanager
+def _worker_environ(values: dict[str, int]) -> Iterator[None]:
+    """Set variables for the workers a nanny spawns meanwhile; restore them after.
+
+    Through ``os.environ``, not Dask's config: a nanny takes a variable already
+    in the environment over its config, and an earlier nanny in this process
+    may have left ``MALLOC_TRIM_THRESHOLD_=65536`` there. This process's own
+    allocator read its settings at start-up and is not affected.
+    """
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update({k: str(v) for k, v in values.items()})
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@contextlib.contextmanager
 def run_cluster(address: str | None, workers: int, threads_per_worker: int) -> Iterator[str]:
     """Yield a scheduler address: ``address`` itself, or a LocalCluster's, started for the run.
 
@@ -86,12 +107,10 @@ def run_cluster(address: str | None, workers: int, threads_per_worker: int) -> I
     if address:
         yield address
         return
-    import dask
     from distributed import LocalCluster
 
-    environ = {f"distributed.nanny.pre-spawn-environ.{k}": v for k, v in WORKER_MALLOC.items()}
     with (
-        dask.config.set(environ),
+        _worker_environ(WORKER_MALLOC),
         LocalCluster(
             n_workers=workers,
             threads_per_worker=threads_per_worker,

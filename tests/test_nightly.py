@@ -464,9 +464,13 @@ def test_flow_against_an_s3_store_and_landing(tmp_path: Path, prefect_server: st
 
 @pytest.mark.slow
 def test_local_cluster_workers_keep_a_fixed_mmap_threshold() -> None:
-    from distributed import Client
+    # A plain LocalCluster first: its nanny leaves MALLOC_TRIM_THRESHOLD_=65536 in this
+    # process's environment, which later nannies would otherwise prefer to any config.
+    from distributed import Client, LocalCluster
     from flows.runtime import WORKER_MALLOC, run_cluster
 
+    with LocalCluster(n_workers=1, processes=True, dashboard_address=None):
+        pass
     with run_cluster(None, 1, 1) as address, Client(address, set_as_default=False) as client:
         seen = client.run(lambda: {k: os.environ.get(k) for k in WORKER_MALLOC})
     assert list(seen.values()) == [{k: str(v) for k, v in WORKER_MALLOC.items()}]
