@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import os
 import platform
+import shlex
+import sys
 from pathlib import Path
 
 GIB = 1024**3
+RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 
 
 def src_digest() -> str:
@@ -54,3 +57,55 @@ def machine_facts() -> dict[str, str]:
         "numpy": np.__version__,
         "jurymeter": jm,
     }
+
+
+def busy_cpu_seconds() -> float:
+    """CPU-seconds the whole machine has spent busy (not idle or waiting on I/O)."""
+    import psutil
+
+    t = psutil.cpu_times()
+    return sum(getattr(t, k, 0.0) for k in ("user", "nice", "system", "irq", "softirq", "steal"))
+
+
+def anon_rss(pid: int) -> int:
+    """Anonymous resident memory of a process (Linux ``RssAnon``), in bytes; 0 if unknown.
+
+    Unlike RSS it leaves out file pages the process maps, such as the input
+    file polars memory-maps.
+    """
+    try:
+        with open(f"/proc/{pid}/status") as handle:
+            for line in handle:
+                if line.startswith("RssAnon:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def fmt_bytes(n: float) -> str:
+    return f"{n / GIB:.2f} GiB" if n >= GIB / 4 else f"{n / 1024**2:.0f} MiB"
+
+
+def fmt_rss(n: float) -> str:
+    return f"{n / 1e9:.2f} GB"
+
+
+def command_line(script: str) -> str:
+    """The command that produced a results section, as run from the project root."""
+    return shlex.join([".venv/bin/python", f"bench/{script}", *sys.argv[1:]])
+
+
+def append_results(text: str) -> None:
+    header = "" if RESULTS.exists() else "# Benchmark results\n\nAppended by `bench/*.py`; newest last.\n"
+    with open(RESULTS, "a") as handle:
+        handle.write(header + "\n" + text)
+
+
+def facts_block(facts: dict[str, str]) -> str:
+    return (
+        f"- machine: {facts['nproc']} CPUs ({facts['cpu']}), {facts['ram']} RAM, {facts['os']}\n"
+        f"- software: Python {facts['python']}, polars {facts['polars']}, pyarrow {facts['pyarrow']}, "
+        f"numpy {facts['numpy']}, jurymeter {facts['jurymeter']} "
+        f"(sha256 of src/jurymeter/*.py at start: {facts['src_digest']}; the library is edited concurrently)\n"
+    )

@@ -55,7 +55,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import machine_facts, src_digest
+from _common import (
+    anon_rss,
+    append_results,
+    busy_cpu_seconds,
+    command_line,
+    facts_block,
+    fmt_bytes,
+    fmt_rss,
+    machine_facts,
+    src_digest,
+)
 
 BENCH_DIR = Path(__file__).resolve().parent
 RESULTS = BENCH_DIR / "RESULTS.md"
@@ -293,30 +303,6 @@ def _save_profiles(main_prof: Any, thread_profs: list[Any], path: str) -> None:
         stats.dump_stats(path + ".threads")
 
 
-def _busy_cpu_seconds() -> float:
-    """CPU-seconds the whole machine has spent busy (not idle or waiting on I/O)."""
-    import psutil
-
-    t = psutil.cpu_times()
-    return sum(getattr(t, k, 0.0) for k in ("user", "nice", "system", "irq", "softirq", "steal"))
-
-
-def _anon_rss(pid: int) -> int:
-    """Anonymous resident memory of a process (Linux ``RssAnon``), in bytes; 0 if unknown.
-
-    Unlike RSS it leaves out file pages the process maps, such as the input
-    file polars memory-maps.
-    """
-    try:
-        with open(f"/proc/{pid}/status") as handle:
-            for line in handle:
-                if line.startswith("RssAnon:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
-
-
 def run_child(
     args: list[str], log_dir: Path, name: str, *, python_args: list[str] | None = None
 ) -> dict[str, Any]:
@@ -328,7 +314,7 @@ def run_child(
     stderr_path = log_dir / f"{name}.err"
     peak_polled = peak_anon = 0
     stop = threading.Event()
-    busy0, load0 = _busy_cpu_seconds(), os.getloadavg()[0]
+    busy0, load0 = busy_cpu_seconds(), os.getloadavg()[0]
     t0 = time.perf_counter()
     with open(stdout_path, "wb") as so, open(stderr_path, "wb") as se:
         proc = subprocess.Popen(cmd, stdout=so, stderr=se)
@@ -341,11 +327,11 @@ def run_child(
                 return
             while not stop.is_set():
                 try:
-                    rss, anon = root.memory_info().rss, _anon_rss(root.pid)
+                    rss, anon = root.memory_info().rss, anon_rss(root.pid)
                     for child in root.children(recursive=True):
                         with contextlib.suppress(psutil.NoSuchProcess):
                             rss += child.memory_info().rss
-                            anon += _anon_rss(child.pid)
+                            anon += anon_rss(child.pid)
                 except psutil.NoSuchProcess:
                     return
                 peak_polled = max(peak_polled, rss)
@@ -357,7 +343,7 @@ def run_child(
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t0
         proc.returncode = os.waitstatus_to_exitcode(status)
-        busy = _busy_cpu_seconds() - busy0
+        busy = busy_cpu_seconds() - busy0
         stop.set()
         poller.join()
     if proc.returncode != 0:
@@ -385,14 +371,6 @@ def run_child(
 # ---------------------------------------------------------------- reporting
 
 
-def fmt_bytes(n: float) -> str:
-    return f"{n / GIB:.2f} GiB" if n >= GIB / 4 else f"{n / 1024**2:.0f} MiB"
-
-
-def fmt_rss(n: float) -> str:
-    return f"{n / 1e9:.2f} GB"
-
-
 def dir_size(path: Path) -> tuple[int, int]:
     """(bytes, number of .parquet files) under ``path``."""
     total = files = 0
@@ -401,29 +379,6 @@ def dir_size(path: Path) -> tuple[int, int]:
             total += p.stat().st_size
             files += p.suffix == ".parquet"
     return total, files
-
-
-def command_line() -> str:
-    return shlex.join([".venv/bin/python", "bench/ingest.py", *sys.argv[1:]])
-
-
-def append_results(text: str) -> None:
-    header = (
-        ""
-        if RESULTS.exists()
-        else "# Benchmark results\n\nAppended by `bench/*.py`; newest last.\n"
-    )
-    with open(RESULTS, "a") as handle:
-        handle.write(header + "\n" + text)
-
-
-def facts_block(facts: dict[str, str]) -> str:
-    return (
-        f"- machine: {facts['nproc']} CPUs ({facts['cpu']}), {facts['ram']} RAM, {facts['os']}\n"
-        f"- software: Python {facts['python']}, polars {facts['polars']}, pyarrow {facts['pyarrow']}, "
-        f"numpy {facts['numpy']}, jurymeter {facts['jurymeter']} "
-        f"(sha256 of src/jurymeter/*.py at start: {facts['src_digest']}; the library is edited concurrently)\n"
-    )
 
 
 # ---------------------------------------------------------------- main
@@ -637,7 +592,7 @@ def bench(
     ]
     section = (
         f"## Ingest, {n:,} pointwise records ({started})\n\n"
-        f"Command: `{command_line()}`\n\n"
+        f"Command: `{command_line('ingest.py')}`\n\n"
         f"{facts_block(facts)}"
         f"- input: one JSON Lines file, {n:,} records, {fmt_bytes(size)} "
         f"(generated in {gen_seconds:.1f} s); {len(ITEM_SETS)} item sets, {N_SYSTEMS} systems, "
@@ -702,7 +657,7 @@ def profile(
         )
     section = (
         f"## Profile: ingest of {n:,} records under cProfile ({started})\n\n"
-        f"Command: `{command_line()}`\n\n"
+        f"Command: `{command_line('ingest.py')}`\n\n"
         f"{facts_block(facts)}"
         f"- input {fmt_bytes(size)}; ingest(block_bytes={block_bytes})\n"
         "- cProfile (`cProfile.Profile`, enabled around `ingest()` only, so imports are out) in the "

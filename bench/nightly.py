@@ -60,7 +60,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import machine_facts
+from _common import (
+    anon_rss,
+    append_results,
+    busy_cpu_seconds,
+    command_line,
+    facts_block,
+    fmt_bytes,
+    fmt_rss,
+    machine_facts,
+)
 
 BENCH_DIR = Path(__file__).resolve().parent
 ROOT = BENCH_DIR.parent
@@ -366,24 +375,6 @@ def direct(config_path: Path) -> dict[str, Any]:
 # ---------------------------------------------------------------- measuring
 
 
-def _busy_cpu_seconds() -> float:
-    import psutil
-
-    t = psutil.cpu_times()
-    return sum(getattr(t, k, 0.0) for k in ("user", "nice", "system", "irq", "softirq", "steal"))
-
-
-def _anon_rss(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/status") as handle:
-            for line in handle:
-                if line.startswith("RssAnon:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
-
-
 def role(cmdline: list[str], is_root: bool) -> str:
     """What a process of the measured tree is, from its command line."""
     text = " ".join(cmdline)
@@ -412,7 +403,7 @@ def measure(cmd: list[str], log_dir: Path, name: str, *, env: dict[str, str] | N
     peak_sum = peak_anon = 0
     per_pid: dict[int, dict[str, Any]] = {}
     stop = threading.Event()
-    busy0, load0 = _busy_cpu_seconds(), os.getloadavg()[0]
+    busy0, load0 = busy_cpu_seconds(), os.getloadavg()[0]
     t0 = time.perf_counter()
     with open(stdout_path, "wb") as so, open(stderr_path, "wb") as se:
         proc = subprocess.Popen(cmd, stdout=so, stderr=se, env=env, cwd=cwd)
@@ -432,7 +423,7 @@ def measure(cmd: list[str], log_dir: Path, name: str, *, env: dict[str, str] | N
                 for p in tree:
                     try:
                         r = p.memory_info().rss
-                        a = _anon_rss(p.pid)
+                        a = anon_rss(p.pid)
                         if p.pid not in per_pid:
                             per_pid[p.pid] = {"role": role(p.cmdline(), p.pid == proc.pid),
                                               "peak": 0, "anon": 0}
@@ -452,7 +443,7 @@ def measure(cmd: list[str], log_dir: Path, name: str, *, env: dict[str, str] | N
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t0
         proc.returncode = os.waitstatus_to_exitcode(status)
-        busy = _busy_cpu_seconds() - busy0
+        busy = busy_cpu_seconds() - busy0
         stop.set()
         poller.join()
     if proc.returncode != 0:
@@ -512,38 +503,11 @@ def lpt_makespan(seconds: list[float], workers: int) -> float:
 # ---------------------------------------------------------------- reporting
 
 
-def fmt_rss(n: float) -> str:
-    return f"{n / 1e9:.2f} GB"
-
-
-def fmt_bytes(n: float) -> str:
-    return f"{n / GIB:.2f} GiB" if n >= GIB / 4 else f"{n / 1024**2:.0f} MiB"
-
-
 def fmt_roles(roles: dict[str, dict[str, Any]]) -> str:
     order = sorted(roles.items(), key=lambda kv: -kv[1]["peak"])
     return ", ".join(
         f"{name}{' x' + str(r['count']) if r['count'] > 1 else ''} {fmt_rss(r['peak'])}"
         for name, r in order
-    )
-
-
-def command_line(script: str) -> str:
-    return shlex.join([".venv/bin/python", f"bench/{script}", *sys.argv[1:]])
-
-
-def append_results(text: str) -> None:
-    header = "" if RESULTS.exists() else "# Benchmark results\n\nAppended by `bench/*.py`; newest last.\n"
-    with open(RESULTS, "a") as handle:
-        handle.write(header + "\n" + text)
-
-
-def facts_block(facts: dict[str, str]) -> str:
-    return (
-        f"- machine: {facts['nproc']} CPUs ({facts['cpu']}), {facts['ram']} RAM, {facts['os']}\n"
-        f"- software: Python {facts['python']}, polars {facts['polars']}, pyarrow {facts['pyarrow']}, "
-        f"numpy {facts['numpy']}, jurymeter {facts['jurymeter']} "
-        f"(sha256 of src/jurymeter/*.py at start: {facts['src_digest']}; the library is edited concurrently)\n"
     )
 
 
