@@ -478,3 +478,15 @@ def test_local_cluster_workers_keep_a_fixed_mmap_threshold() -> None:
 
 def test_the_example_config_holds_exactly_the_defaults() -> None:
     assert load_config(ROOT / "jurymeter.toml", environ={}) == RunConfig()
+
+
+def test_printing_a_run_with_no_fits_says_what_to_do(capsys: pytest.CaptureFixture[str]) -> None:
+    from jurymeter.cli import print_run_summary
+
+    print_run_summary(
+        {"run_id": "r", "status": "complete", "store": "s", "landing": "in", "ingest": None,
+         "fits": [], "timings": {"ingest": 0.1}}
+    )
+    text = capsys.readouterr().out
+    assert "no fits" in text
+    assert "drop judgment dumps into in" in text

@@ -796,8 +796,14 @@ def print_run_summary(summary: dict[str, Any]) -> None:
             *(_fmt(fit[k]) if k in fit else "-" for k in ("erho2", "mdd95", "ceiling")),
         )
     out.print(table)
+    if not summary["fits"]:
+        out.print(
+            "no fits: the store holds no pointwise item set yet "
+            f"(drop judgment dumps into {summary.get('landing') or 'a landing folder'} and run again)",
+            markup=False,
+        )
     out.print(
-        ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+        (", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "0 fits")
         + f"; timings {summary['timings']}",
         markup=False,
     )
