@@ -115,7 +115,7 @@ def run_cluster(address: str | None, workers: int, threads_per_worker: int) -> I
             n_workers=workers,
             threads_per_worker=threads_per_worker,
             processes=True,
-            dashboard_address=None,
+            dashboard_address=":0",  # any free port: no warning when 8787 is taken
         ) as cluster,
     ):
         yield cluster.scheduler_address
