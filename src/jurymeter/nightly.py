@@ -89,7 +89,12 @@ def plan_fits(store: Store, config: RunConfig) -> list[FitJob]:
     """
     from jurymeter.errors import ConfigError
 
-    present = store.item_sets("pointwise")
+    # One listing of the committed files serves every item set (each listing is
+    # several requests on S3).
+    by_set: dict[str, list[str]] = {}
+    for f in store.data_files("pointwise"):
+        by_set.setdefault(str(f.item_set), []).append(f.path[len(store.root) + 1 :])
+    present = sorted(by_set)
     wanted = list(config.fit.item_sets) or present
     missing = [s for s in wanted if s not in present]
     if missing:
@@ -102,7 +107,7 @@ def plan_fits(store: Store, config: RunConfig) -> list[FitJob]:
     )
     jobs = []
     for item_set in wanted:
-        data = sorted(f.path[len(store.root) + 1 :] for f in store.data_files("pointwise", item_set))
+        data = sorted(by_set[item_set])
         for universe in config.fit.universes:
             for population in config.fit.populations:
                 jobs.append(
@@ -151,7 +156,7 @@ def run_fit(job: FitJob) -> dict[str, Any]:
     report = assess_item_set(records, request, systems=systems if systems.height else None)
     report.update(curves(report))
     report["leaderboard"] = leaderboard(report)
-    report["cyclic"] = _cyclic(store, records, job) if job.cyclic else None
+    report["cyclic"] = _cyclic(store, records, systems, job) if job.cyclic else None
     report["seconds"] = time.perf_counter() - started
     return report
 
@@ -209,7 +214,9 @@ def leaderboard(report: dict[str, Any]) -> list[dict[str, Any]]:
     return tie_groups(report["system_means"], report["mdd95"]).to_dicts()
 
 
-def _cyclic(store: Store, records: pl.LazyFrame, job: FitJob) -> dict[str, Any] | None:
+def _cyclic(
+    store: Store, records: pl.LazyFrame, systems: pl.DataFrame, job: FitJob
+) -> dict[str, Any] | None:
     """CyclicJudge where the data have 2+ generations and a crossed panel; else ``None``."""
     from jurymeter.cyclic_report import cyclic_report
 
@@ -222,9 +229,7 @@ def _cyclic(store: Store, records: pl.LazyFrame, job: FitJob) -> dict[str, Any] 
     if generations < 2:
         return None
     try:
-        return cyclic_report(
-            scope, systems=store.scan("systems").collect(), judges=store.scan("judges").collect()
-        )
+        return cyclic_report(scope, systems=systems, judges=store.scan("judges").collect())
     except JurymeterError as exc:  # no crossed panel: say why instead of failing the fit
         return {"skipped": str(exc)}
 
