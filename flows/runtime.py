@@ -69,8 +69,9 @@ def prefect_api(home: str) -> Iterator[str]:
 
 # Dask's nannies set MALLOC_TRIM_THRESHOLD_=65536 in their workers, which also
 # turns off glibc's adaptive mmap threshold: every numpy temporary above 128 KiB
-# is then a fresh mmap with its page faults, and a fit ran 1.6-1.8x slower in a
-# worker than in the client (7.4-7.7 s against 12.1-13.5 s, bench/RESULTS.md).
+# is then a fresh mmap with its page faults, and one fit ran 8.8-10.1 s in a
+# worker against 5.2-5.8 s in the client, and 5.2-5.4 s with this setting
+# (bench/worker_malloc.py; bench/RESULTS.md, "Worker malloc settings").
 # A fixed 64 MiB mmap threshold keeps the fits' temporaries on the heap; larger
 # arrays still go back to the system when freed.
 WORKER_MALLOC = {"MALLOC_MMAP_THRESHOLD_": 64 * 2**20, "MALLOC_TRIM_THRESHOLD_": 128 * 2**20}
