@@ -84,43 +84,64 @@ def mean_squares(x: np.ndarray, design: Design) -> tuple[np.ndarray, np.ndarray,
     -----
     :math:`SS_S = \\lVert P_S x \\rVert^2` with
     :math:`P_S = \\sum_{U \\subseteq R(S)} (-1)^{|U|} A_{S \\setminus U}`
-    (module docstring of :mod:`jurymeter.design`). The projection of effect ``S``
-    is constant along the facets outside ``S``, so it is computed on the array of
-    ``S``-marginal means and its squares are weighted by ``N / cells(S)``.
+    (module docstring of :mod:`jurymeter.design`). The averaging operators are
+    commuting orthogonal projections, so the norm expands into the "T terms" of
+    Brennan (2001, ch. 3):
+    :math:`SS_S = \\sum_{U \\subseteq R(S)} (-1)^{|U|} T_{S \\setminus U}`, with
+    :math:`T_A = (N / \\mathrm{cells}(A)) \\sum (\\bar x_A - \\bar x)^2` over the
+    ``A``-marginal means. Centring on the grand mean leaves every SS unchanged
+    (``P_S`` removes constants) and keeps the T terms small, so their
+    differences lose no precision. Each marginal is the mean of the smallest
+    marginal already computed that contains it (balanced data: a mean of equal-size
+    means is the mean), so ``x`` itself is read twice, not once per effect.
     """
     x = np.asarray(x, dtype=np.float64)
     if x.ndim != len(design.facets):
         msg = f"data have {x.ndim} axes; design {design.facets} needs {len(design.facets)}"
         raise DesignError(msg)
-    if not np.all(np.isfinite(x)):
+    grand = float(x.mean())
+    # A NaN or an infinity anywhere makes the mean non-finite: one pass checks both.
+    if not np.isfinite(grand):
         msg = "data must be complete and finite: extract a balanced block first"
         raise DesignError(msg)
     sizes = dict(zip(design.facets, x.shape, strict=True))
-    axis = {f: k for k, f in enumerate(design.facets)}
-    means: dict[Effect, np.ndarray] = {}
-
-    def mean_over(keep: Effect) -> np.ndarray:
-        if keep not in means:
-            drop = tuple(axis[f] for f in design.facets if f not in keep)
-            means[keep] = x.mean(axis=drop, keepdims=True) if drop else x
-        return means[keep]
-
     total = x.size
+    full = frozenset(design.facets)
+
+    def cells(keep: Effect) -> int:
+        return int(np.prod([sizes[f] for f in keep]))
+
+    subsets = {
+        effect - frozenset(removed)
+        for effect in design.effects
+        for r in range(len(design.primary(effect)) + 1)
+        for removed in itertools.combinations(sorted(design.primary(effect)), r)
+    }
+    means: dict[Effect, np.ndarray] = {full: x}
+    t_terms: dict[Effect, float] = {frozenset(): 0.0}
+    centred = x - grand
+    t_terms[full] = float(np.vdot(centred, centred))
+    del centred
+    for keep in sorted(subsets - {full, frozenset()}, key=cells, reverse=True):
+        source = min((k for k in means if keep < k), key=cells)
+        drop = tuple(a for a, f in enumerate(design.facets) if f in source and f not in keep)
+        means[keep] = means[source].mean(axis=drop, keepdims=True)
+        deviation = means[keep] - grand
+        t_terms[keep] = float(np.vdot(deviation, deviation)) * total / cells(keep)
     dfs, sss = [], []
     for effect in design.effects:
         primary = sorted(design.primary(effect))
-        projection = np.zeros([sizes[f] if f in effect else 1 for f in design.facets])
+        ss = 0.0
         for r in range(len(primary) + 1):
             for removed in itertools.combinations(primary, r):
-                projection = projection + (-1) ** r * mean_over(effect - frozenset(removed))
-        cells = int(np.prod([sizes[f] for f in effect]))
-        sss.append(float(np.sum(projection**2)) * total / cells)
+                ss += (-1) ** r * t_terms[effect - frozenset(removed)]
+        sss.append(ss)
         dfs.append(design.df(effect, sizes))
     df = np.asarray(dfs, dtype=np.float64)
-    ss = np.asarray(sss)
+    ss_all = np.asarray(sss)
     with np.errstate(divide="ignore", invalid="ignore"):
-        ms = np.where(df > 0, ss / df, np.nan)
-    return df, ss, ms
+        ms = np.where(df > 0, ss_all / df, np.nan)
+    return df, ss_all, ms
 
 
 def components_from_ms(ms: np.ndarray, design: Design, sizes: Mapping[str, int]) -> np.ndarray:
