@@ -1,9 +1,11 @@
 """Prefect with no server to set up: one temporary API server per run, state in a known folder.
 
 With ``PREFECT_API_URL`` set (a long-lived server, Prefect Cloud), nothing is
-started. Otherwise one ``SubprocessASGIServer`` starts for the run, its URL goes
-into this process's settings and environment, and it is stopped after logs and
-events are flushed (stopping first costs about 75 s of retries at exit).
+started. Otherwise one temporary server starts for the run (the uvicorn command
+Prefect's ``SubprocessASGIServer`` runs, launched first and awaited last so
+that its start-up overlaps this process's imports and the Dask cluster's), its
+URL goes into this process's settings and environment, and it is stopped after
+logs and events are flushed (stopping first costs about 75 s of retries at exit).
 Only this process talks to Prefect: the Dask workers run plain functions, so
 they never start servers of their own.
 
@@ -15,7 +17,13 @@ unless ``PREFECT_HOME`` says otherwise.
 from __future__ import annotations
 
 import contextlib
+import importlib
+import importlib.util
 import os
+import socket
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -39,32 +47,136 @@ def configure_environment(home: str) -> Path:
     return prefect_home
 
 
+# What Prefect's own ``SubprocessASGIServer`` sets for its temporary server.
+SERVER_ENV = {"PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1"}
+PORT_IN_USE = 3  # uvicorn's exit status when its port is taken
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class TemporaryServer:
+    """Prefect's temporary API server, as ``SubprocessASGIServer`` runs it, launched without waiting.
+
+    Prefect's class imports the whole server application into the calling
+    process (5-6 s) and blocks until the server answers (8 s with an existing
+    database, 17-21 s with a new one). Launching the same uvicorn command
+    first and waiting for it last lets this process import the flow and start
+    the Dask cluster meanwhile, on the other core. The server's output goes to
+    ``<PREFECT_HOME>/server.log``.
+    """
+
+    def __init__(self, prefect_home: Path) -> None:
+        self.log_path = prefect_home / "server.log"
+        self.process: subprocess.Popen[bytes] | None = None
+        self.port = 0
+
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/api"
+
+    def launch(self) -> TemporaryServer:
+        spec = importlib.util.find_spec("prefect")  # locates the package without importing it
+        if spec is None or not spec.submodule_search_locations:
+            msg = "prefect is not installed"
+            raise RuntimeError(msg)
+        app_dir = str(Path(next(iter(spec.submodule_search_locations))).parent)
+        self.port = _free_port()
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                [
+                    sys.executable, "-m", "uvicorn", "--app-dir", app_dir, "--factory",
+                    "prefect.server.api.server:create_app", "--host", "127.0.0.1",
+                    "--port", str(self.port), "--log-level", "error", "--lifespan", "on",
+                ],
+                env={**os.environ, **SERVER_ENV},
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        return self
+
+    def wait(self, timeout: float) -> str:
+        """Block until the API answers; return its URL. Relaunch once if the port was taken."""
+        import httpx
+
+        deadline = time.monotonic() + timeout
+        relaunched = False
+        with httpx.Client(timeout=2.0) as client:
+            while time.monotonic() < deadline:
+                assert self.process is not None
+                status = self.process.poll()
+                if status == PORT_IN_USE and not relaunched:
+                    relaunched = True
+                    self.launch()
+                    continue
+                if status is not None:
+                    msg = f"Prefect's temporary server exited with status {status}; see {self.log_path}"
+                    raise RuntimeError(msg)
+                with contextlib.suppress(httpx.TransportError):
+                    if client.get(f"{self.api_url}/health").status_code == 200:
+                        return self.api_url
+                time.sleep(0.1)
+        self.stop()
+        msg = f"Prefect's temporary server did not answer within {timeout:.0f} s; see {self.log_path}"
+        raise RuntimeError(msg)
+
+    def stop(self) -> None:
+        if self.process is None:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.process = None
+
+
 @contextlib.contextmanager
-def prefect_api(home: str) -> Iterator[str]:
-    """Yield the API URL to use: the configured one, or a temporary server's."""
-    configure_environment(home)
-    if os.environ.get("PREFECT_API_URL"):
-        yield os.environ["PREFECT_API_URL"]
-        return
+def _flow_api(url: str) -> Iterator[str]:
+    """Point this process's Prefect at ``url``; flush logs and events before leaving.
+
+    The flush must come before the server stops (stopping first costs about
+    75 s of retries at exit).
+    """
     from prefect.events.worker import EventsWorker
     from prefect.logging.handlers import APILogWorker
-    from prefect.server.api.server import SubprocessASGIServer
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    server = SubprocessASGIServer()
-    server.start(timeout=int(os.environ["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"]))
-    os.environ["PREFECT_API_URL"] = server.api_url
+    os.environ["PREFECT_API_URL"] = url
     try:
-        with temporary_settings(updates={PREFECT_API_URL: server.api_url}):
+        with temporary_settings(updates={PREFECT_API_URL: url}):
             try:
-                yield server.api_url
+                yield url
             finally:
                 with contextlib.suppress(RuntimeError):  # no log worker was started
                     APILogWorker.instance().drain()
                 EventsWorker.drain_all()
     finally:
-        server.stop()
         os.environ.pop("PREFECT_API_URL", None)
+
+
+def _startup_timeout() -> float:
+    return float(os.environ["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"])
+
+
+@contextlib.contextmanager
+def prefect_api(home: str) -> Iterator[str]:
+    """Yield the API URL to use: the configured one, or a temporary server's."""
+    prefect_home = configure_environment(home)
+    if os.environ.get("PREFECT_API_URL"):
+        yield os.environ["PREFECT_API_URL"]
+        return
+    server = TemporaryServer(prefect_home).launch()
+    try:
+        with _flow_api(server.wait(_startup_timeout())) as url:
+            yield url
+    finally:
+        server.stop()
 
 
 # Dask's nannies set MALLOC_TRIM_THRESHOLD_=65536 in their workers, which also
@@ -123,10 +235,20 @@ def run_cluster(address: str | None, workers: int, threads_per_worker: int) -> I
 
 
 @contextlib.contextmanager
-def run_environment(home: str, address: str | None, workers: int, threads_per_worker: int) -> Iterator[str]:
-    """Prefect API and Dask scheduler for one run, started side by side; yields the scheduler address."""
+def run_environment(
+    home: str, address: str | None, workers: int, threads_per_worker: int, *, imports: tuple[str, ...] = ()
+) -> Iterator[str]:
+    """Prefect API and Dask scheduler for one run, started side by side; yields the scheduler address.
+
+    Order, so that the slow parts overlap: launch the temporary Prefect server
+    (a subprocess), start the LocalCluster in a thread, import ``imports`` (the
+    flow's modules: Prefect's client takes seconds to import) here, and only
+    then wait for the server to answer.
+    """
     import threading
 
+    prefect_home = configure_environment(home)
+    external = os.environ.get("PREFECT_API_URL")
     ready: list[str | BaseException] = []
     stack = contextlib.ExitStack()
 
@@ -136,11 +258,22 @@ def run_environment(home: str, address: str | None, workers: int, threads_per_wo
         except BaseException as exc:  # handed to the caller
             ready.append(exc)
 
-    starter = threading.Thread(target=start_cluster, name="jurymeter-cluster", daemon=True)
     with stack:
+        server = None if external else TemporaryServer(prefect_home).launch()
+        if server is not None:
+            stack.callback(server.stop)
+        starter = threading.Thread(target=start_cluster, name="jurymeter-cluster", daemon=True)
         starter.start()
-        with prefect_api(home):
-            starter.join()
-            if isinstance(ready[0], BaseException):
-                raise ready[0]
+        try:
+            for module in imports:
+                importlib.import_module(module)
+            url = external or server.wait(_startup_timeout())  # type: ignore[union-attr]
+        finally:
+            starter.join()  # the cluster must be in the stack before the stack unwinds
+        if isinstance(ready[0], BaseException):
+            raise ready[0]
+        if external:
             yield ready[0]
+        else:
+            with _flow_api(url):
+                yield ready[0]

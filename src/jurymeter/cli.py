@@ -753,7 +753,9 @@ def _run_flow(config_path: Path | None, overrides: dict[str, Any], force: bool) 
 
     out.print(f"store {settings.store}, landing {settings.landing or '(none)'}", markup=False)
     dask = settings.dask
-    with run_environment(settings.home, dask.address, dask.workers, dask.threads_per_worker) as address:
+    with run_environment(
+        settings.home, dask.address, dask.workers, dask.threads_per_worker, imports=("flows.nightly",)
+    ) as address:
         from flows.nightly import listening, nightly
 
         overrides = {**overrides, "dask.address": address}
