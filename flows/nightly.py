@@ -32,6 +32,7 @@ from jurymeter.nightly import (
     one_line,
     plan_fits,
     publish_run,
+    read_cached_figures,
     read_cached_fit,
     write_cached_fit,
 )
@@ -70,6 +71,7 @@ class FitOutcome:
     error: str | None
     seconds: float
     trace: str | None = None
+    figures: dict[str, bytes] | None = None
 
 
 @contextlib.contextmanager
@@ -137,7 +139,8 @@ def fit_all(jobs: list[FitJob], config: RunConfig, force: bool) -> list[FitOutco
     for k, job in enumerate(jobs):
         cached = None if force else read_cached_fit(store, job)
         if cached is not None:
-            outcomes[k] = FitOutcome(job, "reused", cached, None, None, 0.0)
+            figures = read_cached_figures(store, job) if config.report else None
+            outcomes[k] = FitOutcome(job, "reused", cached, None, None, 0.0, figures=figures)
             _tell(outcomes[k])
         else:
             todo.append(k)
@@ -147,7 +150,7 @@ def fit_all(jobs: list[FitJob], config: RunConfig, force: bool) -> list[FitOutco
         with dask_client(config.dask) as client:
             started = {k: time.perf_counter() for k in todo}
             futures = {
-                client.submit(fit_and_tabulate, jobs[k], key=f"fit-{jobs[k].key()}-{k}",
+                client.submit(fit_and_tabulate, jobs[k], config.report, key=f"fit-{jobs[k].key()}-{k}",
                               retries=config.dask.retries, pure=False): k
                 for k in todo
             }
@@ -160,9 +163,10 @@ def fit_all(jobs: list[FitJob], config: RunConfig, force: bool) -> list[FitOutco
                     outcomes[k] = FitOutcome(jobs[k], "failed", None, None, one_line(exc), seconds)
                 else:
                     if result.error is None:
-                        write_cached_fit(store, jobs[k], result.report, result.tables)
+                        write_cached_fit(store, jobs[k], result.report, result.tables, result.figures)
                         outcomes[k] = FitOutcome(
-                            jobs[k], "fitted", result.tables, result.report, None, seconds
+                            jobs[k], "fitted", result.tables, result.report, None, seconds,
+                            figures=result.figures,
                         )
                     else:
                         outcomes[k] = FitOutcome(
@@ -195,6 +199,7 @@ def publish(
         tables=tables,
         reports={o.job.key(): o.report for o in outcomes if o.report is not None},
         timings=timings,
+        figures={name: png for o in outcomes for name, png in (o.figures or {}).items()},
     )
 
 

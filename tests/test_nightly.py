@@ -31,6 +31,7 @@ from jurymeter.nightly import (
     SCHEMAS,
     fit_and_tabulate,
     plan_fits,
+    read_cached_figures,
     read_cached_fit,
     write_cached_fit,
 )
@@ -131,7 +132,7 @@ def test_fit_keys_follow_inputs_and_request_not_location(small_store: Store) -> 
 @pytest.fixture(scope="module")
 def fitted(small_store: Store):
     job = plan_fits(small_store, _config(small_store))[0]
-    result = fit_and_tabulate(job)
+    result = fit_and_tabulate(job, figures=True)
     assert result.error is None, result.trace
     return job, result
 
@@ -206,13 +207,26 @@ def test_cache_round_trip_keeps_inf_and_schemas(fitted, small_store: Store) -> N
         pl.when(pl.col("quantity") == "items_needed").then(math.inf).otherwise(pl.col("estimate")).alias("estimate")
     )
     tables["dstudy"] = dstudy
-    write_cached_fit(small_store, job, result.report, tables)
+    assert read_cached_figures(small_store, job) == {}
+    write_cached_fit(small_store, job, result.report, tables, result.figures)
+    assert read_cached_figures(small_store, job) == result.figures
     back = read_cached_fit(small_store, job)
     assert back is not None
     assert set(back) == set(tables)
     for name, frame in tables.items():
         assert back[name].equals(frame), name
     assert np.isinf(back["dstudy"].filter(pl.col("quantity") == "items_needed")["estimate"].item())
+
+
+def test_a_worker_draws_the_fits_report_figures_only_when_asked(fitted, small_store: Store) -> None:
+    from jurymeter.report import figure_file_name
+
+    job, result = fitted
+    fit = (job.item_set, job.universe, job.population)
+    kinds = {"erho2", "nomogram", "budget", "strategies", "judge-offsets"}
+    assert set(result.figures) == {figure_file_name(fit, kind) for kind in kinds}
+    assert all(png.startswith(b"\x89PNG") for png in result.figures.values())
+    assert fit_and_tabulate(job).figures is None
 
 
 # ------------------------------------------------------------------ the flow, for real

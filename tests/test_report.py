@@ -350,3 +350,24 @@ def test_an_empty_run_renders_without_figures() -> None:
     assert page.title == "jurymeter run empty"
     assert "This run has no fits." in rendered.html
     assert "Nothing new to ingest." in rendered.html
+
+
+def test_figures_drawn_per_fit_are_embedded_as_given(run) -> None:
+    """fit_figures (what a worker draws) gives exactly the report's figures of that fit, and
+    render_report embeds figures handed to it instead of drawing them again."""
+    rendered, tables, summary, _ = run
+    per_fit = report_module.fit_figures(tables, REAL_FIT)
+    ours = {n: png for n, png in rendered.figures.items() if n.startswith(figure_file_name(REAL_FIT, "x")[:-6])}
+    assert set(per_fit) == set(ours)
+    assert len(per_fit) >= 4
+    # Drawing is deterministic (no timestamps in the PNG), so the bytes agree too.
+    assert all(per_fit[n] == ours[n] for n in per_fit)
+    marker = b"\x89PNG\r\n\x1a\n-not-drawn-here"
+    given = dict.fromkeys(per_fit, marker)
+    again = render_report(tables, summary, given)
+    assert all(again.figures[n] == marker for n in per_fit)
+    assert again.html.count(base64.b64encode(marker).decode()) == len(per_fit)
+    # Figures of the other fits were still drawn.
+    others = set(rendered.figures) - set(per_fit)
+    assert others
+    assert all(again.figures[n] == rendered.figures[n] for n in others)

@@ -394,30 +394,39 @@ def dumps(obj: Any) -> bytes:
     return orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
 
 
-def fit_and_tabulate(job: FitJob) -> FitResult:
-    """Fit and tabulate one job: what a Dask worker returns.
+def fit_and_tabulate(job: FitJob, figures: bool = False) -> FitResult:
+    """Fit and tabulate one job, and draw its report figures if asked: what a Dask worker returns.
 
     A fit's own error comes back as a value (status ``failed``, one line, and
     the traceback for the summary), so that Dask's retries are left for what
     they are for, a lost worker, and a deterministic failure is not run three times.
+    The figures are drawn here, beside the fit, so that the workers draw them
+    in parallel and the cache keeps them (:func:`jurymeter.report.fit_figures`).
     """
     import traceback
 
     try:
         report = run_fit(job)
-        return FitResult(report=report, tables=fit_tables(job, report), error=None, trace=None)
+        tables = fit_tables(job, report)
+        drawn = None
+        if figures:
+            from jurymeter.report import fit_figures
+
+            drawn = fit_figures(tables, (job.item_set, job.universe, job.population))
+        return FitResult(report=report, tables=tables, error=None, trace=None, figures=drawn)
     except Exception as exc:  # reported per fit; the other fits go on
         return FitResult(report=None, tables=None, error=one_line(exc), trace=traceback.format_exc())
 
 
 @dataclass(frozen=True, slots=True)
 class FitResult:
-    """A fit's report and tables, or its error."""
+    """A fit's report, tables and figures (PNG by file name, when drawn), or its error."""
 
     report: dict[str, Any] | None
     tables: dict[str, pl.DataFrame] | None
     error: str | None
     trace: str | None
+    figures: dict[str, bytes] | None = None
 
 
 def landing_sources(config: RunConfig) -> list[Any]:
@@ -456,15 +465,37 @@ def read_cached_fit(store: Store, job: FitJob) -> dict[str, pl.DataFrame] | None
     return {t: store.read_parquet(store.path(f"{folder}/{t}.parquet")) for t in marker["tables"]}
 
 
+def read_cached_figures(store: Store, job: FitJob) -> dict[str, bytes]:
+    """The report figures cached with a fit (none when it was fitted without them)."""
+    folder = f"{CACHE}/{job.key()}"
+    try:
+        marker = store.read_json(f"{folder}/complete.json")
+    except FileNotFoundError:
+        return {}
+    return {
+        name: store.fs.cat_file(store.path(f"{folder}/figures/{name}"))
+        for name in marker.get("figures", [])
+    }
+
+
 def write_cached_fit(
-    store: Store, job: FitJob, report: dict[str, Any], tables: dict[str, pl.DataFrame]
+    store: Store,
+    job: FitJob,
+    report: dict[str, Any],
+    tables: dict[str, pl.DataFrame],
+    figures: dict[str, bytes] | None = None,
 ) -> None:
-    """Cache a fit's tables and report under its key; ``complete.json`` last makes it visible."""
+    """Cache a fit's tables, report and figures under its key; ``complete.json`` last makes it visible."""
     folder = f"{CACHE}/{job.key()}"
     for table, frame in tables.items():
         store.write_parquet(f"{folder}/{table}.parquet", frame)
+    for name, png in (figures or {}).items():
+        store.write_bytes(f"{folder}/figures/{name}", png)
     store.write_bytes(f"{folder}/report.json", dumps(report))
-    store.write_json(f"{folder}/complete.json", {"tables": sorted(tables), "fit": job.name})
+    store.write_json(
+        f"{folder}/complete.json",
+        {"tables": sorted(tables), "figures": sorted(figures or {}), "fit": job.name},
+    )
 
 
 def publish_run(
@@ -478,11 +509,14 @@ def publish_run(
     tables: dict[str, pl.DataFrame],
     reports: dict[str, dict[str, Any]],
     timings: dict[str, float],
+    figures: dict[str, bytes] | None = None,
 ) -> dict[str, Any]:
     """Write ``results/<run_id>/`` (``docs/results.md``) and point ``results/latest.json`` at it.
 
     ``summary.json`` is written after everything else of the run folder, and
     ``latest.json`` after that, so a reader following either never sees half a run.
+    ``figures`` are report figures already drawn with the fits; the report
+    draws the rest.
     """
     folder = f"results/{run_id}"
     clock = time.perf_counter()
@@ -506,7 +540,7 @@ def publish_run(
     }
     if config.report:
         clock = time.perf_counter()
-        write_report(store, folder, tables, summary)
+        write_report(store, folder, tables, summary, figures)
         timings["report"] = time.perf_counter() - clock
     summary["timings"] = {k: round(v, 3) for k, v in timings.items()}
     summary["finished"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
@@ -516,12 +550,16 @@ def publish_run(
 
 
 def write_report(
-    store: Store, folder: str, tables: dict[str, pl.DataFrame], summary: dict[str, Any]
+    store: Store,
+    folder: str,
+    tables: dict[str, pl.DataFrame],
+    summary: dict[str, Any],
+    figures: dict[str, bytes] | None = None,
 ) -> str:
     """Render the HTML report and its figures into ``<folder>/report/``; the page's path."""
     from jurymeter.report import render_report
 
-    rendered = render_report(tables, summary)
+    rendered = render_report(tables, summary, figures)
     for name, png in rendered.figures.items():
         store.write_bytes(f"{folder}/report/{name}", png)
     store.write_bytes(f"{folder}/report/index.html", rendered.html.encode())

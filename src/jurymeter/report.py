@@ -120,7 +120,11 @@ class RenderedReport:
     figures: dict[str, bytes]
 
 
-def render_report(tables: Mapping[str, pl.DataFrame], summary: Mapping[str, Any]) -> RenderedReport:
+def render_report(
+    tables: Mapping[str, pl.DataFrame],
+    summary: Mapping[str, Any],
+    figures: Mapping[str, bytes] | None = None,
+) -> RenderedReport:
     """Render a nightly run's tables and summary as one HTML page with figures.
 
     Parameters
@@ -135,6 +139,9 @@ def render_report(tables: Mapping[str, pl.DataFrame], summary: Mapping[str, Any]
         The run's ``summary.json`` (``run_id``, ``started``, ``finished``,
         ``status``, ``ingest``, ``fits``, ...). Fits whose ``status`` is
         ``"failed"`` are listed at the top with their one-line error.
+    figures : Mapping[str, bytes], optional
+        PNGs already drawn (by :func:`fit_figures`, on the workers), by file
+        name; a figure found here is embedded as it is, the others are drawn.
 
     Returns
     -------
@@ -158,12 +165,13 @@ def render_report(tables: Mapping[str, pl.DataFrame], summary: Mapping[str, Any]
     (True, {})
     """
     fits = _fits(tables, summary)
-    figures: dict[str, bytes] = {}
+    drawn = dict(figures or {})
+    used: dict[str, bytes] = {}
     sections = []
     for name, entry in fits:
         if entry is not None and entry.get("status") == "failed" and not _has_rows(tables, name):
             continue
-        sections.append(_fit_section(tables, name, entry, figures))
+        sections.append(_fit_section(tables, name, entry, used, drawn))
     run_id = str(summary.get("run_id", ""))
     body = "\n".join(
         [
@@ -180,7 +188,18 @@ def render_report(tables: Mapping[str, pl.DataFrame], summary: Mapping[str, Any]
         f"<title>jurymeter run {_e(run_id)}</title>\n<style>{CSS}</style>\n</head>\n"
         f"<body>\n{body}\n</body>\n</html>\n"
     )
-    return RenderedReport(html=page, figures=figures)
+    return RenderedReport(html=page, figures=used)
+
+
+def fit_figures(tables: Mapping[str, pl.DataFrame], fit: FitName) -> dict[str, bytes]:
+    """The PNG figures of one fit, by file name: what :func:`render_report` would draw for it.
+
+    Called where the fit runs (a Dask worker), so the figures are drawn in
+    parallel and cached with the fit; :func:`render_report` then embeds them.
+    """
+    figures: dict[str, bytes] = {}
+    _fit_section(tables, fit, None, figures, {})
+    return figures
 
 
 def figure_file_name(fit: FitName, kind: str) -> str:
@@ -395,7 +414,13 @@ def _sizes(entry: Mapping[str, Any]) -> str:
     return " \u00d7 ".join(str(v) for v in sizes) if all(v is not None for v in sizes) else ""
 
 
-def _fit_section(tables: Mapping[str, pl.DataFrame], fit: FitName, entry: dict[str, Any] | None, figures: dict[str, bytes]) -> str:
+def _fit_section(
+    tables: Mapping[str, pl.DataFrame],
+    fit: FitName,
+    entry: dict[str, Any] | None,
+    figures: dict[str, bytes],
+    drawn: Mapping[str, bytes],
+) -> str:
     e = entry or {}
     parts = [f'<section id="fit-{_e(_fit_token(fit))}">', f"<h2>{_e(_fit_label(fit))}</h2>"]
     facts = [
@@ -416,18 +441,19 @@ def _fit_section(tables: Mapping[str, pl.DataFrame], fit: FitName, entry: dict[s
     parts.append(_components_html(_rows(tables, "components", fit)))
     parts.append(_dstudy_html(_rows(tables, "dstudy", fit)))
     title = _fit_label(fit)
-    drawn = [
-        ("erho2", _figure_erho2_curve(_rows(tables, "erho2_curve", fit), _rows(tables, "ceilings", fit), title),
+    # Each figure as a function, so that one already drawn (``drawn``) is not drawn again.
+    planned = [
+        ("erho2", lambda: _figure_erho2_curve(_rows(tables, "erho2_curve", fit), _rows(tables, "ceilings", fit), title),
          "E\u03c1\u00b2 against the number of items, one curve per judge count; dashed: the ceiling "
          "(unlimited items) at that judge count; grey: the conventional 0.8 (after [Anand2026] figure 1)."),
-        ("nomogram", _figure_nomogram(_rows(tables, "nomogram", fit), title),
+        ("nomogram", lambda: _figure_nomogram(_rows(tables, "nomogram", fit), title),
          "Sizing nomogram: E\u03c1\u00b2 over judges \u00d7 items with the 0.7, 0.8 and 0.9 contours "
          "(after [Anand2026] figure 4)."),
-        ("budget", _figure_budget(_rows(tables, "budget", fit), title),
+        ("budget", lambda: _figure_budget(_rows(tables, "budget", fit), title),
          "MDD95 against how a budget of judge calls per system is split between judges and items; "
          "\u2605 the optimum (after [Anand2026] appendix figure 2)."),
     ]
-    parts.extend(_embed(fit, kind, fig, caption, figures) for kind, fig, caption in drawn)
+    parts.extend(_embed(fit, kind, draw, caption, figures, drawn) for kind, draw, caption in planned)
     strategies = _rows(tables, "cyclic_strategies", fit)
     offsets = _rows(tables, "judge_offsets", fit)
     cyclic_systems = _rows(tables, "cyclic_systems", fit)
@@ -435,26 +461,40 @@ def _fit_section(tables: Mapping[str, pl.DataFrame], fit: FitName, entry: dict[s
         parts.append("<h3>CyclicJudge</h3>")
         parts.append(_cyclic_systems_html(cyclic_systems))
         parts.append(_embed(
-            fit, "strategies", _figure_strategies(strategies, title),
+            fit, "strategies", lambda: _figure_strategies(strategies, title),
             "Variance of the benchmark score against the per-scenario budget for three judge "
             "allocations, mean over systems (after [Zhu2026] figure 1).",
-            figures,
+            figures, drawn,
         ))
         parts.append(_embed(
-            fit, "judge-offsets", _figure_judge_offsets(offsets, title),
+            fit, "judge-offsets", lambda: _figure_judge_offsets(offsets, title),
             "Judge bias per system: judge mean minus panel mean (after [Zhu2026] figure 2).",
-            figures,
+            figures, drawn,
         ))
     parts.append("</section>")
     return "\n".join(parts)
 
 
-def _embed(fit: FitName, kind: str, fig: Figure | None, caption: str, figures: dict[str, bytes]) -> str:
-    """Record a figure's PNG under its file name and return its ``<figure>`` element."""
-    if fig is None:
-        return ""
+def _embed(
+    fit: FitName,
+    kind: str,
+    draw: Callable[[], Figure | None],
+    caption: str,
+    figures: dict[str, bytes],
+    drawn: Mapping[str, bytes],
+) -> str:
+    """Record a figure's PNG under its file name and return its ``<figure>`` element.
+
+    The PNG is taken from ``drawn`` when it is there, else drawn now; no
+    figure (no data for it) gives no element.
+    """
     name = figure_file_name(fit, kind)
-    png = _png(fig)
+    png = drawn.get(name)
+    if png is None:
+        fig = draw()
+        if fig is None:
+            return ""
+        png = _png(fig)
     figures[name] = png
     data = base64.b64encode(png).decode("ascii")
     return (
