@@ -99,3 +99,144 @@ def test_dense_path_equals_the_group_by_path(monkeypatch: pytest.MonkeyPatch) ->
     for field in ("systems", "items", "judges", "n_replicates", "completeness", "records_in",
                   "dropped_systems", "dropped_items", "dropped_judges"):
         assert getattr(dense, field) == getattr(sparse, field), field
+
+
+def _messy(seed: int, *, n_g: int = 4, n_r: int = 3, sparse_ids: bool = False) -> pl.DataFrame:
+    """Incomplete records: missing cells, uneven replicates, missing generations,
+    a judge missing some generations, and holes that make the rule drop levels.
+
+    Scores are multiples of 2**-10, so sums and means are exact in any order.
+    """
+    rng = np.random.default_rng(seed)
+    records = _records(n_s=6, n_i=9, n_j=4, n_r=n_r, n_g=n_g, seed=seed)
+    records = records.with_columns(pl.Series("score", rng.integers(0, 2**20, records.height) / 2**10))
+    if n_r > 1:  # Uneven replicates: the last one is missing at random, and for all of judges j0, j3 on even items.
+        last = pl.col("replicate") == n_r - 1
+        lost = pl.col("judge_id").is_in(["j0", "j3"]) & pl.col("item_id").is_in(["i0", "i2", "i4", "i6", "i8"])
+        records = records.filter(~(last & (lost | pl.Series(rng.random(records.height) < 0.3))))
+    # Missing (system, item, judge) cells at random, and holes that make the rule drop s1 and j2.
+    cell = pl.format("{}{}{}", "system_id", "item_id", "judge_id")
+    missing = [f"s{s}i{i}j{j}" for s, i, j in zip(*(rng.integers(0, n, 5) for n in (6, 9, 4)), strict=True)]
+    holes = ((pl.col("system_id") == "s1") & pl.col("item_id").is_in(["i0", "i1", "i2"])) | (
+        (pl.col("judge_id") == "j2") & pl.col("item_id").is_in(["i5", "i6"])
+    )
+    records = records.filter(~(cell.is_in(missing) | holes))
+    # Missing generations (for every judge of some system-item pairs), and a judge
+    # missing a generation on some items: which generations stay differs by pair.
+    pair = pl.format("{}{}", "system_id", "item_id")
+    gone = [f"s{s}i{i}" for s, i in zip(rng.integers(0, 6, 8), rng.integers(0, 9, 8), strict=True)]
+    records = records.filter(~(pair.is_in(gone) & (pl.col("generation") == n_g - 1)))
+    records = records.filter(
+        ~((pl.col("judge_id") == "j1") & (pl.col("generation") == 0) & pl.col("item_id").is_in(["i0", "i3", "i4"]))
+    )
+    if sparse_ids:  # not 0..k-1: the ids are indexed through their sorted levels
+        records = records.with_columns(pl.col("replicate") * 7 + 3, pl.col("generation") * 5 + 11)
+    return records.sample(fraction=1.0, shuffle=True, seed=seed)  # record order must not matter
+
+
+BLOCK_FIELDS = ("systems", "items", "judges", "n_replicates", "n_generations", "completeness", "records_in",
+                "observations_used", "dropped_systems", "dropped_items", "dropped_judges", "notes")
+
+
+def _assert_same_block(dense, reference) -> None:
+    assert dense.design.labels == reference.design.labels
+    assert dense.x.shape == reference.x.shape
+    np.testing.assert_array_equal(dense.x, reference.x)
+    for name in BLOCK_FIELDS:
+        assert getattr(dense, name) == getattr(reference, name), name
+
+
+@pytest.mark.parametrize("generations", ["average", "facet"])
+@pytest.mark.parametrize(
+    ("seed", "n_g", "n_r", "sparse_ids"),
+    [(0, 4, 3, False), (1, 4, 3, True), (2, 5, 4, True), (3, 3, 2, False), (4, 4, 2, True), (5, 3, 1, False)],
+)
+def test_dense_paths_equal_the_polars_path_on_incomplete_data(
+    monkeypatch: pytest.MonkeyPatch, generations: str, seed: int, n_g: int, n_r: int, sparse_ids: bool
+) -> None:
+    import jurymeter.blocks as blocks
+
+    records = _messy(seed, n_g=n_g, n_r=n_r, sparse_ids=sparse_ids)
+    dense_path = blocks._average_block_dense if generations == "average" else blocks._facet_block_dense
+    dense = dense_path(records.lazy())
+    assert dense is not None  # the dense path ran: not a fallback compared with itself
+    assert dense.dropped_systems  # the holes above made the rule drop levels
+    assert dense.dropped_judges
+    assert balanced_block(records, generations=generations).x.tobytes() == dense.x.tobytes()
+    monkeypatch.setattr(blocks, "_average_block_dense", lambda lazy: None)
+    monkeypatch.setattr(blocks, "_facet_block_dense", lambda lazy: None)
+    reference = balanced_block(records, generations=generations)
+    _assert_same_block(dense, reference)
+    # What each case exercises: the generations kept within (system, item) pairs
+    # that lost different ones, and the first k of uneven replicates.
+    assert dense.n_generations == (n_g - 2 if generations == "facet" else 1)
+    assert dense.n_replicates == max(n_r - 1, 1)
+    assert any("confounded" in note for note in dense.notes) == (n_r <= 2)
+
+
+def test_facet_dense_path_keeps_the_rule_with_one_generation(monkeypatch: pytest.MonkeyPatch) -> None:
+    import jurymeter.blocks as blocks
+
+    records = _records(n_g=3, seed=4)
+    # Pair (s0, i0): only generation 1 is seen by every judge; elsewhere all three.
+    records = records.filter(
+        ~((pl.col("system_id") == "s0") & (pl.col("item_id") == "i0") & (pl.col("generation") != 1)
+          & (pl.col("judge_id") == pl.when(pl.col("generation") == 0).then(pl.lit("j0")).otherwise(pl.lit("j3"))))
+    )
+    dense = blocks._facet_block_dense(records.lazy())
+    assert dense is not None
+    assert dense.n_generations == 1
+    assert "g:si" not in dense.design.labels
+    assert any("generation facet is dropped" in note for note in dense.notes)
+    monkeypatch.setattr(blocks, "_facet_block_dense", lambda lazy: None)
+    _assert_same_block(dense, balanced_block(records, generations="facet"))
+
+
+def test_facet_dense_path_with_no_common_generation_raises_like_the_polars_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import jurymeter.blocks as blocks
+    from jurymeter.errors import DesignError
+
+    # Every judge scores a different generation: no generation is seen by all of them.
+    records = _records(n_j=3, n_g=3).filter(pl.col("judge_id") == pl.format("j{}", pl.col("generation")))
+    with pytest.raises(DesignError, match="no generation seen by every judge"):
+        blocks._facet_block_dense(records.lazy())
+    monkeypatch.setattr(blocks, "_facet_block_dense", lambda lazy: None)
+    with pytest.raises(DesignError, match="no generation seen by every judge"):
+        balanced_block(records, generations="facet")
+
+
+def test_dense_paths_fall_back_where_they_do_not_apply() -> None:
+    import jurymeter.blocks as blocks
+
+    records = _records(n_g=2)
+    # A repeated key: in facet mode the polars path ranks the repeats, so it decides.
+    repeated = pl.concat([records, records.head(1)])
+    assert blocks._facet_block_dense(repeated.lazy()) is None
+    assert blocks._average_block_dense(repeated.lazy()) is not None
+    assert balanced_block(repeated, generations="facet").records_in == repeated.height
+    # Nulls in a key, and too sparse a cross of the levels.
+    nulls = records.with_columns(pl.when(pl.col("replicate") == 1).then(None).otherwise(pl.col("replicate")).alias("replicate"))
+    assert blocks._facet_block_dense(nulls.lazy()) is None
+    assert blocks._average_block_dense(nulls.lazy()) is None
+    # Far-apart replicate ids are indexed by their levels, so the arrays stay small.
+    spread = records.with_columns(pl.col("replicate") * 10_000_000)
+    assert blocks._facet_block_dense(spread.lazy()) is not None
+    # A diagonal: 120 systems x 120 items x 120 judges, one record each.
+    diagonal = pl.DataFrame({
+        "system_id": [f"s{k:03d}" for k in range(120)], "item_id": [f"i{k:03d}" for k in range(120)],
+        "judge_id": [f"j{k:03d}" for k in range(120)], "generation": 0, "replicate": 0, "score": 1.0,
+    })
+    assert blocks._facet_block_dense(diagonal.lazy()) is None
+    assert blocks._average_block_dense(diagonal.lazy()) is None
+
+
+@pytest.mark.parametrize("generations", ["average", "facet"])
+def test_group_by_summing_equals_the_batches(monkeypatch: pytest.MonkeyPatch, generations: str) -> None:
+    import jurymeter.blocks as blocks
+
+    records = _messy(7, n_g=3, n_r=2, sparse_ids=True)
+    batches = balanced_block(records, generations=generations)
+    monkeypatch.setattr(blocks, "_STREAM_BATCHES", False)
+    _assert_same_block(balanced_block(records, generations=generations), batches)

@@ -16,8 +16,14 @@ Rule for the largest balanced block (documented in ``docs/gstudy.md``):
    the replicate facet is dropped from the design (its variance is then part of
    the residual).
 
-Everything dropped is reported. Grouping and counting are polars group-bys; the
-pruning loop works on a dense presence array with numpy sums.
+Everything dropped is reported. Both generation modes first sum and count the
+scores per cell in dense numpy arrays, streaming the records through polars in
+batches, so memory is bounded by the cells of the full cross of the levels
+present, not by the records (:func:`_dense_cells`); the pruning loop works on a
+dense presence array with numpy sums. Where that array would be too sparse (or
+keys repeat in facet mode, or there are nulls), a polars group-by path over the
+collected records runs instead; it is the reference the dense paths are tested
+against.
 """
 
 from __future__ import annotations
@@ -81,67 +87,113 @@ def _codes(frame: pl.DataFrame, column: str) -> tuple[np.ndarray, list[str]]:
     return codes.astype(np.int64), levels.to_list()
 
 
-# The dense path allocates one float per (system, item, judge, replicate level);
-# beyond this many per input record the sparse polars path is used instead.
+# The dense paths allocate one float per (system, item, judge[, generation], replicate
+# level); beyond this many per input record the polars path is used instead.
 DENSE_CELLS_PER_RECORD = 4
+# ``LazyFrame.collect_batches`` (polars >= 1.3x, marked unstable there) streams the
+# records through numpy in batches; without it the cells are summed by a streaming
+# polars group-by, which holds a hash table of the cells (about 2-3x more memory).
+_STREAM_BATCHES = hasattr(pl.LazyFrame, "collect_batches")
 
 
-def _average_block_dense(lazy: pl.LazyFrame) -> BalancedBlock | None:
-    """Rules 1-3 with generations averaged, by integer codes and ``np.bincount``.
+@dataclass(frozen=True)
+class _Cells:
+    """Score sums and record counts per cell of the full cross of the levels present."""
 
-    Equal to the polars path (tested), ~5x faster on complete data: no group-by
-    over string keys and no per-cell ranking. Returns ``None`` when the dense
-    array would be too sparse to be worth it.
+    levels: list[list[object]]  # sorted levels of each key column
+    sums: np.ndarray  # float64, one axis per key column
+    counts: np.ndarray  # int32, same shape
+    records: int
+
+
+def _level_index(column: str, levels: list[object]) -> pl.Expr:
+    """Each value's position in the sorted ``levels`` (every value is among them).
+
+    Only element-wise expressions, so the streaming engine keeps to one batch at a
+    time (``replace_strict`` would materialise the column).
     """
-    levels = pl.collect_all(
-        [lazy.select(pl.col(c).unique().sort()) for c in ("system_id", "item_id", "judge_id", "replicate")]
+    if isinstance(levels[0], str):
+        return pl.col(column).cast(pl.Enum(levels)).to_physical().cast(pl.Int64)
+    first, last = int(levels[0]), int(levels[-1])  # type: ignore[call-overload]
+    if last - first + 1 == len(levels):
+        return pl.col(column).cast(pl.Int64) - first
+    return pl.col(column).cast(pl.String).cast(pl.Enum([str(v) for v in levels])).to_physical().cast(pl.Int64)
+
+
+def _dense_cells(lazy: pl.LazyFrame, keys: tuple[str, ...]) -> _Cells | None:
+    """Sum and count the scores per cell, memory bounded by the cells, not the records.
+
+    Two streaming passes over the records: the sorted levels of every key column
+    (and the record count), then one integer cell index per record, streamed in
+    batches into dense sum and count arrays. Returns ``None`` (the caller falls
+    back to the polars path) for what this path does not cover: id columns that
+    are not text, generation or replicate columns that are not integers, nulls in
+    a key or a score, and cells too sparse to be worth a dense array.
+    """
+    schema = lazy.collect_schema()
+    if any(schema[c] != pl.String for c in keys[:3]) or any(not schema[c].is_integer() for c in keys[3:]):
+        return None
+    *level_frames, stats = pl.collect_all(
+        [
+            *(lazy.select(pl.col(c).unique().sort()) for c in keys),
+            lazy.select(pl.len().alias("n"), pl.col("score").null_count().alias("null_scores")),
+        ],
+        engine="streaming",
     )
-    systems, items, judges = (frame.to_series().to_list() for frame in levels[:3])
-    replicates = levels[3].to_series().drop_nulls().to_numpy()
-    shape = (len(systems), len(items), len(judges), len(replicates))
-    _, n_i, n_j, n_r = shape
-    size = int(np.prod(shape))
-    # One flat cell index per record, computed by polars in parallel.
-    r_code = pl.col("replicate").replace_strict(
-        {int(v): k for k, v in enumerate(replicates)}, return_dtype=pl.Int64
-    )
-    flat_key = (
-        (
-            pl.col("system_id").cast(pl.Enum(systems)).to_physical().cast(pl.Int64) * n_i
-            + pl.col("item_id").cast(pl.Enum(items)).to_physical().cast(pl.Int64)
-        )
-        * n_j
-        + pl.col("judge_id").cast(pl.Enum(judges)).to_physical().cast(pl.Int64)
-    ) * n_r + r_code
-    codes = lazy.select(flat_key.alias("flat"), pl.col("score")).collect()
-    n = codes.height
+    n = int(stats["n"][0])
     if not n:
         msg = "no pointwise records to fit"
         raise DesignError(msg)
+    if stats["null_scores"][0] or any(frame.to_series().null_count() for frame in level_frames):
+        return None
+    levels = [frame.to_series().to_list() for frame in level_frames]
+    shape = tuple(len(v) for v in levels)
+    size = int(np.prod(shape))
     if size > DENSE_CELLS_PER_RECORD * n + 1_000_000:
         return None
-    flat = codes["flat"].to_numpy()
-    counts = np.bincount(flat, minlength=size).reshape(shape)
-    sums = np.bincount(flat, weights=codes["score"].to_numpy(), minlength=size).reshape(shape)
+    flat = _level_index(keys[0], levels[0])
+    for column, values in zip(keys[1:], levels[1:], strict=True):
+        flat = flat * len(values) + _level_index(column, values)
+    frame = lazy.select(flat.alias("flat"), pl.col("score").cast(pl.Float64))
+    sums = np.zeros(size)
+    counts = np.zeros(size, dtype=np.int32)
+    if _STREAM_BATCHES:
+        # Record order is kept so sums add up in the same order on every run.
+        for batch in frame.collect_batches(maintain_order=True, engine="streaming"):
+            index = batch.get_column("flat").to_numpy()
+            np.add.at(sums, index, batch.get_column("score").to_numpy())
+            np.add.at(counts, index, np.int32(1))  # a typed scalar: numpy's fast path
+    else:  # older polars (also tested)
+        per_cell = frame.group_by("flat").agg(pl.col("score").sum(), pl.len()).collect(engine="streaming")
+        index = per_cell.get_column("flat").to_numpy()
+        sums[index] = per_cell.get_column("score").to_numpy()
+        counts[index] = per_cell.get_column("len").to_numpy()
+    return _Cells(levels=levels, sums=sums.reshape(shape), counts=counts.reshape(shape), records=n)
+
+
+def _average_block_dense(lazy: pl.LazyFrame) -> BalancedBlock | None:
+    """Rules 1-3 with generations averaged, on dense per-cell sums (:func:`_dense_cells`).
+
+    Equal to the polars path (tested); its memory is a few arrays of the
+    (system, item, judge, replicate) cells, however many generations and
+    records. Returns ``None`` where :func:`_dense_cells` does.
+    """
+    cells = _dense_cells(lazy, ("system_id", "item_id", "judge_id", "replicate"))
+    if cells is None:
+        return None
+    systems, items, judges, _ = cells.levels
+    sums, counts = cells.sums, cells.counts
     has = counts > 0
     present = has.any(axis=3)
     completeness = float(present.mean())
-    keep, dropped = _prune(present, (systems, items, judges))
+    keep, dropped = _prune(present, (systems, items, judges))  # type: ignore[arg-type]
     if not all(mask.all() for mask in keep):
-        pick = np.ix_(*keep, np.ones(shape[3], dtype=bool))
+        pick = np.ix_(*keep, np.ones(has.shape[3], dtype=bool))
         has, sums, counts = has[pick], sums[pick], counts[pick]
     means = sums / np.maximum(counts, 1)
+    del sums, counts
     # Rule 3: the first k replicate levels present in each cell, k the smallest count.
-    per_cell = has.sum(axis=3)
-    k = int(per_cell.min())
-    if k == has.shape[3]:
-        x = means  # every cell has every replicate level: nothing to select
-    else:
-        rank = np.cumsum(has, axis=3) - 1
-        take = has & (rank < k)
-        x = np.empty((*has.shape[:3], k))
-        index = np.nonzero(take)
-        x[(*index[:3], rank[take])] = means[take]
+    x, k = _first_replicates(means, has)
     notes: list[str] = []
     spec = "s x i x j"
     if k > 1:
@@ -153,13 +205,89 @@ def _average_block_dense(lazy: pl.LazyFrame) -> BalancedBlock | None:
     return BalancedBlock(
         x=x,
         design=Design.parse(spec),
-        systems=tuple(systems[i] for i in kept[0]),
-        items=tuple(items[i] for i in kept[1]),
-        judges=tuple(judges[i] for i in kept[2]),
+        systems=tuple(str(systems[i]) for i in kept[0]),
+        items=tuple(str(items[i]) for i in kept[1]),
+        judges=tuple(str(judges[i]) for i in kept[2]),
         n_replicates=k,
         n_generations=1,
         completeness=completeness,
-        records_in=n,
+        records_in=cells.records,
+        observations_used=int(x.size),
+        dropped_systems=tuple(dropped[0]),
+        dropped_items=tuple(dropped[1]),
+        dropped_judges=tuple(dropped[2]),
+        notes=tuple(notes),
+    )
+
+
+def _first_replicates(values: np.ndarray, has: np.ndarray) -> tuple[np.ndarray, int]:
+    """Rule 3 on the last axis: the first ``k`` present levels of every cell, ``k`` the smallest count."""
+    k = int(has.sum(axis=-1).min())
+    if k == has.shape[-1]:
+        return values, k  # every cell has every replicate level: nothing to select
+    rank = np.cumsum(has, axis=-1, dtype=np.int32) - 1
+    take = has & (rank < k)
+    x = np.empty((*has.shape[:-1], k))
+    index = np.nonzero(take)
+    x[(*index[:-1], rank[take])] = values[take]
+    return x, k
+
+
+def _facet_block_dense(lazy: pl.LazyFrame) -> BalancedBlock | None:
+    """Rules 1-3 with generations as a facet, on dense per-cell sums (:func:`_dense_cells`).
+
+    Cells are (system, item, judge, generation, replicate); equal to the polars
+    path (tested). Returns ``None`` where :func:`_dense_cells` does, and when a
+    cell holds more than one record (repeated keys: the polars path ranks them).
+    """
+    cells = _dense_cells(lazy, ("system_id", "item_id", "judge_id", "generation", "replicate"))
+    if cells is None or cells.counts.max() > 1:
+        return None
+    systems, items, judges, _, _ = cells.levels
+    has = cells.counts.astype(bool)
+    x = cells.sums  # one record per present cell: the sum is its score
+    present = has.any(axis=(3, 4))
+    completeness = float(present.mean())
+    keep, dropped = _prune(present, (systems, items, judges))  # type: ignore[arg-type]
+    if not all(mask.all() for mask in keep):
+        pick = np.ix_(*keep, np.ones(has.shape[3], dtype=bool), np.ones(has.shape[4], dtype=bool))
+        has, x = has[pick], x[pick]
+    # Rule 1: generations judged by every kept judge, indexed within (system, item).
+    complete = has.any(axis=4).all(axis=2)  # (system, item, generation)
+    n_generations = int(complete.sum(axis=2).min())
+    if n_generations < 1:
+        msg = "generations='facet': some system-item pair has no generation seen by every judge"
+        raise DesignError(msg)
+    if n_generations < complete.shape[2]:
+        chosen = complete & (np.cumsum(complete, axis=2) <= n_generations)
+        position = np.nonzero(chosen)[2].reshape(*complete.shape[:2], n_generations)
+        position = position[:, :, None, :, None]
+        has = np.take_along_axis(has, position, axis=3)
+        x = np.take_along_axis(x, position, axis=3)
+    x, n_replicates = _first_replicates(x, has)
+    notes: list[str] = []
+    spec = "s x i x j"
+    if n_replicates == 1:
+        x = x[..., 0]
+        notes.append("one replicate per cell: the replicate facet is confounded with the residual")
+    if n_generations < 2:
+        x = x[:, :, :, 0]
+        notes.append("fewer than two generations in some cell: the generation facet is dropped")
+    else:
+        spec += " x g:si"
+    if n_replicates > 1:
+        spec += " x r:" + ("sijg" if n_generations > 1 else "sij")
+    kept = [np.flatnonzero(mask) for mask in keep]
+    return BalancedBlock(
+        x=x,
+        design=Design.parse(spec),
+        systems=tuple(str(systems[i]) for i in kept[0]),
+        items=tuple(str(items[i]) for i in kept[1]),
+        judges=tuple(str(judges[i]) for i in kept[2]),
+        n_replicates=n_replicates,
+        n_generations=n_generations,
+        completeness=completeness,
+        records_in=cells.records,
         observations_used=int(x.size),
         dropped_systems=tuple(dropped[0]),
         dropped_items=tuple(dropped[1]),
@@ -224,8 +352,15 @@ def balanced_block(
     keys = ["system_id", "item_id", "judge_id"]
     if generations == "average":
         fast = _average_block_dense(lazy)
-        if fast is not None:
-            return fast
+    elif generations == "facet":
+        fast = _facet_block_dense(lazy)
+    else:
+        msg = f"generations must be 'average' or 'facet', got {generations!r}"
+        raise DesignError(msg)
+    if fast is not None:
+        return fast
+    # The polars path: the reference the dense paths are tested against, and what
+    # runs where they return None. It collects per-record data.
     if generations == "average":
         cells = (
             lazy.select(needed)
@@ -235,13 +370,10 @@ def balanced_block(
         )
         records_in = int(cells["__n"].sum()) if cells.height else 0
         n_generations = 1
-    elif generations == "facet":
+    else:
         cells = lazy.select(needed).collect()
         records_in = cells.height
         n_generations = 0
-    else:
-        msg = f"generations must be 'average' or 'facet', got {generations!r}"
-        raise DesignError(msg)
     if not cells.height:
         msg = "no pointwise records to fit"
         raise DesignError(msg)
