@@ -111,3 +111,27 @@ def test_mdd_rule_false_positive_rate_is_near_nominal() -> None:
     rate = mdd_false_positive_rate(fit, simulations=400, seed=3)
     # 5% nominal; binomial SE at n=400 is 1.1 points.
     assert 0.015 <= rate <= 0.085, rate
+
+
+@pytest.mark.parametrize(("spec", "sizes"), [
+    ("s x i x j x r:sij", {"s": 7, "i": 6, "j": 6, "r": 3}),
+    ("s x i x j x g:si x r:sijg", {"s": 5, "i": 4, "j": 6, "g": 2, "r": 2}),
+    ("s x i x j", {"s": 7, "i": 6, "j": 6}),
+])
+def test_ensemble_refits_on_cell_means_equal_refits_of_the_whole_design(spec: str, sizes: dict[str, int]) -> None:
+    """The shortcut (replicates averaged before the refits) against refitting every ensemble's full array."""
+    design = Design.parse(spec)
+    rng = np.random.default_rng(9)
+    x = rng.normal(size=[sizes[f] for f in design.facets]) + rng.normal(size=(sizes["s"], 1, sizes["j"]) + (1,) * (len(design.facets) - 3))
+    axis = design.facets.index("j")
+    for k in (2, 3):
+        predicted = fit_gstudy(x, design).component("sj") / k
+        draw = np.random.default_rng(k)
+        expected = []
+        for _ in range(8):
+            order = draw.permutation(sizes["j"])[: (sizes["j"] // k) * k]
+            moved = np.moveaxis(x, axis, -1)[..., order]
+            grouped = moved.reshape(*moved.shape[:-1], -1, k).mean(axis=-1)
+            expected.append(fit_gstudy(np.moveaxis(grouped, -1, axis), design).component("sj") / predicted)
+        check = ensemble_partitions(x, design, k=k, partitions=8, seed=k)
+        np.testing.assert_allclose(check.ratios, expected, rtol=1e-9)

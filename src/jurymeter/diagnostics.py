@@ -66,7 +66,9 @@ def ensemble_partitions(
     """Refit on disjoint ensembles of ``k`` judges (their mean score) over random partitions.
 
     The prediction for the ensemble design is sigma2_sj / k (G-theory: the mean
-    of k judges carries sigma2_sj / k).
+    of k judges carries sigma2_sj / k). The refits run on the cell means when
+    the design has replicates (:func:`_cell_means`: the same estimate of
+    sigma2_sj from 1/n_r of the data).
     """
     axis = design.facets.index(roles.judge)
     n_j = x.shape[axis]
@@ -76,6 +78,8 @@ def ensemble_partitions(
         raise DesignError(msg)
     label = design.label(frozenset({roles.system, roles.judge}))
     predicted = fit_gstudy(x, design).component(label) / k
+    x, design = _cell_means(x, design)
+    axis = design.facets.index(roles.judge)
     rng = np.random.default_rng(seed)
     ratios = np.empty(partitions)
     moved = np.moveaxis(x, axis, -1)
@@ -85,6 +89,25 @@ def ensemble_partitions(
         refit = fit_gstudy(np.moveaxis(grouped, -1, axis), design)
         ratios[p] = refit.component(label) / predicted
     return EnsembleCheck(k=k, ratios=ratios)
+
+
+def _cell_means(x: np.ndarray, design: Design) -> tuple[np.ndarray, Design]:
+    """Average out a facet nested in all the others (the replicates of ``r:sij``).
+
+    Only the residual contains such a facet ``w``, and every other effect's
+    mean square on the cell means is its mean square on ``x`` divided by
+    ``n_w``; so the components of the design without ``w``, fitted on the
+    means, equal the full design's for every effect but the highest crossed
+    one (which absorbs the residual). ``sigma2_sj`` is one of them when ``w``
+    exists and the design has three or more other facets.
+    """
+    for w in design.facets:
+        others = frozenset(design.facets) - {w}
+        if design.nests[w] == others and len(others) >= 3:
+            kept = tuple(f for f in design.facets if f != w)
+            reduced = Design(kept, {f: design.nests[f] for f in kept})
+            return x.mean(axis=design.facets.index(w)), reduced
+    return x, design
 
 
 def system_item_means(x: np.ndarray, design: Design, roles: Facets = PAPER_ROLES) -> np.ndarray:
