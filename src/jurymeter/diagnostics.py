@@ -177,7 +177,10 @@ def naive_item_bootstrap_halfwidth(
     n_s, n_i = means.shape
     rng = np.random.default_rng(seed)
     picks = rng.integers(0, n_i, size=(n_boot, n_i))
-    boot = means[:, picks].mean(axis=2).T  # (n_boot, n_s)
+    # How often each resample drew each item, then one product: the same means
+    # as ``means[:, picks].mean(axis=2)`` without its (systems x n_boot x items) temporary.
+    counts = np.bincount((picks + n_i * np.arange(n_boot)[:, None]).ravel(), minlength=n_boot * n_i)
+    boot = counts.reshape(n_boot, n_i).astype(np.float64) @ means.T / n_i  # (n_boot, n_s)
     centered = boot - boot.mean(axis=0)
     cov = centered.T @ centered / (n_boot - 1)
     var_diff = np.diag(cov)[:, None] + np.diag(cov)[None, :] - 2 * cov
