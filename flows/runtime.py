@@ -27,6 +27,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from jurymeter.errors import OrchestrationError
+
 # Quiet by default; any of these can be set by the user to override.
 QUIET = {
     "PREFECT_LOGGING_LEVEL": "WARNING",
@@ -82,7 +84,7 @@ class TemporaryServer:
         spec = importlib.util.find_spec("prefect")  # locates the package without importing it
         if spec is None or not spec.submodule_search_locations:
             msg = "prefect is not installed"
-            raise RuntimeError(msg)
+            raise OrchestrationError(msg)
         app_dir = str(Path(next(iter(spec.submodule_search_locations))).parent)
         self.port = _free_port()
         with open(self.log_path, "ab") as log:
@@ -115,14 +117,14 @@ class TemporaryServer:
                     continue
                 if status is not None:
                     msg = f"Prefect's temporary server exited with status {status}; see {self.log_path}"
-                    raise RuntimeError(msg)
+                    raise OrchestrationError(msg)
                 with contextlib.suppress(httpx.TransportError):
                     if client.get(f"{self.api_url}/health").status_code == 200:
                         return self.api_url
                 time.sleep(0.1)
         self.stop()
         msg = f"Prefect's temporary server did not answer within {timeout:.0f} s; see {self.log_path}"
-        raise RuntimeError(msg)
+        raise OrchestrationError(msg)
 
     def stop(self) -> None:
         if self.process is None:

@@ -504,3 +504,50 @@ def test_printing_a_run_with_no_fits_says_what_to_do(capsys: pytest.CaptureFixtu
     text = capsys.readouterr().out
     assert "no fits" in text
     assert "drop judgment dumps into in" in text
+
+
+# ------------------------------------------------------------------ the temporary Prefect server
+
+
+def _fake_uvicorn(monkeypatch: pytest.MonkeyPatch, exits: list[int]) -> list[int]:
+    """Make TemporaryServer.launch start processes that exit with the given statuses in turn."""
+    from flows.runtime import TemporaryServer
+
+    launched: list[int] = []
+
+    def launch(self: TemporaryServer) -> TemporaryServer:
+        status = exits[len(launched)]
+        launched.append(status)
+        self.port = _free_port()
+        self.process = subprocess.Popen([sys.executable, "-c", f"raise SystemExit({status})"])
+        return self
+
+    monkeypatch.setattr(TemporaryServer, "launch", launch)
+    return launched
+
+
+def test_a_server_that_dies_is_one_clear_error_naming_its_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from flows.runtime import PORT_IN_USE, TemporaryServer
+
+    from jurymeter.errors import OrchestrationError
+
+    launched = _fake_uvicorn(monkeypatch, [PORT_IN_USE, 7])
+    server = TemporaryServer(tmp_path).launch()
+    with pytest.raises(OrchestrationError, match=r"exited with status 7; see .*server\.log"):
+        server.wait(timeout=30)
+    assert launched == [PORT_IN_USE, 7]  # a taken port is retried once, on another port
+
+
+def test_a_server_that_never_answers_times_out_and_is_stopped(tmp_path: Path) -> None:
+    from flows.runtime import TemporaryServer
+
+    from jurymeter.errors import OrchestrationError
+
+    server = TemporaryServer(tmp_path)
+    server.port = _free_port()
+    server.process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    process = server.process
+    with pytest.raises(OrchestrationError, match="did not answer within 1 s"):
+        server.wait(timeout=1)
+    assert process.poll() is not None
+    assert server.process is None

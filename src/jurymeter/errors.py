@@ -33,3 +33,7 @@ class ConfigError(JurymeterError):
 
 class DesignError(JurymeterError):
     """A design specification or the data given for it is invalid."""
+
+
+class OrchestrationError(JurymeterError):
+    """The run's Prefect API or Dask cluster could not be started or reached."""
