@@ -220,6 +220,9 @@ def test_dense_paths_fall_back_where_they_do_not_apply() -> None:
     nulls = records.with_columns(pl.when(pl.col("replicate") == 1).then(None).otherwise(pl.col("replicate")).alias("replicate"))
     assert blocks._facet_block_dense(nulls.lazy()) is None
     assert blocks._average_block_dense(nulls.lazy()) is None
+    assert blocks._average_block_dense(records.drop("score").lazy()) is None
+    with pytest.raises(pl.exceptions.ColumnNotFoundError):
+        balanced_block(records.drop("score"))
     # Far-apart replicate ids are indexed by their levels, so the arrays stay small.
     spread = records.with_columns(pl.col("replicate") * 10_000_000)
     assert blocks._facet_block_dense(spread.lazy()) is not None

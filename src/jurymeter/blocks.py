@@ -125,12 +125,15 @@ def _dense_cells(lazy: pl.LazyFrame, keys: tuple[str, ...]) -> _Cells | None:
 
     Streaming passes over the records: the sorted levels of every key column and
     the record count, then one integer cell index per record, streamed in batches
-    into dense sum and count arrays. Returns ``None`` (the caller falls
-    back to the polars path) for what this path does not cover: id columns that
-    are not text, generation or replicate columns that are not integers, nulls in
-    a key or a score, and cells too sparse to be worth a dense array.
+    into dense sum and count arrays. Returns ``None`` (the caller falls back to
+    the polars path) for what this path does not cover: a missing column, id
+    columns that are not text, generation or replicate columns that are not
+    integers, nulls in a key or a score, and cells too sparse to be worth a dense
+    array.
     """
     schema = lazy.collect_schema()
+    if any(c not in schema for c in (*keys, "score")):
+        return None  # the polars path raises polars' own error
     if any(schema[c] != pl.String for c in keys[:3]) or any(not schema[c].is_integer() for c in keys[3:]):
         return None
     # One query per column: run together (``collect_all``, or one select) they
