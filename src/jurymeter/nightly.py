@@ -225,7 +225,8 @@ def _cyclic(
         scope = scope.filter(pl.col("judge_id").is_in(list(job.judges)))
     if job.systems is not None:
         scope = scope.filter(pl.col("system_id").is_in(list(job.systems)))
-    generations = scope.select(pl.col("generation").n_unique()).collect().item()
+    # The distinct values by the streaming engine: not the whole column in memory.
+    generations = scope.select(pl.col("generation").unique()).collect(engine="streaming").height
     if generations < 2:
         return None
     try:
