@@ -754,7 +754,7 @@ def _run_flow(config_path: Path | None, overrides: dict[str, Any], force: bool) 
     out.print(f"store {settings.store}, landing {settings.landing or '(none)'}", markup=False)
     dask = settings.dask
     with run_environment(
-        settings.home, dask.address, dask.workers, dask.threads_per_worker, imports=("flows.nightly",)
+        settings.home, dask.address, dask.workers, dask.threads_per_worker, imports=("flows.nightly", "jurymeter.ingest")
     ) as address:
         from flows.nightly import listening, nightly
 

@@ -28,7 +28,6 @@ import polars as pl
 from jurymeter import __version__
 from jurymeter.config import RunConfig
 from jurymeter.design import Design
-from jurymeter.dstudy import PAPER_ROLES, ceiling, erho2, error_variances, mdd95
 from jurymeter.errors import JurymeterError
 from jurymeter.leaderboard import tie_groups
 from jurymeter.store import Store
@@ -167,6 +166,10 @@ def curves(report: dict[str, Any]) -> dict[str, Any]:
     Recomputed from the fitted components with :mod:`jurymeter.dstudy`
     (paper section 5, eq. for E rho^2 and MDD; appendix, budget optimum).
     """
+    # Imported here: the fits run on the workers, and the flow's own process
+    # then never loads scipy (a second of its start-up).
+    from jurymeter.dstudy import PAPER_ROLES, ceiling, erho2, error_variances, mdd95
+
     design = Design.parse(report["design"])
     sigma2 = np.array([report["components"][_label(e)]["raw"] for e in design.labels])
     roles = PAPER_ROLES
