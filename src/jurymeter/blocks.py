@@ -203,23 +203,7 @@ def _average_block_dense(lazy: pl.LazyFrame) -> BalancedBlock | None:
     else:
         x = x[..., 0]
         notes.append("one replicate per cell: the replicate facet is confounded with the residual")
-    kept = [np.flatnonzero(mask) for mask in keep]
-    return BalancedBlock(
-        x=x,
-        design=Design.parse(spec),
-        systems=tuple(str(systems[i]) for i in kept[0]),
-        items=tuple(str(items[i]) for i in kept[1]),
-        judges=tuple(str(judges[i]) for i in kept[2]),
-        n_replicates=k,
-        n_generations=1,
-        completeness=completeness,
-        records_in=cells.records,
-        observations_used=int(x.size),
-        dropped_systems=tuple(dropped[0]),
-        dropped_items=tuple(dropped[1]),
-        dropped_judges=tuple(dropped[2]),
-        notes=tuple(notes),
-    )
+    return _dense_block(x, spec, cells, keep, dropped, k, 1, completeness, notes)
 
 
 def _first_replicates(values: np.ndarray, has: np.ndarray) -> tuple[np.ndarray, int]:
@@ -279,6 +263,22 @@ def _facet_block_dense(lazy: pl.LazyFrame) -> BalancedBlock | None:
         spec += " x g:si"
     if n_replicates > 1:
         spec += " x r:" + ("sijg" if n_generations > 1 else "sij")
+    return _dense_block(x, spec, cells, keep, dropped, n_replicates, n_generations, completeness, notes)
+
+
+def _dense_block(
+    x: np.ndarray,
+    spec: str,
+    cells: _Cells,
+    keep: list[np.ndarray],
+    dropped: list[list[str]],
+    n_replicates: int,
+    n_generations: int,
+    completeness: float,
+    notes: list[str],
+) -> BalancedBlock:
+    """The block of a dense path: its array and design, the kept ids and what was dropped."""
+    systems, items, judges = cells.levels[:3]
     kept = [np.flatnonzero(mask) for mask in keep]
     return BalancedBlock(
         x=x,
