@@ -455,27 +455,34 @@ def landing_sources(config: RunConfig) -> list[Any]:
 CACHE = "results/cache"
 
 
+def _cached(store: Store, job: FitJob) -> tuple[str, dict[str, Any]] | None:
+    """The cache folder of a fit and its ``complete.json``, or ``None`` when it is not cached."""
+    folder = f"{CACHE}/{job.key()}"
+    try:
+        return folder, store.read_json(f"{folder}/complete.json")
+    except FileNotFoundError:
+        return None
+
+
 def read_cached_fit(store: Store, job: FitJob) -> dict[str, pl.DataFrame] | None:
     """The tables of an earlier fit with the same content key, or ``None``.
 
     Tables, not the JSON report, are the cache: Parquet keeps ``inf`` ("never
     reached") that JSON cannot.
     """
-    folder = f"{CACHE}/{job.key()}"
-    try:
-        marker = store.read_json(f"{folder}/complete.json")
-    except FileNotFoundError:
+    cached = _cached(store, job)
+    if cached is None:
         return None
+    folder, marker = cached
     return {t: store.read_parquet(store.path(f"{folder}/{t}.parquet")) for t in marker["tables"]}
 
 
 def read_cached_figures(store: Store, job: FitJob) -> dict[str, bytes]:
     """The report figures cached with a fit (none when it was fitted without them)."""
-    folder = f"{CACHE}/{job.key()}"
-    try:
-        marker = store.read_json(f"{folder}/complete.json")
-    except FileNotFoundError:
+    cached = _cached(store, job)
+    if cached is None:
         return {}
+    folder, marker = cached
     return {
         name: store.fs.cat_file(store.path(f"{folder}/figures/{name}"))
         for name in marker.get("figures", [])
