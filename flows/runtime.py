@@ -24,7 +24,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from jurymeter.errors import OrchestrationError
@@ -212,6 +212,12 @@ def _worker_environ(values: dict[str, int]) -> Iterator[None]:
                 os.environ[k] = v
 
 
+# Imported by each LocalCluster worker as it starts (Dask's ``preload``): the
+# fits' modules (scipy, matplotlib; 2.7-2.9 s) load while the Prefect server
+# starts instead of delaying each worker's first fit.
+WORKER_PRELOAD = "flows.worker_preload"
+
+
 @contextlib.contextmanager
 def run_cluster(address: str | None, workers: int, threads_per_worker: int) -> Iterator[str]:
     """Yield a scheduler address: ``address`` itself, or a LocalCluster's, started for the run.
@@ -231,9 +237,25 @@ def run_cluster(address: str | None, workers: int, threads_per_worker: int) -> I
             threads_per_worker=threads_per_worker,
             processes=True,
             dashboard_address=":0",  # any free port: no warning when 8787 is taken
+            preload=[WORKER_PRELOAD],
         ) as cluster,
     ):
         yield cluster.scheduler_address
+
+
+# Closers of the LocalClusters run_environment started, by scheduler address.
+_retirable: dict[str, Callable[[], None]] = {}
+
+
+def retire_cluster(address: str) -> None:
+    """Start closing the LocalCluster at ``address`` in the background, if this process started it.
+
+    The flow calls it when its last Dask work is done, so the workers' shutdown
+    (1-2 s) overlaps publishing; a scheduler given by address is left alone.
+    """
+    close = _retirable.pop(address, None)
+    if close is not None:
+        close()
 
 
 @contextlib.contextmanager
@@ -252,18 +274,27 @@ def run_environment(
     prefect_home = configure_environment(home)
     external = os.environ.get("PREFECT_API_URL")
     ready: list[str | BaseException] = []
-    stack = contextlib.ExitStack()
+    cluster_stack = contextlib.ExitStack()  # closed by retire_cluster's thread or on exit
 
     def start_cluster() -> None:
         try:
-            ready.append(stack.enter_context(run_cluster(address, workers, threads_per_worker)))
+            ready.append(cluster_stack.enter_context(run_cluster(address, workers, threads_per_worker)))
         except BaseException as exc:  # handed to the caller
             ready.append(exc)
 
-    with stack:
+    closer = threading.Thread(target=cluster_stack.close, name="jurymeter-cluster-close", daemon=True)
+
+    def close_cluster() -> None:
+        if closer.ident is None:  # never retired: close it now
+            cluster_stack.close()
+        else:
+            closer.join()
+
+    with contextlib.ExitStack() as stack:
         server = None if external else TemporaryServer(prefect_home).launch()
         if server is not None:
             stack.callback(server.stop)
+        stack.callback(close_cluster)  # before the server stops: LIFO
         starter = threading.Thread(target=start_cluster, name="jurymeter-cluster", daemon=True)
         starter.start()
         try:
@@ -271,11 +302,15 @@ def run_environment(
                 importlib.import_module(module)
             url = external or server.wait(_startup_timeout())  # type: ignore[union-attr]
         finally:
-            starter.join()  # the cluster must be in the stack before the stack unwinds
+            starter.join()  # the cluster must be in its stack before the stacks unwind
         if isinstance(ready[0], BaseException):
             raise ready[0]
+        scheduler = ready[0]
+        if not address:  # a LocalCluster of ours: the flow may retire it early
+            _retirable[scheduler] = closer.start
+            stack.callback(_retirable.pop, scheduler, None)
         if external:
-            yield ready[0]
+            yield scheduler
         else:
             with _flow_api(url):
-                yield ready[0]
+                yield scheduler

@@ -17,6 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,6 +29,7 @@ import pytest
 from jurymeter.config import RunConfig, load_config
 from jurymeter.errors import ConfigError
 from jurymeter.nightly import (
+    FIT_MODULES,
     SCHEMAS,
     fit_and_tabulate,
     plan_fits,
@@ -487,7 +489,35 @@ def test_local_cluster_workers_keep_a_fixed_mmap_threshold() -> None:
         pass
     with run_cluster(None, 1, 1) as address, Client(address, set_as_default=False) as client:
         seen = client.run(lambda: {k: os.environ.get(k) for k in WORKER_MALLOC})
+        # The preload: a worker has the fits' modules before its first fit.
+        preloaded = client.run(lambda: [m for m in FIT_MODULES if m in sys.modules])
     assert list(seen.values()) == [{k: str(v) for k, v in WORKER_MALLOC.items()}]
+    assert list(preloaded.values()) == [list(FIT_MODULES)]
+
+
+@pytest.mark.slow
+def test_a_retired_local_cluster_closes_in_the_background_and_the_run_exits_cleanly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from distributed import Client
+    from flows.runtime import retire_cluster, run_environment
+
+    monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:9/api")  # an external API: no server starts
+    monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "prefect"))
+    with run_environment(str(tmp_path), None, 1, 1) as address:
+        with Client(address, set_as_default=False) as client:
+            assert client.submit(sum, [1, 2]).result() == 3
+        retire_cluster("tcp://127.0.0.1:1")  # not a cluster of this run: nothing happens
+        assert not _closing()
+        retire_cluster(address)
+        assert _closing()
+    assert not _closing()  # the run's exit waited for the close
+    with pytest.raises(OSError, match="connect"):
+        Client(address, timeout=2, set_as_default=False)
+
+
+def _closing() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "jurymeter-cluster-close"]
 
 
 def test_the_example_config_holds_exactly_the_defaults() -> None:

@@ -14,6 +14,7 @@ import os
 import re
 import subprocess
 import tempfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -228,3 +229,22 @@ def test_text_census_matches_a_brute_force_count(
     lines = data.count(b"\n") + (0 if not data or data.endswith(b"\n") else 1)
     nulls = len(re.findall(rb'":null', data)) + len(re.findall(rb'": null', data))
     assert (census.lines, census.key_marks, census.null_marks) == (lines, data.count(b'":'), nulls)
+
+
+def test_census_in_its_thread_equals_the_direct_count_and_a_cancelled_one_says_nothing(
+    tmp_path: Path,
+) -> None:
+    from jurymeter.streaming import Census
+
+    path = write_jsonl(tmp_path / "dump.jsonl", _clean())
+    source = discover_sources([str(path)])[0]
+    direct = text_census(source, chunk=256)
+    assert direct is not None
+    assert direct.lines == len(_clean())
+    assert Census(source).result() == direct
+    cancelled = threading.Event()
+    cancelled.set()
+    assert text_census(source, chunk=256, cancel=cancelled) is None
+    census = Census(source)
+    census.cancel()
+    assert census.result() in (None, direct)  # cancelled, or finished first: never a partial count

@@ -18,6 +18,7 @@ import hashlib
 import io
 import json
 import os
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -238,19 +239,24 @@ def _marks(data: np.ndarray, start: int, stop: int) -> tuple[int, int]:
     return len(colons), int(nulls)
 
 
-def text_census(source: SourceFile, chunk: int = 8 * 1024 * 1024) -> TextCensus:
+def text_census(
+    source: SourceFile, chunk: int = 8 * 1024 * 1024, cancel: threading.Event | None = None
+) -> TextCensus | None:
     """Count lines, key marks and null marks of an uncompressed text file (numpy: no GIL held).
 
     The streaming path proves it lost nothing by comparing these with what the
     parser produced: one row per line and one non-null value per key mark that
     is not followed by ``null``. Colons near a chunk's end wait for the next
-    chunk, which starts with the bytes they need on both sides.
+    chunk, which starts with the bytes they need on both sides. Returns
+    ``None`` when ``cancel`` is set before the end (checked between chunks).
     """
     lines = marks = nulls = 0
     carry = b"\n"  # one byte of context before the first colon
     last = 10
     with source.fs.open(source.path, "rb") as handle:
         while block := handle.read(chunk):
+            if cancel is not None and cancel.is_set():
+                return None
             data = np.frombuffer(carry + block, dtype=np.uint8)
             lines += int(np.count_nonzero(data[len(carry) :] == 10))
             stop = max(1, len(data) - _LOOKAHEAD)
