@@ -92,7 +92,7 @@ def test_dense_path_equals_the_group_by_path(monkeypatch: pytest.MonkeyPatch) ->
     records = records.filter(~holes)
     dense = balanced_block(records)
     assert dense.dropped_systems or dense.dropped_items or dense.dropped_judges
-    monkeypatch.setattr(blocks, "_average_block_dense", lambda lazy: None)
+    monkeypatch.setattr(blocks, "_average_block_dense", lambda lazy, given=None: None)
     sparse = balanced_block(records)
     assert dense.design.labels == sparse.design.labels
     np.testing.assert_array_equal(dense.x, sparse.x)
@@ -163,8 +163,12 @@ def test_dense_paths_equal_the_polars_path_on_incomplete_data(
     assert dense.dropped_systems  # the holes above made the rule drop levels
     assert dense.dropped_judges
     assert balanced_block(records, generations=generations).x.tobytes() == dense.x.tobytes()
-    monkeypatch.setattr(blocks, "_average_block_dense", lambda lazy: None)
-    monkeypatch.setattr(blocks, "_facet_block_dense", lambda lazy: None)
+    # Built from the one scan a fit shares between its two blocks (facet-keyed sums).
+    cells = blocks.cell_sums(records.lazy())
+    assert cells is not None
+    _assert_same_block(balanced_block(records, generations=generations, cells=cells), dense)
+    monkeypatch.setattr(blocks, "_average_block_dense", lambda lazy, given=None: None)
+    monkeypatch.setattr(blocks, "_facet_block_dense", lambda lazy, given=None: None)
     reference = balanced_block(records, generations=generations)
     _assert_same_block(dense, reference)
     # What each case exercises: the generations kept within (system, item) pairs
@@ -188,7 +192,7 @@ def test_facet_dense_path_keeps_the_rule_with_one_generation(monkeypatch: pytest
     assert dense.n_generations == 1
     assert "g:si" not in dense.design.labels
     assert any("generation facet is dropped" in note for note in dense.notes)
-    monkeypatch.setattr(blocks, "_facet_block_dense", lambda lazy: None)
+    monkeypatch.setattr(blocks, "_facet_block_dense", lambda lazy, given=None: None)
     _assert_same_block(dense, balanced_block(records, generations="facet"))
 
 
@@ -202,7 +206,7 @@ def test_facet_dense_path_with_no_common_generation_raises_like_the_polars_path(
     records = _records(n_j=3, n_g=3).filter(pl.col("judge_id") == pl.format("j{}", pl.col("generation")))
     with pytest.raises(DesignError, match="no generation seen by every judge"):
         blocks._facet_block_dense(records.lazy())
-    monkeypatch.setattr(blocks, "_facet_block_dense", lambda lazy: None)
+    monkeypatch.setattr(blocks, "_facet_block_dense", lambda lazy, given=None: None)
     with pytest.raises(DesignError, match="no generation seen by every judge"):
         balanced_block(records, generations="facet")
 

@@ -139,6 +139,42 @@ def fitted(small_store: Store):
     return job, result
 
 
+def test_one_scan_for_both_blocks_gives_the_report_of_a_scan_each(
+    small_store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import jurymeter.blocks as blocks
+    from jurymeter.nightly import run_fit
+
+    for job in plan_fits(small_store, _config(small_store)):
+        shared = run_fit(job)
+        assert shared["cyclic"] is not None  # the simulated panel has generations: both blocks ran
+        assert "systems" in shared["cyclic"], shared["cyclic"]
+        with monkeypatch.context() as patched:
+            patched.setattr(blocks, "cell_sums", lambda records: None)  # each block scans for itself
+            separate = run_fit(job)
+        for report in (shared, separate):
+            report.pop("seconds")
+        _assert_close(shared, separate)
+
+
+def _assert_close(a: object, b: object, path: str = "") -> None:
+    """Equal JSON-ready data, floats to 1e-12 relative (sums may add in another order)."""
+    if isinstance(a, dict):
+        assert isinstance(b, dict), path
+        assert a.keys() == b.keys(), path
+        for k in a:
+            _assert_close(a[k], b[k], f"{path}.{k}")
+    elif isinstance(a, list | tuple):
+        assert isinstance(b, list | tuple), path
+        assert len(a) == len(b), path
+        for k, (x, y) in enumerate(zip(a, b, strict=True)):
+            _assert_close(x, y, f"{path}[{k}]")
+    elif isinstance(a, float) and isinstance(b, float):
+        assert a == pytest.approx(b, rel=1e-12, abs=1e-12, nan_ok=True), path
+    else:
+        assert a == b, path
+
+
 def test_tables_have_the_documented_schemas(fitted) -> None:
     _, result = fitted
     names = {"item_set": pl.String, "universe": pl.String, "population": pl.String}

@@ -19,7 +19,8 @@ Rule for the largest balanced block (documented in ``docs/gstudy.md``):
 Everything dropped is reported. Both generation modes first sum and count the
 scores per cell in dense numpy arrays, streaming the records through polars in
 batches, so memory is bounded by the cells of the full cross of the levels
-present, not by the records (:func:`_dense_cells`); the pruning loop works on a
+present, not by the records (:func:`_dense_cells`; :func:`cell_sums` makes one set
+of sums that both modes can use); the pruning loop works on a
 dense presence array with numpy sums. Where that array would be too sparse (or
 keys repeat in facet mode, or there are nulls), a polars group-by path over the
 collected records runs instead; it is the reference the dense paths are tested
@@ -97,8 +98,12 @@ _STREAM_BATCHES = hasattr(pl.LazyFrame, "collect_batches")
 
 
 @dataclass(frozen=True)
-class _Cells:
-    """Score sums and record counts per cell of the full cross of the levels present."""
+class CellSums:
+    """Score sums and record counts per cell of the full cross of the levels present.
+
+    Made by :func:`cell_sums` (keys :data:`FACET_KEYS`), one scan of the records
+    that both generation modes can be built from (:func:`balanced_block`'s ``cells``).
+    """
 
     levels: list[list[object]]  # sorted levels of each key column
     sums: np.ndarray  # float64, one axis per key column
@@ -120,7 +125,7 @@ def _level_index(column: str, levels: list[object]) -> pl.Expr:
     return pl.col(column).cast(pl.String).cast(pl.Enum([str(v) for v in levels])).to_physical().cast(pl.Int64)
 
 
-def _dense_cells(lazy: pl.LazyFrame, keys: tuple[str, ...]) -> _Cells | None:
+def _dense_cells(lazy: pl.LazyFrame, keys: tuple[str, ...]) -> CellSums | None:
     """Sum and count the scores per cell, memory bounded by the cells, not the records.
 
     Streaming passes over the records: the sorted levels of every key column and
@@ -170,17 +175,43 @@ def _dense_cells(lazy: pl.LazyFrame, keys: tuple[str, ...]) -> _Cells | None:
         index = per_cell.get_column("flat").to_numpy()
         sums[index] = per_cell.get_column("score").to_numpy()
         counts[index] = per_cell.get_column("len").to_numpy()
-    return _Cells(levels=levels, sums=sums.reshape(shape), counts=counts.reshape(shape), records=n)
+    return CellSums(levels=levels, sums=sums.reshape(shape), counts=counts.reshape(shape), records=n)
 
 
-def _average_block_dense(lazy: pl.LazyFrame) -> BalancedBlock | None:
+FACET_KEYS = ("system_id", "item_id", "judge_id", "generation", "replicate")
+AVERAGE_KEYS = ("system_id", "item_id", "judge_id", "replicate")
+
+
+def cell_sums(records: pl.LazyFrame) -> CellSums | None:
+    """Score sums and counts per (system, item, judge, generation, replicate) cell, in one scan.
+
+    Both blocks of a fit (generations averaged for the G-study, as a facet for
+    CyclicJudge) can be built from it, instead of scanning the records once
+    each. ``None`` where the dense path does not apply (see :func:`_dense_cells`).
+    """
+    return _dense_cells(records, FACET_KEYS)
+
+
+def _averaged(cells: CellSums) -> CellSums:
+    """The (system, item, judge, replicate) cells of facet-keyed cells: sums and counts over generations."""
+    systems, items, judges, _, replicates = cells.levels
+    return CellSums(
+        levels=[systems, items, judges, replicates],
+        sums=cells.sums.sum(axis=3),
+        counts=cells.counts.sum(axis=3, dtype=np.int32),
+        records=cells.records,
+    )
+
+
+def _average_block_dense(lazy: pl.LazyFrame, given: CellSums | None = None) -> BalancedBlock | None:
     """Rules 1-3 with generations averaged, on dense per-cell sums (:func:`_dense_cells`).
 
     Equal to the polars path (tested); its memory is a few arrays of the
     (system, item, judge, replicate) cells, however many generations and
-    records. Returns ``None`` where :func:`_dense_cells` does.
+    records. ``given`` are the records' :func:`cell_sums`, if already made.
+    Returns ``None`` where :func:`_dense_cells` does.
     """
-    cells = _dense_cells(lazy, ("system_id", "item_id", "judge_id", "replicate"))
+    cells = _averaged(given) if given is not None else _dense_cells(lazy, AVERAGE_KEYS)
     if cells is None:
         return None
     systems, items, judges, _ = cells.levels
@@ -219,14 +250,15 @@ def _first_replicates(values: np.ndarray, has: np.ndarray) -> tuple[np.ndarray, 
     return x, k
 
 
-def _facet_block_dense(lazy: pl.LazyFrame) -> BalancedBlock | None:
+def _facet_block_dense(lazy: pl.LazyFrame, given: CellSums | None = None) -> BalancedBlock | None:
     """Rules 1-3 with generations as a facet, on dense per-cell sums (:func:`_dense_cells`).
 
     Cells are (system, item, judge, generation, replicate); equal to the polars
-    path (tested). Returns ``None`` where :func:`_dense_cells` does, and when a
-    cell holds more than one record (repeated keys: the polars path ranks them).
+    path (tested). ``given`` are the records' :func:`cell_sums`, if already made.
+    Returns ``None`` where :func:`_dense_cells` does, and when a cell holds more
+    than one record (repeated keys: the polars path ranks them).
     """
-    cells = _dense_cells(lazy, ("system_id", "item_id", "judge_id", "generation", "replicate"))
+    cells = given if given is not None else _dense_cells(lazy, FACET_KEYS)
     if cells is None or cells.counts.max() > 1:
         return None
     systems, items, judges, _, _ = cells.levels
@@ -269,7 +301,7 @@ def _facet_block_dense(lazy: pl.LazyFrame) -> BalancedBlock | None:
 def _dense_block(
     x: np.ndarray,
     spec: str,
-    cells: _Cells,
+    cells: CellSums,
     keep: list[np.ndarray],
     dropped: list[list[str]],
     n_replicates: int,
@@ -338,6 +370,7 @@ def balanced_block(
     records: pl.DataFrame | pl.LazyFrame,
     *,
     generations: GenerationMode = "average",
+    cells: CellSums | None = None,
 ) -> BalancedBlock:
     """Extract the largest balanced block by the module's rule.
 
@@ -348,14 +381,18 @@ def balanced_block(
         ``generation``, ``replicate`` and ``score`` (one item set).
     generations
         Average generations (default) or keep them as a nested facet.
+    cells
+        ``cell_sums(records)``, when the caller already has it (one scan for
+        both generation modes); the records are then read only if the polars
+        path must run.
     """
     lazy = records.lazy() if isinstance(records, pl.DataFrame) else records
     needed = ["system_id", "item_id", "judge_id", "generation", "replicate", "score"]
     keys = ["system_id", "item_id", "judge_id"]
     if generations == "average":
-        fast = _average_block_dense(lazy)
+        fast = _average_block_dense(lazy, cells)
     elif generations == "facet":
-        fast = _facet_block_dense(lazy)
+        fast = _facet_block_dense(lazy, cells)
     else:
         msg = f"generations must be 'average' or 'facet', got {generations!r}"
         raise DesignError(msg)

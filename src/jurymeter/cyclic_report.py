@@ -15,18 +15,21 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from jurymeter.blocks import balanced_block
+from jurymeter.blocks import CellSums, balanced_block
 from jurymeter.cyclic import fit_cyclic, judge_system_offsets
 from jurymeter.errors import DesignError
 
 
-def cyclic_cube(records: pl.LazyFrame | pl.DataFrame) -> tuple[np.ndarray, dict[str, Any], tuple[str, ...], tuple[str, ...]]:
+def cyclic_cube(
+    records: pl.LazyFrame | pl.DataFrame, cells: CellSums | None = None
+) -> tuple[np.ndarray, dict[str, Any], tuple[str, ...], tuple[str, ...]]:
     """Scores ``x[system, scenario, generation, judge]`` of the largest balanced block.
 
     Returns the cube, the block summary, and the system and judge ids.
+    ``cells``: :func:`jurymeter.blocks.cell_sums` of ``records``, if already made.
     """
     lazy = records.lazy() if isinstance(records, pl.DataFrame) else records
-    block = balanced_block(lazy, generations="facet")
+    block = balanced_block(lazy, generations="facet", cells=cells)
     if "g" not in block.design.facets:
         msg = (
             "CyclicJudge needs at least two generations per scenario seen by every judge; "
@@ -49,9 +52,13 @@ def cyclic_report(
     budgets: Sequence[int] | None = None,
     at_generations: int = 1,
     at_judges: int = 1,
+    cells: CellSums | None = None,
 ) -> dict[str, Any]:
-    """Per-system decompositions, the judge x system offsets and self-preference, as JSON-ready data."""
-    cube, summary, system_ids, judge_ids = cyclic_cube(records)
+    """Per-system decompositions, the judge x system offsets and self-preference, as JSON-ready data.
+
+    ``cells``: :func:`jurymeter.blocks.cell_sums` of ``records``, if already made.
+    """
+    cube, summary, system_ids, judge_ids = cyclic_cube(records, cells)
     per_system = {
         sid: fit_cyclic(
             cube[k], judges=judge_ids, budgets=budgets, at_generations=at_generations, at_judges=at_judges

@@ -26,6 +26,7 @@ import orjson
 import polars as pl
 
 from jurymeter import __version__
+from jurymeter.blocks import CellSums
 from jurymeter.config import RunConfig
 from jurymeter.design import Design
 from jurymeter.errors import JurymeterError
@@ -153,7 +154,8 @@ def run_fit(job: FitJob) -> dict[str, Any]:
     Runs on a Dask worker: it opens the store itself (workers share nothing
     with the client but the store's address). Returns JSON-ready data.
     """
-    from jurymeter.reliability import GStudyRequest, assess_item_set
+    from jurymeter.blocks import cell_sums
+    from jurymeter.reliability import GStudyRequest, assess_item_set, restrict
 
     started = time.perf_counter()
     store = Store(job.store, dict(job.storage_options))
@@ -169,10 +171,13 @@ def run_fit(job: FitJob) -> dict[str, Any]:
         target=job.target,
         interval_method=job.interval,
     )
-    report = assess_item_set(records, request, systems=systems if systems.height else None)
+    scope = restrict(records, request)
+    # One scan of the fit's records for both blocks: the G-study's and CyclicJudge's.
+    cells = cell_sums(scope)
+    report = assess_item_set(records, request, systems=systems if systems.height else None, cells=cells)
     report.update(curves(report))
     report["leaderboard"] = leaderboard(report)
-    report["cyclic"] = _cyclic(store, records, systems, job) if job.cyclic else None
+    report["cyclic"] = _cyclic(store, scope, systems, cells) if job.cyclic else None
     report["seconds"] = time.perf_counter() - started
     return report
 
@@ -235,22 +240,23 @@ def leaderboard(report: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _cyclic(
-    store: Store, records: pl.LazyFrame, systems: pl.DataFrame, job: FitJob
+    store: Store, scope: pl.LazyFrame, systems: pl.DataFrame, cells: CellSums | None
 ) -> dict[str, Any] | None:
-    """CyclicJudge where the data have 2+ generations and a crossed panel; else ``None``."""
+    """CyclicJudge where the data have 2+ generations and a crossed panel; else ``None``.
+
+    ``scope`` is the fit's records (its universe and population), ``cells``
+    their :func:`jurymeter.blocks.cell_sums` if made.
+    """
     from jurymeter.cyclic_report import cyclic_report
 
-    scope = records
-    if job.judges is not None:
-        scope = scope.filter(pl.col("judge_id").is_in(list(job.judges)))
-    if job.systems is not None:
-        scope = scope.filter(pl.col("system_id").is_in(list(job.systems)))
-    # The distinct values by the streaming engine: not the whole column in memory.
-    generations = scope.select(pl.col("generation").unique()).collect(engine="streaming").height
+    if cells is not None:
+        generations = len(cells.levels[3])
+    else:  # the distinct values by the streaming engine: not the whole column in memory
+        generations = scope.select(pl.col("generation").unique()).collect(engine="streaming").height
     if generations < 2:
         return None
     try:
-        return cyclic_report(scope, systems=systems, judges=store.scan("judges").collect())
+        return cyclic_report(scope, systems=systems, judges=store.scan("judges").collect(), cells=cells)
     except JurymeterError as exc:  # no crossed panel: say why instead of failing the fit
         return {"skipped": str(exc)}
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from jurymeter.blocks import BalancedBlock, GenerationMode, balanced_block
+from jurymeter.blocks import BalancedBlock, CellSums, GenerationMode, balanced_block
 from jurymeter.bootstrap import DEFAULT_RESAMPLES, bootstrap_reliability
 from jurymeter.design import Design
 from jurymeter.diagnostics import (
@@ -146,15 +146,18 @@ def assess_item_set(
     request: GStudyRequest,
     *,
     systems: pl.DataFrame | None = None,
+    cells: CellSums | None = None,
 ) -> dict[str, Any]:
     """Fit the item set and return the whole report as JSON-ready data.
 
     ``systems`` is the systems metadata table (``system_id``, ``model``,
     ``config``); when it nests configurations in models, the report adds the
-    nested split of system variance (:func:`nested_system_split`).
+    nested split of system variance (:func:`nested_system_split`). ``cells``
+    is :func:`jurymeter.blocks.cell_sums` of ``restrict(records, request)``
+    when the caller has it already (then the records are not scanned again).
     """
     lazy = records.lazy() if isinstance(records, pl.DataFrame) else records
-    block = balanced_block(restrict(lazy, request), generations=request.generations)
+    block = balanced_block(restrict(lazy, request), generations=request.generations, cells=cells)
     report = assess_block(block, request)
     report["nested"] = (
         nested_system_split(block, systems) if systems is not None and block.x.ndim in (3, 4) else None

@@ -84,7 +84,7 @@ FIGURE_TEXT_MAX = 40
 FIGURE_DPI = 100
 # Above this many systems the heatmap labels every k-th row only (the figure height is capped).
 HEATMAP_MAX_LABELS = 70
-STYLE = {"text.usetex": False, "font.size": 9, "axes.titlesize": 10}
+STYLE = {"text.usetex": False, "font.size": 9, "axes.titlesize": 10, "axes.titley": 1.0}
 CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:0 auto;max-width:1100px;
 padding:1rem 1.5rem;color:#222;line-height:1.4}
