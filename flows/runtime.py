@@ -212,6 +212,20 @@ def _worker_environ(values: dict[str, int]) -> Iterator[None]:
                 os.environ[k] = v
 
 
+# A run's LocalCluster is a batch engine, not a dashboard. By default its event
+# loops tick every 20 ms, each worker samples its stacks every 10 ms and every
+# process polls system metrics every 0.5 s and memory every 0.1 s: an idle
+# 2-worker cluster then used 2.0 CPU-s per 10 s (0.2 of this machine's 2 cores,
+# taken from the ingest, which runs beside it), and 0.3-0.5 with these settings
+# (ad-hoc measurement, bench/RESULTS.md "Nightly flow" notes). Set for the
+# clusters run_cluster starts only; a scheduler given by address keeps its own.
+LOCAL_CLUSTER_CONFIG = {
+    "distributed.admin.tick.interval": "1s",
+    "distributed.worker.profile.enabled": False,
+    "distributed.admin.system-monitor.interval": "5s",
+    "distributed.worker.memory.monitor-interval": "500ms",
+}
+
 # Imported by each LocalCluster worker as it starts (Dask's ``preload``): the
 # fits' modules (scipy, matplotlib; 2.7-2.9 s) load while the Prefect server
 # starts instead of delaying each worker's first fit.
@@ -228,10 +242,12 @@ def run_cluster(address: str | None, workers: int, threads_per_worker: int) -> I
     if address:
         yield address
         return
+    import dask
     from distributed import LocalCluster
 
     with (
         _worker_environ(WORKER_MALLOC),
+        dask.config.set(LOCAL_CLUSTER_CONFIG),
         LocalCluster(
             n_workers=workers,
             threads_per_worker=threads_per_worker,

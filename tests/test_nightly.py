@@ -518,8 +518,9 @@ def test_flow_against_an_s3_store_and_landing(tmp_path: Path, prefect_server: st
 def test_local_cluster_workers_keep_a_fixed_mmap_threshold() -> None:
     # A plain LocalCluster first: its nanny leaves MALLOC_TRIM_THRESHOLD_=65536 in this
     # process's environment, which later nannies would otherwise prefer to any config.
+    import dask
     from distributed import Client, LocalCluster
-    from flows.runtime import WORKER_MALLOC, run_cluster
+    from flows.runtime import LOCAL_CLUSTER_CONFIG, WORKER_MALLOC, run_cluster
 
     with LocalCluster(n_workers=1, processes=True, dashboard_address=None):
         pass
@@ -527,8 +528,10 @@ def test_local_cluster_workers_keep_a_fixed_mmap_threshold() -> None:
         seen = client.run(lambda: {k: os.environ.get(k) for k in WORKER_MALLOC})
         # The preload: a worker has the fits' modules before its first fit.
         preloaded = client.run(lambda: [m for m in FIT_MODULES if m in sys.modules])
+        settings = client.run(lambda: {k: dask.config.get(k) for k in LOCAL_CLUSTER_CONFIG})
     assert list(seen.values()) == [{k: str(v) for k, v in WORKER_MALLOC.items()}]
     assert list(preloaded.values()) == [list(FIT_MODULES)]
+    assert list(settings.values()) == [LOCAL_CLUSTER_CONFIG]  # the quiet batch settings reached the worker
 
 
 @pytest.mark.slow
