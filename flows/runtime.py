@@ -276,14 +276,21 @@ def retire_cluster(address: str) -> None:
 
 @contextlib.contextmanager
 def run_environment(
-    home: str, address: str | None, workers: int, threads_per_worker: int, *, imports: tuple[str, ...] = ()
+    home: str,
+    address: str | None,
+    workers: int,
+    threads_per_worker: int,
+    *,
+    imports: tuple[str, ...] = (),
+    meanwhile: Callable[[], None] | None = None,
 ) -> Iterator[str]:
     """Prefect API and Dask scheduler for one run, started side by side; yields the scheduler address.
 
     Order, so that the slow parts overlap: launch the temporary Prefect server
     (a subprocess), start the LocalCluster in a thread, import ``imports`` (the
-    flow's modules: Prefect's client takes seconds to import) here, and only
-    then wait for the server to answer.
+    flow's modules: Prefect's client takes seconds to import) here, call
+    ``meanwhile`` (work that needs neither, such as starting the ingest), and
+    only then wait for the server to answer.
     """
     import threading
 
@@ -316,6 +323,8 @@ def run_environment(
         try:
             for module in imports:
                 importlib.import_module(module)
+            if meanwhile is not None:
+                meanwhile()
             url = external or server.wait(_startup_timeout())  # type: ignore[union-attr]
         finally:
             starter.join()  # the cluster must be in its stack before the stacks unwind

@@ -430,6 +430,51 @@ def test_flow_on_a_local_cluster_fits_reuses_isolates_failures_and_refits(
     assert "not a complete run folder" in missing.stderr
 
 
+def test_an_ingest_begun_before_the_flow_is_what_the_ingest_task_returns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dataclasses import replace
+
+    import flows.nightly as flow
+
+    from jurymeter.config import DaskConfig
+
+    _landing(tmp_path)
+    config = load_config(None, environ={}, overrides={
+        "store": str(tmp_path / "store"), "landing": str(tmp_path / "landing"), "scale": [1, 10]})
+    threads: list[str] = []
+    real = flow._ingest
+
+    def recorded(cfg: RunConfig) -> dict | None:
+        threads.append(threading.current_thread().name)
+        if len(threads) == 3:
+            raise OSError("transient: disk busy")
+        return real(cfg)
+
+    monkeypatch.setattr(flow, "_ingest", recorded)
+    flow.start_ingest_early(config)
+    assert len(flow._early_ingests) == 1
+    # The flow's configuration names the scheduler the CLI started meanwhile: still the same ingest.
+    claimed = flow.ingest_landing.fn(replace(config, dask=DaskConfig(address="tcp://127.0.0.1:8786")))
+    assert threads == ["jurymeter-early-ingest"]  # taken, not run again
+    assert claimed is not None
+    assert claimed["totals"]["read"] == claimed["totals"]["accepted"] > 0
+    assert not flow._early_ingests  # taken once
+    again = flow.ingest_landing.fn(config)  # no early ingest left: this one runs, and finds nothing new
+    assert threads[1] == threading.current_thread().name
+    assert again is not None
+    assert [s["status"] for s in again["sources"]] == ["already_ingested"] * len(again["sources"])
+
+    # An early ingest that failed: the attempt that takes it fails the same way,
+    # and the retry Prefect then makes ingests for itself.
+    flow.start_ingest_early(config)
+    with pytest.raises(OSError, match="disk busy"):
+        flow.ingest_landing.fn(config)
+    assert threads[2] == "jurymeter-early-ingest"
+    assert flow.ingest_landing.fn(config) is not None
+    assert len(threads) == 4
+
+
 RETRY_SCRIPT = """\
 import sys
 import flows.nightly as flow

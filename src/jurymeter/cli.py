@@ -753,8 +753,15 @@ def _run_flow(config_path: Path | None, overrides: dict[str, Any], force: bool) 
 
     out.print(f"store {settings.store}, landing {settings.landing or '(none)'}", markup=False)
     dask = settings.dask
+
+    def ingest_meanwhile() -> None:  # the ingest needs neither the Prefect server nor Dask
+        from flows.nightly import start_ingest_early
+
+        start_ingest_early(settings)
+
     with run_environment(
-        settings.home, dask.address, dask.workers, dask.threads_per_worker, imports=("flows.nightly", "jurymeter.ingest")
+        settings.home, dask.address, dask.workers, dask.threads_per_worker,
+        imports=("flows.nightly", "jurymeter.ingest"), meanwhile=ingest_meanwhile,
     ) as address:
         from flows.nightly import listening, nightly
 
