@@ -167,6 +167,11 @@ def test_dense_paths_equal_the_polars_path_on_incomplete_data(
     cells = blocks.cell_sums(records.lazy())
     assert cells is not None
     _assert_same_block(balanced_block(records, generations=generations, cells=cells), dense)
+    if generations == "average":  # what a fit keeps for its G-study after CyclicJudge's block
+        _assert_same_block(balanced_block(records, cells=blocks.averaged_cells(cells)), dense)
+    else:
+        with pytest.raises(ValueError, match="cells keyed by"):
+            balanced_block(records, generations="facet", cells=blocks.averaged_cells(cells))
     monkeypatch.setattr(blocks, "_average_block_dense", lambda lazy, given=None: None)
     monkeypatch.setattr(blocks, "_facet_block_dense", lambda lazy, given=None: None)
     reference = balanced_block(records, generations=generations)

@@ -109,6 +109,7 @@ class CellSums:
     sums: np.ndarray  # float64, one axis per key column
     counts: np.ndarray  # int32, same shape
     records: int
+    keys: tuple[str, ...] = ()  # the key columns, one per axis
 
 
 def _level_index(column: str, levels: list[object]) -> pl.Expr:
@@ -175,7 +176,7 @@ def _dense_cells(lazy: pl.LazyFrame, keys: tuple[str, ...]) -> CellSums | None:
         index = per_cell.get_column("flat").to_numpy()
         sums[index] = per_cell.get_column("score").to_numpy()
         counts[index] = per_cell.get_column("len").to_numpy()
-    return CellSums(levels=levels, sums=sums.reshape(shape), counts=counts.reshape(shape), records=n)
+    return CellSums(levels=levels, sums=sums.reshape(shape), counts=counts.reshape(shape), records=n, keys=keys)
 
 
 FACET_KEYS = ("system_id", "item_id", "judge_id", "generation", "replicate")
@@ -192,14 +193,21 @@ def cell_sums(records: pl.LazyFrame) -> CellSums | None:
     return _dense_cells(records, FACET_KEYS)
 
 
-def _averaged(cells: CellSums) -> CellSums:
-    """The (system, item, judge, replicate) cells of facet-keyed cells: sums and counts over generations."""
+def averaged_cells(cells: CellSums) -> CellSums:
+    """The (system, item, judge, replicate) cells of :func:`cell_sums`: sums and counts over generations.
+
+    What the averaged block is built from; a caller that has built its
+    generation-facet block can keep these (a third of the size here) and drop ``cells``.
+    """
+    if cells.keys == AVERAGE_KEYS:
+        return cells
     systems, items, judges, _, replicates = cells.levels
     return CellSums(
         levels=[systems, items, judges, replicates],
         sums=cells.sums.sum(axis=3),
         counts=cells.counts.sum(axis=3, dtype=np.int32),
         records=cells.records,
+        keys=AVERAGE_KEYS,
     )
 
 
@@ -211,7 +219,7 @@ def _average_block_dense(lazy: pl.LazyFrame, given: CellSums | None = None) -> B
     records. ``given`` are the records' :func:`cell_sums`, if already made.
     Returns ``None`` where :func:`_dense_cells` does.
     """
-    cells = _averaged(given) if given is not None else _dense_cells(lazy, AVERAGE_KEYS)
+    cells = averaged_cells(given) if given is not None else _dense_cells(lazy, AVERAGE_KEYS)
     if cells is None:
         return None
     systems, items, judges, _ = cells.levels
@@ -258,6 +266,9 @@ def _facet_block_dense(lazy: pl.LazyFrame, given: CellSums | None = None) -> Bal
     Returns ``None`` where :func:`_dense_cells` does, and when a cell holds more
     than one record (repeated keys: the polars path ranks them).
     """
+    if given is not None and given.keys != FACET_KEYS:
+        msg = f"the generation-facet block needs cells keyed by {FACET_KEYS}, got {given.keys}"
+        raise ValueError(msg)
     cells = given if given is not None else _dense_cells(lazy, FACET_KEYS)
     if cells is None or cells.counts.max() > 1:
         return None
@@ -383,8 +394,9 @@ def balanced_block(
         Average generations (default) or keep them as a nested facet.
     cells
         ``cell_sums(records)``, when the caller already has it (one scan for
-        both generation modes); the records are then read only if the polars
-        path must run.
+        both generation modes), or its ``averaged_cells`` for
+        ``generations="average"``; the records are then read only if the
+        polars path must run.
     """
     lazy = records.lazy() if isinstance(records, pl.DataFrame) else records
     needed = ["system_id", "item_id", "judge_id", "generation", "replicate", "score"]

@@ -154,7 +154,7 @@ def run_fit(job: FitJob) -> dict[str, Any]:
     Runs on a Dask worker: it opens the store itself (workers share nothing
     with the client but the store's address). Returns JSON-ready data.
     """
-    from jurymeter.blocks import cell_sums
+    from jurymeter.blocks import averaged_cells, cell_sums
     from jurymeter.reliability import GStudyRequest, assess_item_set, restrict
 
     started = time.perf_counter()
@@ -172,12 +172,17 @@ def run_fit(job: FitJob) -> dict[str, Any]:
         interval_method=job.interval,
     )
     scope = restrict(records, request)
-    # One scan of the fit's records for both blocks: the G-study's and CyclicJudge's.
+    # One scan of the fit's records for both blocks. CyclicJudge's block (generations
+    # as a facet) first, so that the G-study runs with only the averaged cells in
+    # memory: the facet-keyed ones are three times larger (3 generations here).
     cells = cell_sums(scope)
+    cyclic = _cyclic(store, scope, systems, cells) if job.cyclic else None
+    if cells is not None and request.generations == "average":
+        cells = averaged_cells(cells)
     report = assess_item_set(records, request, systems=systems if systems.height else None, cells=cells)
     report.update(curves(report))
     report["leaderboard"] = leaderboard(report)
-    report["cyclic"] = _cyclic(store, scope, systems, cells) if job.cyclic else None
+    report["cyclic"] = cyclic
     report["seconds"] = time.perf_counter() - started
     return report
 

@@ -153,8 +153,9 @@ def assess_item_set(
     ``systems`` is the systems metadata table (``system_id``, ``model``,
     ``config``); when it nests configurations in models, the report adds the
     nested split of system variance (:func:`nested_system_split`). ``cells``
-    is :func:`jurymeter.blocks.cell_sums` of ``restrict(records, request)``
-    when the caller has it already (then the records are not scanned again).
+    is :func:`jurymeter.blocks.cell_sums` of ``restrict(records, request)``, or
+    its ``averaged_cells``, when the caller has it already (then the records
+    are not scanned again).
     """
     lazy = records.lazy() if isinstance(records, pl.DataFrame) else records
     block = balanced_block(restrict(lazy, request), generations=request.generations, cells=cells)
