@@ -154,8 +154,8 @@ def run_fit(job: FitJob) -> dict[str, Any]:
     Runs on a Dask worker: it opens the store itself (workers share nothing
     with the client but the store's address). Returns JSON-ready data.
     """
-    from jurymeter.blocks import averaged_cells, cell_sums
-    from jurymeter.reliability import GStudyRequest, assess_item_set, restrict
+    from jurymeter.blocks import averaged_cells, balanced_block, cell_sums
+    from jurymeter.reliability import GStudyRequest, assess_block, restrict
 
     started = time.perf_counter()
     store = Store(job.store, dict(job.storage_options))
@@ -172,14 +172,18 @@ def run_fit(job: FitJob) -> dict[str, Any]:
         interval_method=job.interval,
     )
     scope = restrict(records, request)
-    # One scan of the fit's records for both blocks. CyclicJudge's block (generations
-    # as a facet) first, so that the G-study runs with only the averaged cells in
-    # memory: the facet-keyed ones are three times larger (3 generations here).
+    # One scan of the fit's records for both blocks (CyclicJudge's, the G-study's).
+    # Peak memory stays that of CyclicJudge's block: its facet-keyed cell sums are
+    # replaced by their generation averages (a third the size here) before the
+    # G-study's block is built, and all sums are dropped before the G-study runs.
     cells = cell_sums(scope)
     cyclic = _cyclic(store, scope, systems, cells) if job.cyclic else None
     if cells is not None and request.generations == "average":
         cells = averaged_cells(cells)
-    report = assess_item_set(records, request, systems=systems if systems.height else None, cells=cells)
+    block = balanced_block(scope, generations=request.generations, cells=cells)
+    del cells
+    report = assess_block(block, request, systems=systems if systems.height else None)
+    del block
     report.update(curves(report))
     report["leaderboard"] = leaderboard(report)
     report["cyclic"] = cyclic

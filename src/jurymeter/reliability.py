@@ -159,11 +159,7 @@ def assess_item_set(
     """
     lazy = records.lazy() if isinstance(records, pl.DataFrame) else records
     block = balanced_block(restrict(lazy, request), generations=request.generations, cells=cells)
-    report = assess_block(block, request)
-    report["nested"] = (
-        nested_system_split(block, systems) if systems is not None and block.x.ndim in (3, 4) else None
-    )
-    return report
+    return assess_block(block, request, systems=systems)
 
 
 def nested_layout(block: BalancedBlock, systems: pl.DataFrame) -> tuple[np.ndarray, Design, list[str], int] | None:
@@ -223,8 +219,22 @@ def nested_system_split(block: BalancedBlock, systems: pl.DataFrame) -> dict[str
     }
 
 
-def assess_block(block: BalancedBlock, request: GStudyRequest) -> dict[str, Any]:
-    """The report for an already extracted balanced block."""
+def assess_block(
+    block: BalancedBlock, request: GStudyRequest, *, systems: pl.DataFrame | None = None
+) -> dict[str, Any]:
+    """The report for an already extracted balanced block (what :func:`assess_item_set` returns).
+
+    A caller that builds the block itself can drop what it built it from
+    before the fit runs (the nightly fit drops its per-cell sums).
+    """
+    report = _assess_block(block, request)
+    report["nested"] = (
+        nested_system_split(block, systems) if systems is not None and block.x.ndim in (3, 4) else None
+    )
+    return report
+
+
+def _assess_block(block: BalancedBlock, request: GStudyRequest) -> dict[str, Any]:
     fit = fit_gstudy(block.x, block.design)
     roles = PAPER_ROLES
     system_means = block.x.reshape(block.x.shape[0], -1).mean(axis=1)
