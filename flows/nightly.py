@@ -7,7 +7,8 @@ the workers need no Prefect at all. Per-fit retries are Dask's (they also
 cover a lost worker); stage retries on transient I/O are Prefect's.
 
 Run it with ``jurymeter run`` (which brings up one temporary Prefect server
-when no ``PREFECT_API_URL`` is set), or deploy it with ``infra/prefect.yaml``.
+when no ``PREFECT_API_URL`` is set, and begins the landing ingest while it
+starts: :func:`start_ingest_early`), or deploy it with ``infra/prefect.yaml``.
 """
 
 from __future__ import annotations
