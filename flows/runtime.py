@@ -216,8 +216,8 @@ def _worker_environ(values: dict[str, int]) -> Iterator[None]:
 # loops tick every 20 ms, each worker samples its stacks every 10 ms and every
 # process polls system metrics every 0.5 s and memory every 0.1 s: an idle
 # 2-worker cluster then used 2.0 CPU-s per 10 s (0.2 of this machine's 2 cores,
-# taken from the ingest, which runs beside it), and 0.3-0.5 with these settings
-# (ad-hoc measurement, bench/RESULTS.md "Nightly flow" notes). Set for the
+# taken from the ingest, which runs beside it), and 0.2 with these settings
+# (ad-hoc measurement of each process's CPU time, not in bench/). Set for the
 # clusters run_cluster starts only; a scheduler given by address keeps its own.
 LOCAL_CLUSTER_CONFIG = {
     "distributed.admin.tick.interval": "1s",

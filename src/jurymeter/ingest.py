@@ -236,9 +236,8 @@ def _ingest_source(
     result = SourceReport(source=source.url, sha256=sha, status="ingested")
     reasons: Counter[str] = Counter()
     watched = frozenset(options.column_map.get(c, c) for c in ID_LIKE_COLUMNS)
-    streamed = (
-        stream_source(store, source, sid, options, watched, census) if eligible(source, store) else None
-    )
+    # ingest() started a census exactly for the sources the fast path may try (eligible).
+    streamed = stream_source(store, source, sid, options, watched, census) if census is not None else None
     if streamed is not None:
         result.read, protocol, staged.parts = streamed.read, streamed.protocol, streamed.parts
     else:

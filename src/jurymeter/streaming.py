@@ -139,15 +139,14 @@ def stream_source(
     sid: str,
     options: ValidationOptions,
     text_fields: frozenset[str],
-    census: Census | None = None,
+    census: Census,
 ) -> StreamResult | None:
     """Validate and write ``source`` in one streaming query, or return ``None``.
 
     ``None`` means the proof failed or the query could not run; nothing the
     call wrote remains, and the caller should use the block path. ``census``
-    is the source's census if already started (else one starts here).
+    is the source's census, started by the caller (beside its content hash).
     """
-    census = census or Census(source)
     area = store.staging_area(sid)
     written: list[_Written] = []
     try:
