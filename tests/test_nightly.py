@@ -10,6 +10,7 @@ S3 store on moto's standalone server.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import re
@@ -574,9 +575,44 @@ def test_local_cluster_workers_keep_a_fixed_mmap_threshold() -> None:
         # The preload: a worker has the fits' modules before its first fit.
         preloaded = client.run(lambda: [m for m in FIT_MODULES if m in sys.modules])
         settings = client.run(lambda: {k: dask.config.get(k) for k in LOCAL_CLUSTER_CONFIG})
+        filters = client.run(lambda: [type(f).__name__ for f in logging.getLogger("distributed.worker").filters])
     assert list(seen.values()) == [{k: str(v) for k, v in WORKER_MALLOC.items()}]
     assert list(preloaded.values()) == [list(FIT_MODULES)]
     assert list(settings.values()) == [LOCAL_CLUSTER_CONFIG]  # the quiet batch settings reached the worker
+    assert list(filters.values()) == [["ClosingWorkerHeartbeatFilter"]]  # dask_setup ran in the worker
+
+
+def test_a_closing_worker_drops_only_its_own_heartbeat_failure(caplog: pytest.LogCaptureFixture) -> None:
+    from types import SimpleNamespace
+
+    from distributed.core import Status
+    from flows.worker_preload import dask_setup
+
+    worker = SimpleNamespace(status=Status.running)
+    logger = logging.getLogger("distributed.worker")
+    before = list(logger.filters)
+    dask_setup(worker)
+    try:
+        def heartbeat_fails() -> None:
+            try:
+                raise OSError("ConnectionPool closing.")
+            except OSError:
+                logger.exception("Failed to communicate with scheduler during heartbeat.")
+
+        with caplog.at_level(logging.INFO, logger="distributed.worker"):
+            heartbeat_fails()  # a running worker: a real failure, kept with its traceback
+            worker.status = Status.closing
+            heartbeat_fails()  # the worker closed its own pool under the heartbeat: dropped
+            logger.error("Worker stream died during communication")  # anything else: kept
+            worker.status = Status.closed
+            heartbeat_fails()
+        kept = [(r.getMessage(), r.exc_info is not None) for r in caplog.records if r.name == "distributed.worker"]
+    finally:
+        logger.filters[:] = before
+    assert kept == [
+        ("Failed to communicate with scheduler during heartbeat.", True),
+        ("Worker stream died during communication", False),
+    ]
 
 
 @pytest.mark.slow
