@@ -75,6 +75,22 @@ def test_error_variances_match_the_hand_formula() -> None:
     assert float(ceiling(sigma2, DESIGN, judges=3)) == pytest.approx(0.4 / (0.4 + 0.1 / 3))
 
 
+def test_generations_as_a_facet_match_the_hand_formula() -> None:
+    design = Design.parse("s x i x j x g:si x r:sijg")
+    values = {"s": 0.4, "i": 0.3, "j": 0.05, "si": 0.2, "sj": 0.1, "ij": 0.07, "sij": 0.3,
+              "g:si": 0.15, "jg:si": 0.12, "r:sijg": 0.25}
+    sigma2 = np.array([values[label] for label in design.labels])
+    ni, nj, nr, ng = 17, 3, 2, 4
+    hand_delta = (0.2 / ni + 0.1 / nj + 0.3 / (ni * nj) + 0.15 / (ni * ng) + 0.12 / (ni * nj * ng)
+                  + 0.25 / (ni * nj * ng * nr))
+    _, delta, _ = error_variances(sigma2, design, ROLES.sizes(design, ni, nj, nr, generations=ng))
+    assert float(delta) == pytest.approx(hand_delta, rel=1e-14)
+    # One generation per item unless asked; g is nested in items, so the ceiling ignores it.
+    assert ROLES.sizes(design, ni, nj, nr)["g"] == 1
+    assert float(ceiling(sigma2, design, judges=3)) == pytest.approx(0.4 / (0.4 + 0.1 / 3))
+    assert ROLES.observed(design, {"s": 5, "i": ni, "j": nj, "g": ng, "r": nr}) == {"i": ni, "j": nj, "g": ng, "r": nr}
+
+
 SCREENED_LIKE = components(s=0.456, si=0.474, sj=0.155, sij=0.683, r_sij=0.19, i=0.3, j=0.05, ij=0.05)
 
 

@@ -158,6 +158,25 @@ def test_one_scan_for_both_blocks_gives_the_report_of_a_scan_each(
         _assert_close(shared, separate)
 
 
+def test_generations_as_a_facet_fit_with_the_native_d_study_of_generations_averaged(small_store: Store) -> None:
+    from jurymeter.nightly import fit_tables, run_fit
+
+    averaged = plan_fits(small_store, _config(small_store))
+    facet = plan_fits(small_store, _config(small_store, generations="facet"))
+    assert [job.generations for job in facet] == ["facet"] * len(averaged)
+    for job_a, job_f in zip(averaged, facet, strict=True):
+        a, f = run_fit(job_a), run_fit(job_f)
+        assert f["design"] == "s x i x j x g:si x r:sijg"
+        assert a["design"] == "s x i x j x r:sij"
+        assert f["sizes"]["g"] == 2  # the small store simulates two generations
+        # Averaging the generations of each cell is the native D-study of the facet design.
+        for key in ("erho2", "mdd95", "sigma2_delta"):
+            assert f[key] == pytest.approx(a[key], rel=1e-9), key
+        assert f["ceiling"] == pytest.approx(a["ceiling"], rel=1e-9)
+        tables = fit_tables(job_f, f)
+        assert tables["components"].height == 10  # every effect of the facet design
+
+
 def _assert_close(a: object, b: object, path: str = "") -> None:
     """Equal JSON-ready data, floats to 1e-12 relative (sums may add in another order)."""
     if isinstance(a, dict):

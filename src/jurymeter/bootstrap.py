@@ -152,12 +152,7 @@ def bootstrap_reliability(
     """
     draws = resample_components(fit, n_boot, seed, method=method)
     design = fit.design
-    native = roles.sizes(
-        design,
-        fit.sizes[roles.item],
-        fit.sizes[roles.judge],
-        fit.sizes.get(roles.replicate or "", 1),
-    )
+    native = roles.observed(design, fit.sizes)
     at30 = roles.sizes(design, 30, 1, 1)
     unlimited = roles.sizes(design, np.inf, 1, 1)
     quantities = {

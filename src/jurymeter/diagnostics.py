@@ -246,9 +246,7 @@ def mdd_false_positive_rate(
     truth = fit.sigma2_truncated
     rng = np.random.default_rng(seed)
     s_axis = design.facets.index(roles.system)
-    native = roles.sizes(
-        design, sizes[roles.item], sizes[roles.judge], sizes.get(roles.replicate or "", 1)
-    )
+    native = roles.observed(design, sizes)
     hits = 0
     system = frozenset({roles.system})
     without_system = np.where([e == system for e in design.effects], 0.0, truth)

@@ -129,16 +129,31 @@ class Facets:
     item: str = "i"
     judge: str = "j"
     replicate: str | None = "r"
+    generation: str | None = "g"
 
-    def sizes(self, design: Design, items: float, judges: float, replicates: float = 1) -> dict[str, float]:
+    def sizes(
+        self, design: Design, items: float, judges: float, replicates: float = 1, generations: float = 1
+    ) -> dict[str, float]:
+        """D-study sizes of every facet but the system, by role.
+
+        ``generations`` counts the responses a system generates per item (the
+        facet ``g:si`` of a block with generations as a facet). It defaults to
+        one, as a leaderboard scores each item once; ``g`` is nested in items,
+        so the ceiling (unlimited items) does not depend on it.
+        """
         n = {self.item: items, self.judge: judges}
-        if self.replicate is not None and self.replicate in design.facets:
-            n[self.replicate] = replicates
+        for role, count in ((self.replicate, replicates), (self.generation, generations)):
+            if role is not None and role in design.facets:
+                n[role] = count
         for f in design.facets:
             if f != self.system and f not in n:
-                msg = f"facet {f!r} has no D-study role (system, item, judge, replicate)"
+                msg = f"facet {f!r} has no D-study role (system, item, judge, generation, replicate)"
                 raise DesignError(msg)
         return n
+
+    def observed(self, design: Design, sizes: Mapping[str, int]) -> dict[str, float]:
+        """The study's own sizes of every facet but the system (the "native" D-study)."""
+        return {f: float(sizes[f]) for f in design.facets if f != self.system}
 
 
 # The paper's roles: s systems, i items, j judges, r replicates.

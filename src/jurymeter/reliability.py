@@ -104,9 +104,7 @@ def _interval(i: Any) -> dict[str, float]:
 def dstudy_summary(fit: GStudy, *, target: float = 0.8, budgets: tuple[int, ...] = (120, 360, 1080)) -> dict[str, Any]:
     """Point D-study quantities of paper table 1 and appendix, from a fit."""
     design, sigma2, roles = fit.design, fit.sigma2, PAPER_ROLES
-    n_i, n_j = fit.sizes[roles.item], fit.sizes[roles.judge]
-    n_r = fit.sizes.get(roles.replicate or "", 1)
-    native = roles.sizes(design, n_i, n_j, n_r)
+    native = roles.observed(design, fit.sizes)
     at30 = roles.sizes(design, 30, 1, 1)
     unlimited = roles.sizes(design, np.inf, 1, 1)
     tau, delta, absolute = error_variances(sigma2, design, native)
