@@ -163,15 +163,15 @@ def test_dense_paths_equal_the_polars_path_on_incomplete_data(
     assert dense.dropped_systems  # the holes above made the rule drop levels
     assert dense.dropped_judges
     assert balanced_block(records, generations=generations).x.tobytes() == dense.x.tobytes()
-    # Built from the one scan a fit shares between its two blocks (facet-keyed sums).
-    cells = blocks.cell_sums(records.lazy())
-    assert cells is not None
-    _assert_same_block(balanced_block(records, generations=generations, cells=cells), dense)
-    if generations == "average":  # what a fit keeps for its G-study after CyclicJudge's block
-        _assert_same_block(balanced_block(records, cells=blocks.averaged_cells(cells)), dense)
-    else:
-        with pytest.raises(ValueError, match="cells keyed by"):
-            balanced_block(records, generations="facet", cells=blocks.averaged_cells(cells))
+    # Both modes from the one scan a fit makes, and from item chunks of every size
+    # (one item at a time, a few, all but one): the same blocks, bit for bit.
+    n_items = records["item_id"].n_unique()
+    per_item = int(np.prod([records[c].n_unique() for c in blocks.FACET_KEYS])) // n_items
+    for chunk_items, chunks in ((n_items, 1), (1, n_items), (4, -(-n_items // 4)), (n_items - 1, 2)):
+        found = blocks.fit_blocks(records, ("average", "facet"), chunk_cells=chunk_items * per_item)
+        assert found.chunks == chunks
+        _assert_same_block(found.block(generations), dense)  # type: ignore[arg-type]
+        assert found.generations == records["generation"].n_unique()
     monkeypatch.setattr(blocks, "_average_block_dense", lambda lazy, given=None: None)
     monkeypatch.setattr(blocks, "_facet_block_dense", lambda lazy, given=None: None)
     reference = balanced_block(records, generations=generations)

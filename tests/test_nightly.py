@@ -140,21 +140,35 @@ def fitted(small_store: Store):
     return job, result
 
 
-def test_one_scan_for_both_blocks_gives_the_report_of_a_scan_each(
+def test_a_fit_read_in_item_chunks_gives_the_report_of_one_scan_and_of_a_scan_per_block(
     small_store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import jurymeter.blocks as blocks
     from jurymeter.nightly import run_fit
 
+    presence = blocks._presence
+    scans: list[int] = []
+
+    def counted_presence(*args: object) -> np.ndarray:
+        scans.append(1)
+        return presence(*args)  # type: ignore[arg-type]
+
     for job in plan_fits(small_store, _config(small_store)):
         shared = run_fit(job)
         assert shared["cyclic"] is not None  # the simulated panel has generations: both blocks ran
         assert "systems" in shared["cyclic"], shared["cyclic"]
+        scans.clear()
         with monkeypatch.context() as patched:
-            patched.setattr(blocks, "cell_sums", lambda records: None)  # each block scans for itself
+            patched.setattr(blocks, "CHUNK_CELLS", 1)  # one item per chunk
+            patched.setattr(blocks, "_presence", counted_presence)
+            chunked = run_fit(job)
+        assert scans == [1]  # the chunked path ran: a presence scan, then the chunks
+        with monkeypatch.context() as patched:  # no dense path: each block by polars, a scan each
+            patched.setattr(blocks, "_cell_levels", lambda lazy, keys: None)
             separate = run_fit(job)
-        for report in (shared, separate):
+        for report in (shared, chunked, separate):
             report.pop("seconds")
+        _assert_close(shared, chunked)
         _assert_close(shared, separate)
 
 

@@ -18,13 +18,14 @@ Rule for the largest balanced block (documented in ``docs/gstudy.md``):
 
 Everything dropped is reported. Both generation modes first sum and count the
 scores per cell in dense numpy arrays, streaming the records through polars in
-batches, so memory is bounded by the cells of the full cross of the levels
-present, not by the records (:func:`_dense_cells`; :func:`cell_sums` makes one set
-of sums that both modes can use); the pruning loop works on a
-dense presence array with numpy sums. Where that array would be too sparse (or
-keys repeat in facet mode, or there are nulls), a polars group-by path over the
-collected records runs instead; it is the reference the dense paths are tested
-against.
+batches, so memory is bounded by the cells, not by the records
+(:func:`fit_blocks`, which makes the blocks of both modes from one scan). The
+rules are decided on a dense presence array (one byte a cell) with numpy sums;
+a fit with more than :data:`CHUNK_CELLS` cells then sums its cells item chunk by
+item chunk, so it never holds the sums of every cell at once. Where the arrays
+would be too sparse (or keys repeat in facet mode, or there are nulls), a
+polars group-by path over the collected records runs instead; it is the
+reference the dense paths are tested against.
 """
 
 from __future__ import annotations
@@ -101,8 +102,7 @@ _STREAM_BATCHES = hasattr(pl.LazyFrame, "collect_batches")
 class CellSums:
     """Score sums and record counts per cell of the full cross of the levels present.
 
-    Made by :func:`cell_sums` (keys :data:`FACET_KEYS`), one scan of the records
-    that both generation modes can be built from (:func:`balanced_block`'s ``cells``).
+    Made by :func:`_sum_cells` for a range of items (all of them, or one chunk).
     """
 
     levels: list[list[object]]  # sorted levels of each key column
@@ -126,16 +126,13 @@ def _level_index(column: str, levels: list[object]) -> pl.Expr:
     return pl.col(column).cast(pl.String).cast(pl.Enum([str(v) for v in levels])).to_physical().cast(pl.Int64)
 
 
-def _dense_cells(lazy: pl.LazyFrame, keys: tuple[str, ...]) -> CellSums | None:
-    """Sum and count the scores per cell, memory bounded by the cells, not the records.
+def _cell_levels(lazy: pl.LazyFrame, keys: tuple[str, ...]) -> tuple[list[list[object]], int] | None:
+    """The sorted levels of every key column and the record count, by streaming queries.
 
-    Streaming passes over the records: the sorted levels of every key column and
-    the record count, then one integer cell index per record, streamed in batches
-    into dense sum and count arrays. Returns ``None`` (the caller falls back to
-    the polars path) for what this path does not cover: a missing column, id
-    columns that are not text, generation or replicate columns that are not
-    integers, nulls in a key or a score, and cells too sparse to be worth a dense
-    array.
+    Returns ``None`` (the caller falls back to the polars path) for what the
+    dense paths do not cover: a missing column, id columns that are not text,
+    generation or replicate columns that are not integers, nulls in a key or a
+    score, and cells too sparse to be worth a dense array.
     """
     schema = lazy.collect_schema()
     if any(c not in schema for c in (*keys, "score")):
@@ -155,18 +152,49 @@ def _dense_cells(lazy: pl.LazyFrame, keys: tuple[str, ...]) -> CellSums | None:
     if stats["null_scores"][0] or any(frame.to_series().null_count() for frame in level_frames):
         return None
     levels = [frame.to_series().to_list() for frame in level_frames]
-    shape = tuple(len(v) for v in levels)
-    size = int(np.prod(shape))
-    if size > DENSE_CELLS_PER_RECORD * n + 1_000_000:
+    if int(np.prod([len(v) for v in levels])) > DENSE_CELLS_PER_RECORD * n + 1_000_000:
         return None
-    flat = _level_index(keys[0], levels[0])
-    for column, values in zip(keys[1:], levels[1:], strict=True):
-        flat = flat * len(values) + _level_index(column, values)
-    frame = lazy.select(flat.alias("flat"), pl.col("score").cast(pl.Float64))
+    return levels, n
+
+
+def _cell_index(keys: tuple[str, ...], levels: list[list[object]], items: tuple[int, int]) -> pl.Expr:
+    """Each record's flat cell index among the items ``items[0] <= k < items[1]`` (axis 1)."""
+    flat: pl.Expr | None = None
+    for axis, (column, values) in enumerate(zip(keys, levels, strict=True)):
+        index, size = _level_index(column, values), len(values)
+        if axis == 1:
+            index, size = index - items[0], items[1] - items[0]
+        flat = index if flat is None else flat * size + index
+    assert flat is not None
+    return flat
+
+
+def _in_items(keys: tuple[str, ...], levels: list[list[object]], items: tuple[int, int]) -> pl.Expr | None:
+    """The filter to records of the item range, or ``None`` for every item."""
+    if items == (0, len(levels[1])):
+        return None
+    index = _level_index(keys[1], levels[1])
+    return (index >= items[0]) & (index < items[1])
+
+
+def _sum_cells(
+    lazy: pl.LazyFrame, keys: tuple[str, ...], levels: list[list[object]], records: int, items: tuple[int, int]
+) -> CellSums:
+    """Sum and count the scores per cell of the items ``items`` (one streaming pass).
+
+    Memory is bounded by those items' cells, not by the records: one integer
+    cell index per record, streamed in batches into dense sum and count arrays.
+    """
+    shape = (len(levels[0]), items[1] - items[0], *(len(v) for v in levels[2:]))
+    size = int(np.prod(shape))
+    inside = _in_items(keys, levels, items)
+    frame = lazy if inside is None else lazy.filter(inside)
+    frame = frame.select(_cell_index(keys, levels, items).alias("flat"), pl.col("score").cast(pl.Float64))
     sums = np.zeros(size)
     counts = np.zeros(size, dtype=np.int32)
     if _STREAM_BATCHES:
-        # Record order is kept so sums add up in the same order on every run.
+        # Record order is kept so sums add up in the same order on every run, and
+        # in every chunking of the items.
         for batch in frame.collect_batches(maintain_order=True, engine="streaming"):
             index = batch.get_column("flat").to_numpy()
             np.add.at(sums, index, batch.get_column("score").to_numpy())
@@ -176,29 +204,34 @@ def _dense_cells(lazy: pl.LazyFrame, keys: tuple[str, ...]) -> CellSums | None:
         index = per_cell.get_column("flat").to_numpy()
         sums[index] = per_cell.get_column("score").to_numpy()
         counts[index] = per_cell.get_column("len").to_numpy()
-    return CellSums(levels=levels, sums=sums.reshape(shape), counts=counts.reshape(shape), records=n, keys=keys)
+    chunk_levels = [levels[0], levels[1][items[0] : items[1]], *levels[2:]]
+    return CellSums(levels=chunk_levels, sums=sums.reshape(shape), counts=counts.reshape(shape), records=records, keys=keys)
+
+
+def _presence(lazy: pl.LazyFrame, keys: tuple[str, ...], levels: list[list[object]]) -> np.ndarray:
+    """Which cells hold a record, one byte a cell (a streaming pass); what the rules decide on."""
+    shape = tuple(len(v) for v in levels)
+    has = np.zeros(int(np.prod(shape)), dtype=bool)
+    frame = lazy.select(_cell_index(keys, levels, (0, len(levels[1]))).alias("flat"))
+    if _STREAM_BATCHES:
+        for batch in frame.collect_batches(engine="streaming"):
+            has[batch.get_column("flat").to_numpy()] = True
+    else:  # older polars
+        has[frame.unique().collect(engine="streaming").get_column("flat").to_numpy()] = True
+    return has.reshape(shape)
 
 
 FACET_KEYS = ("system_id", "item_id", "judge_id", "generation", "replicate")
 AVERAGE_KEYS = ("system_id", "item_id", "judge_id", "replicate")
-
-
-def cell_sums(records: pl.LazyFrame) -> CellSums | None:
-    """Score sums and counts per (system, item, judge, generation, replicate) cell, in one scan.
-
-    Both blocks of a fit (generations averaged for the G-study, as a facet for
-    CyclicJudge) can be built from it, instead of scanning the records once
-    each. ``None`` where the dense path does not apply (see :func:`_dense_cells`).
-    """
-    return _dense_cells(records, FACET_KEYS)
+# Cells summed at a time by fit_blocks: sums and counts take 12 bytes a cell, and
+# the arrays made from them a few times that. A fit with more cells is read item
+# chunk by item chunk (a presence scan, then one scan per chunk), so its peak is
+# that of the chunk's cells plus the blocks, not that of every cell at once.
+CHUNK_CELLS = 8_000_000
 
 
 def averaged_cells(cells: CellSums) -> CellSums:
-    """The (system, item, judge, replicate) cells of :func:`cell_sums`: sums and counts over generations.
-
-    What the averaged block is built from; a caller that has built its
-    generation-facet block can keep these (a third of the size here) and drop ``cells``.
-    """
+    """The (system, item, judge, replicate) cells of facet-keyed cells: sums and counts over generations."""
     if cells.keys == AVERAGE_KEYS:
         return cells
     systems, items, judges, _, replicates = cells.levels
@@ -211,134 +244,239 @@ def averaged_cells(cells: CellSums) -> CellSums:
     )
 
 
-def _average_block_dense(lazy: pl.LazyFrame, given: CellSums | None = None) -> BalancedBlock | None:
-    """Rules 1-3 with generations averaged, on dense per-cell sums (:func:`_dense_cells`).
+@dataclass(frozen=True)
+class _BlockPlan:
+    """Rules 1-3 decided on the presence of every cell: what each item chunk keeps."""
 
-    Equal to the polars path (tested); its memory is a few arrays of the
-    (system, item, judge, replicate) cells, however many generations and
-    records. ``given`` are the records' :func:`cell_sums`, if already made.
-    Returns ``None`` where :func:`_dense_cells` does.
-    """
-    cells = averaged_cells(given) if given is not None else _dense_cells(lazy, AVERAGE_KEYS)
-    if cells is None:
-        return None
-    systems, items, judges, _ = cells.levels
-    sums, counts = cells.sums, cells.counts
-    has = counts > 0
+    keep: list[np.ndarray]  # kept systems, items, judges
+    dropped: list[list[str]]
+    completeness: float
+    n_replicates: int
+    n_generations: int
+    spec: str
+    notes: tuple[str, ...]
+
+    def chunk_keep(self, items: tuple[int, int]) -> list[np.ndarray]:
+        return [self.keep[0], self.keep[1][items[0] : items[1]], self.keep[2]]
+
+
+def _pick(keep: list[np.ndarray], *arrays: np.ndarray) -> list[np.ndarray]:
+    """The kept (system, item, judge) levels of arrays with those three leading axes."""
+    if all(mask.all() for mask in keep):
+        return list(arrays)
+    rest = arrays[0].shape[3:]
+    pick = np.ix_(*keep, *(np.ones(n, dtype=bool) for n in rest))
+    return [a[pick] for a in arrays]
+
+
+def _replicate_notes(n_replicates: int) -> list[str]:
+    if n_replicates > 1:
+        return []
+    return ["one replicate per cell: the replicate facet is confounded with the residual"]
+
+
+def _average_plan(has: np.ndarray, names: list[list[object]]) -> _BlockPlan:
+    """Rules 2-3 with generations averaged, on (system, item, judge, replicate) presence."""
     present = has.any(axis=3)
-    completeness = float(present.mean())
-    keep, dropped = _prune(present, (systems, items, judges))  # type: ignore[arg-type]
-    if not all(mask.all() for mask in keep):
-        pick = np.ix_(*keep, np.ones(has.shape[3], dtype=bool))
-        has, sums, counts = has[pick], sums[pick], counts[pick]
+    keep, dropped = _prune(present, tuple(names))  # type: ignore[arg-type]
+    (kept,) = _pick(keep, has)
+    k = int(kept.sum(axis=-1).min())  # rule 3: the smallest replicate count
+    return _BlockPlan(
+        keep=keep, dropped=dropped, completeness=float(present.mean()), n_replicates=k, n_generations=1,
+        spec="s x i x j" + (" x r:sij" if k > 1 else ""), notes=tuple(_replicate_notes(k)),
+    )
+
+
+def _average_x(cells: CellSums, plan: _BlockPlan, items: tuple[int, int]) -> np.ndarray:
+    """The averaged block's scores of the items ``items``, from their (s, i, j, r) cells."""
+    has, sums, counts = _pick(plan.chunk_keep(items), cells.counts > 0, cells.sums, cells.counts)
     means = sums / np.maximum(counts, 1)
     del sums, counts
-    # Rule 3: the first k replicate levels present in each cell, k the smallest count.
-    x, k = _first_replicates(means, has)
-    notes: list[str] = []
-    spec = "s x i x j"
-    if k > 1:
-        spec += " x r:sij"
-    else:
-        x = x[..., 0]
-        notes.append("one replicate per cell: the replicate facet is confounded with the residual")
-    return _dense_block(x, spec, cells, keep, dropped, k, 1, completeness, notes)
+    x = _first_replicates(means, has, plan.n_replicates)
+    return x if plan.n_replicates > 1 else x[..., 0]
 
 
-def _first_replicates(values: np.ndarray, has: np.ndarray) -> tuple[np.ndarray, int]:
-    """Rule 3 on the last axis: the first ``k`` present levels of every cell, ``k`` the smallest count."""
-    k = int(has.sum(axis=-1).min())
-    if k == has.shape[-1]:
-        return values, k  # every cell has every replicate level: nothing to select
-    rank = np.cumsum(has, axis=-1, dtype=np.int32) - 1
-    take = has & (rank < k)
-    x = np.empty((*has.shape[:-1], k))
-    index = np.nonzero(take)
-    x[(*index[:-1], rank[take])] = values[take]
-    return x, k
-
-
-def _facet_block_dense(lazy: pl.LazyFrame, given: CellSums | None = None) -> BalancedBlock | None:
-    """Rules 1-3 with generations as a facet, on dense per-cell sums (:func:`_dense_cells`).
-
-    Cells are (system, item, judge, generation, replicate); equal to the polars
-    path (tested). ``given`` are the records' :func:`cell_sums`, if already made.
-    Returns ``None`` where :func:`_dense_cells` does, and when a cell holds more
-    than one record (repeated keys: the polars path ranks them).
-    """
-    if given is not None and given.keys != FACET_KEYS:
-        msg = f"the generation-facet block needs cells keyed by {FACET_KEYS}, got {given.keys}"
-        raise ValueError(msg)
-    cells = given if given is not None else _dense_cells(lazy, FACET_KEYS)
-    if cells is None or cells.counts.max() > 1:
+def _chosen_generations(complete: np.ndarray, n_generations: int) -> np.ndarray | None:
+    """Rule 1: per (system, item), the positions of its first ``n_generations`` complete generations."""
+    if n_generations == complete.shape[2]:
         return None
-    systems, items, judges, _, _ = cells.levels
-    has = cells.counts.astype(bool)
-    x = cells.sums  # one record per present cell: the sum is its score
+    chosen = complete & (np.cumsum(complete, axis=2) <= n_generations)
+    position = np.nonzero(chosen)[2].reshape(*complete.shape[:2], n_generations)
+    return position[:, :, None, :, None]
+
+
+def _facet_plan(has: np.ndarray, names: list[list[object]]) -> _BlockPlan:
+    """Rules 1-3 with generations as a facet, on (system, item, judge, generation, replicate) presence."""
     present = has.any(axis=(3, 4))
-    completeness = float(present.mean())
-    keep, dropped = _prune(present, (systems, items, judges))  # type: ignore[arg-type]
-    if not all(mask.all() for mask in keep):
-        pick = np.ix_(*keep, np.ones(has.shape[3], dtype=bool), np.ones(has.shape[4], dtype=bool))
-        has, x = has[pick], x[pick]
+    keep, dropped = _prune(present, tuple(names))  # type: ignore[arg-type]
+    (has,) = _pick(keep, has)
     # Rule 1: generations judged by every kept judge, indexed within (system, item).
     complete = has.any(axis=4).all(axis=2)  # (system, item, generation)
     n_generations = int(complete.sum(axis=2).min())
     if n_generations < 1:
         msg = "generations='facet': some system-item pair has no generation seen by every judge"
         raise DesignError(msg)
-    if n_generations < complete.shape[2]:
-        chosen = complete & (np.cumsum(complete, axis=2) <= n_generations)
-        position = np.nonzero(chosen)[2].reshape(*complete.shape[:2], n_generations)
-        position = position[:, :, None, :, None]
+    position = _chosen_generations(complete, n_generations)
+    if position is not None:
         has = np.take_along_axis(has, position, axis=3)
-        x = np.take_along_axis(x, position, axis=3)
-    x, n_replicates = _first_replicates(x, has)
-    notes: list[str] = []
+    k = int(has.sum(axis=-1).min())
+    notes = _replicate_notes(k)
     spec = "s x i x j"
-    if n_replicates == 1:
-        x = x[..., 0]
-        notes.append("one replicate per cell: the replicate facet is confounded with the residual")
     if n_generations < 2:
-        x = x[:, :, :, 0]
         notes.append("fewer than two generations in some cell: the generation facet is dropped")
     else:
         spec += " x g:si"
-    if n_replicates > 1:
+    if k > 1:
         spec += " x r:" + ("sijg" if n_generations > 1 else "sij")
-    return _dense_block(x, spec, cells, keep, dropped, n_replicates, n_generations, completeness, notes)
+    return _BlockPlan(
+        keep=keep, dropped=dropped, completeness=float(present.mean()), n_replicates=k,
+        n_generations=n_generations, spec=spec, notes=tuple(notes),
+    )
 
 
-def _dense_block(
-    x: np.ndarray,
-    spec: str,
-    cells: CellSums,
-    keep: list[np.ndarray],
-    dropped: list[list[str]],
-    n_replicates: int,
-    n_generations: int,
-    completeness: float,
-    notes: list[str],
-) -> BalancedBlock:
+def _facet_x(cells: CellSums, plan: _BlockPlan, items: tuple[int, int]) -> np.ndarray:
+    """The generation-facet block's scores of the items ``items``, from their facet-keyed cells."""
+    # One record per present cell (checked before planning): the sum is its score.
+    has, x = _pick(plan.chunk_keep(items), cells.counts.astype(bool), cells.sums)
+    position = _chosen_generations(has.any(axis=4).all(axis=2), plan.n_generations)
+    if position is not None:
+        has = np.take_along_axis(has, position, axis=3)
+        x = np.take_along_axis(x, position, axis=3)
+    x = _first_replicates(x, has, plan.n_replicates)
+    if plan.n_replicates == 1:
+        x = x[..., 0]
+    if plan.n_generations < 2:
+        x = x[:, :, :, 0]
+    return x
+
+
+def _first_replicates(values: np.ndarray, has: np.ndarray, k: int) -> np.ndarray:
+    """Rule 3 on the last axis: the first ``k`` present levels of every cell."""
+    if k == has.shape[-1]:
+        return values  # every cell has every replicate level: nothing to select
+    rank = np.cumsum(has, axis=-1, dtype=np.int32) - 1
+    take = has & (rank < k)
+    x = np.empty((*has.shape[:-1], k))
+    index = np.nonzero(take)
+    x[(*index[:-1], rank[take])] = values[take]
+    return x
+
+
+def _dense_block(x: np.ndarray, plan: _BlockPlan, levels: list[list[object]], records: int) -> BalancedBlock:
     """The block of a dense path: its array and design, the kept ids and what was dropped."""
-    systems, items, judges = cells.levels[:3]
-    kept = [np.flatnonzero(mask) for mask in keep]
+    systems, items, judges = levels[:3]
+    kept = [np.flatnonzero(mask) for mask in plan.keep]
     return BalancedBlock(
         x=x,
-        design=Design.parse(spec),
+        design=Design.parse(plan.spec),
         systems=tuple(str(systems[i]) for i in kept[0]),
         items=tuple(str(items[i]) for i in kept[1]),
         judges=tuple(str(judges[i]) for i in kept[2]),
-        n_replicates=n_replicates,
-        n_generations=n_generations,
-        completeness=completeness,
-        records_in=cells.records,
+        n_replicates=plan.n_replicates,
+        n_generations=plan.n_generations,
+        completeness=plan.completeness,
+        records_in=records,
         observations_used=int(x.size),
-        dropped_systems=tuple(dropped[0]),
-        dropped_items=tuple(dropped[1]),
-        dropped_judges=tuple(dropped[2]),
-        notes=tuple(notes),
+        dropped_systems=tuple(plan.dropped[0]),
+        dropped_items=tuple(plan.dropped[1]),
+        dropped_judges=tuple(plan.dropped[2]),
+        notes=plan.notes,
     )
+
+
+@dataclass(frozen=True)
+class FitBlocks:
+    """The dense blocks of one fit by generation mode (:func:`fit_blocks`).
+
+    A mode maps to its block, to the :class:`DesignError` its rule raised, or to
+    ``None`` where the dense path does not apply (:func:`balanced_block`'s polars
+    path then decides). ``generations`` is the number of distinct generation
+    values in the records, when they were counted (facet-keyed cells), else ``None``.
+    """
+
+    blocks: dict[str, BalancedBlock | DesignError | None]
+    generations: int | None = None
+    chunks: int = 1
+
+    def block(self, mode: GenerationMode) -> BalancedBlock | None:
+        """The mode's block; raises its rule's error; ``None`` where the polars path must run."""
+        found = self.blocks.get(mode)
+        if isinstance(found, DesignError):
+            raise found
+        return found
+
+
+def fit_blocks(
+    records: pl.LazyFrame | pl.DataFrame,
+    modes: tuple[GenerationMode, ...] = ("average",),
+    *,
+    chunk_cells: int | None = None,
+) -> FitBlocks:
+    """The blocks of ``modes`` (module rules 1-3) from one scan of the records, or one per item chunk.
+
+    The rules are decided on the presence of every cell; the blocks' scores are
+    then summed for at most ``chunk_cells`` cells (default :data:`CHUNK_CELLS`)
+    at a time, items in sorted order, and joined along the item axis. With one
+    chunk the records are scanned once for the sums and the presence. Equal to
+    :func:`balanced_block` of each mode (tested), in every chunking.
+    """
+    lazy = records.lazy() if isinstance(records, pl.DataFrame) else records
+    keys = FACET_KEYS if "facet" in modes else AVERAGE_KEYS
+    found = _cell_levels(lazy, keys)
+    if found is None:
+        return FitBlocks(dict.fromkeys(modes))
+    levels, n = found
+    names, n_items = levels[:3], len(levels[1])
+    per_item = int(np.prod([len(v) for v in levels])) // n_items
+    step = max(1, (CHUNK_CELLS if chunk_cells is None else chunk_cells) // per_item)
+    chunks = [(lo, min(lo + step, n_items)) for lo in range(0, n_items, step)]
+    whole = _sum_cells(lazy, keys, levels, n, chunks[0]) if len(chunks) == 1 else None
+    has = whole.counts > 0 if whole is not None else _presence(lazy, keys, levels)
+    plans: dict[str, _BlockPlan | DesignError | None] = {}
+    for mode in modes:
+        try:
+            if mode == "average":
+                plans[mode] = _average_plan(has.any(axis=3) if keys == FACET_KEYS else has, names)
+            elif int(has.sum()) == n:  # one record per cell; repeats: the polars path ranks them
+                plans[mode] = _facet_plan(has, names)
+            else:
+                plans[mode] = None
+        except DesignError as exc:
+            plans[mode] = exc
+    del has
+    # Each block's array is filled chunk by chunk in place (joining the chunks'
+    # arrays at the end would hold every block twice).
+    arrays: dict[str, np.ndarray] = {}
+    for items in chunks:
+        cells = whole if whole is not None else _sum_cells(lazy, keys, levels, n, items)
+        for mode, plan in plans.items():
+            if not isinstance(plan, _BlockPlan):
+                continue
+            part = _average_x(averaged_cells(cells), plan, items) if mode == "average" else _facet_x(cells, plan, items)
+            if len(chunks) == 1:
+                arrays[mode] = part
+                continue
+            if mode not in arrays:
+                arrays[mode] = np.empty((part.shape[0], int(plan.keep[1].sum()), *part.shape[2:]))
+            start = int(plan.keep[1][: items[0]].sum())
+            arrays[mode][:, start : start + part.shape[1]] = part
+        del cells
+    whole = None
+    blocks: dict[str, BalancedBlock | DesignError | None] = {}
+    for mode, plan in plans.items():
+        blocks[mode] = _dense_block(arrays.pop(mode), plan, levels, n) if isinstance(plan, _BlockPlan) else plan
+    return FitBlocks(blocks, generations=len(levels[3]) if keys == FACET_KEYS else None, chunks=len(chunks))
+
+
+def _average_block_dense(lazy: pl.LazyFrame) -> BalancedBlock | None:
+    """Rules 1-3 with generations averaged on dense per-cell sums; ``None`` where they do not apply."""
+    return fit_blocks(lazy, ("average",)).block("average")
+
+
+def _facet_block_dense(lazy: pl.LazyFrame) -> BalancedBlock | None:
+    """Rules 1-3 with generations as a facet on dense per-cell sums; ``None`` where they do not apply
+    (also when a cell holds more than one record: the polars path ranks repeated keys)."""
+    return fit_blocks(lazy, ("facet",)).block("facet")
 
 
 def _prune(
@@ -381,7 +519,6 @@ def balanced_block(
     records: pl.DataFrame | pl.LazyFrame,
     *,
     generations: GenerationMode = "average",
-    cells: CellSums | None = None,
 ) -> BalancedBlock:
     """Extract the largest balanced block by the module's rule.
 
@@ -392,19 +529,17 @@ def balanced_block(
         ``generation``, ``replicate`` and ``score`` (one item set).
     generations
         Average generations (default) or keep them as a nested facet.
-    cells
-        ``cell_sums(records)``, when the caller already has it (one scan for
-        both generation modes), or its ``averaged_cells`` for
-        ``generations="average"``; the records are then read only if the
-        polars path must run.
+
+    A fit that needs both modes, or more cells than fit at once, calls
+    :func:`fit_blocks` and falls back here for a mode it returns ``None`` for.
     """
     lazy = records.lazy() if isinstance(records, pl.DataFrame) else records
     needed = ["system_id", "item_id", "judge_id", "generation", "replicate", "score"]
     keys = ["system_id", "item_id", "judge_id"]
     if generations == "average":
-        fast = _average_block_dense(lazy, cells)
+        fast = _average_block_dense(lazy)
     elif generations == "facet":
-        fast = _facet_block_dense(lazy, cells)
+        fast = _facet_block_dense(lazy)
     else:
         msg = f"generations must be 'average' or 'facet', got {generations!r}"
         raise DesignError(msg)

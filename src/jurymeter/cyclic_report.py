@@ -15,21 +15,23 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from jurymeter.blocks import CellSums, balanced_block
+from jurymeter.blocks import BalancedBlock, balanced_block
 from jurymeter.cyclic import fit_cyclic, judge_system_offsets
 from jurymeter.errors import DesignError
 
 
 def cyclic_cube(
-    records: pl.LazyFrame | pl.DataFrame, cells: CellSums | None = None
+    records: pl.LazyFrame | pl.DataFrame, block: BalancedBlock | None = None
 ) -> tuple[np.ndarray, dict[str, Any], tuple[str, ...], tuple[str, ...]]:
     """Scores ``x[system, scenario, generation, judge]`` of the largest balanced block.
 
     Returns the cube, the block summary, and the system and judge ids.
-    ``cells``: :func:`jurymeter.blocks.cell_sums` of ``records``, if already made.
+    ``block``: the records' generation-facet block, if already made
+    (:func:`jurymeter.blocks.fit_blocks`); else it is extracted here.
     """
-    lazy = records.lazy() if isinstance(records, pl.DataFrame) else records
-    block = balanced_block(lazy, generations="facet", cells=cells)
+    if block is None:
+        lazy = records.lazy() if isinstance(records, pl.DataFrame) else records
+        block = balanced_block(lazy, generations="facet")
     if "g" not in block.design.facets:
         msg = (
             "CyclicJudge needs at least two generations per scenario seen by every judge; "
@@ -52,13 +54,14 @@ def cyclic_report(
     budgets: Sequence[int] | None = None,
     at_generations: int = 1,
     at_judges: int = 1,
-    cells: CellSums | None = None,
+    block: BalancedBlock | None = None,
 ) -> dict[str, Any]:
     """Per-system decompositions, the judge x system offsets and self-preference, as JSON-ready data.
 
-    ``cells``: :func:`jurymeter.blocks.cell_sums` of ``records``, if already made.
+    ``block``: the records' generation-facet block, if already made.
     """
-    cube, summary, system_ids, judge_ids = cyclic_cube(records, cells)
+    cube, summary, system_ids, judge_ids = cyclic_cube(records, block)
+    del block  # the cube holds what the fits need: without this, x with its replicates stays alive
     per_system = {
         sid: fit_cyclic(
             cube[k], judges=judge_ids, budgets=budgets, at_generations=at_generations, at_judges=at_judges

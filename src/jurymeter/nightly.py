@@ -26,10 +26,10 @@ import orjson
 import polars as pl
 
 from jurymeter import __version__
-from jurymeter.blocks import CellSums
+from jurymeter.blocks import BalancedBlock, FitBlocks
 from jurymeter.config import RunConfig
 from jurymeter.design import Design
-from jurymeter.errors import JurymeterError
+from jurymeter.errors import DesignError, JurymeterError
 from jurymeter.leaderboard import tie_groups
 from jurymeter.store import Store
 
@@ -154,7 +154,7 @@ def run_fit(job: FitJob) -> dict[str, Any]:
     Runs on a Dask worker: it opens the store itself (workers share nothing
     with the client but the store's address). Returns JSON-ready data.
     """
-    from jurymeter.blocks import averaged_cells, balanced_block, cell_sums
+    from jurymeter.blocks import balanced_block, fit_blocks
     from jurymeter.reliability import GStudyRequest, assess_block, restrict
 
     started = time.perf_counter()
@@ -172,16 +172,14 @@ def run_fit(job: FitJob) -> dict[str, Any]:
         interval_method=job.interval,
     )
     scope = restrict(records, request)
-    # One scan of the fit's records for both blocks (CyclicJudge's, the G-study's).
-    # Peak memory stays that of CyclicJudge's block: its facet-keyed cell sums are
-    # replaced by their generation averages (a third the size here) before the
-    # G-study's block is built, and all sums are dropped before the G-study runs.
-    cells = cell_sums(scope)
-    cyclic = _cyclic(store, scope, systems, cells) if job.cyclic else None
-    if cells is not None and request.generations == "average":
-        cells = averaged_cells(cells)
-    block = balanced_block(scope, generations=request.generations, cells=cells)
-    del cells
+    # Both blocks (CyclicJudge's, the G-study's) from one scan of the fit's
+    # records, or from one scan per item chunk when the cells are many
+    # (blocks.CHUNK_CELLS); CyclicJudge's block is dropped before the G-study runs.
+    modes = tuple(dict.fromkeys([request.generations, *(["facet"] if job.cyclic else [])]))
+    found = fit_blocks(scope, modes)  # type: ignore[arg-type]
+    cyclic = _cyclic(store, scope, systems, found) if job.cyclic else None
+    block = found.block(request.generations) or balanced_block(scope, generations=request.generations)
+    del found
     report = assess_block(block, request, systems=systems if systems.height else None)
     del block
     report.update(curves(report))
@@ -248,26 +246,36 @@ def leaderboard(report: dict[str, Any]) -> list[dict[str, Any]]:
     return tie_groups(report["system_means"], report["mdd95"]).to_dicts()
 
 
-def _cyclic(
-    store: Store, scope: pl.LazyFrame, systems: pl.DataFrame, cells: CellSums | None
-) -> dict[str, Any] | None:
+def _cyclic(store: Store, scope: pl.LazyFrame, systems: pl.DataFrame, found: FitBlocks) -> dict[str, Any] | None:
     """CyclicJudge where the data have 2+ generations and a crossed panel; else ``None``.
 
-    ``scope`` is the fit's records (its universe and population), ``cells``
-    their :func:`jurymeter.blocks.cell_sums` if made.
+    ``scope`` is the fit's records (its universe and population), ``found``
+    their blocks; the generation-facet block is taken out of it (unless the
+    G-study uses it too), so it is freed once CyclicJudge is done.
     """
     from jurymeter.cyclic_report import cyclic_report
 
-    if cells is not None:
-        generations = len(cells.levels[3])
-    else:  # the distinct values by the streaming engine: not the whole column in memory
+    generations = found.generations
+    if generations is None:  # the distinct values by the streaming engine: not the whole column in memory
         generations = scope.select(pl.col("generation").unique()).collect(engine="streaming").height
     if generations < 2:
         return None
     try:
-        return cyclic_report(scope, systems=systems, judges=store.scan("judges").collect(), cells=cells)
+        judges = store.scan("judges").collect()
+        return cyclic_report(scope, systems=systems, judges=judges, block=_facet_block(found))
     except JurymeterError as exc:  # no crossed panel: say why instead of failing the fit
         return {"skipped": str(exc)}
+
+
+def _facet_block(found: FitBlocks) -> BalancedBlock | None:
+    """CyclicJudge's block; taken out of ``found`` when the G-study does not use it, so it is freed after.
+
+    Raises the error of its rule; ``None`` where the polars path must extract it.
+    """
+    block = found.blocks.pop("facet", None) if "average" in found.blocks else found.blocks.get("facet")
+    if isinstance(block, DesignError):
+        raise block
+    return block
 
 
 def fit_tables(job: FitJob, report: dict[str, Any]) -> dict[str, pl.DataFrame]:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from jurymeter.blocks import BalancedBlock, CellSums, GenerationMode, balanced_block
+from jurymeter.blocks import BalancedBlock, GenerationMode, balanced_block
 from jurymeter.bootstrap import DEFAULT_RESAMPLES, bootstrap_reliability
 from jurymeter.design import Design
 from jurymeter.diagnostics import (
@@ -144,19 +144,15 @@ def assess_item_set(
     request: GStudyRequest,
     *,
     systems: pl.DataFrame | None = None,
-    cells: CellSums | None = None,
 ) -> dict[str, Any]:
     """Fit the item set and return the whole report as JSON-ready data.
 
     ``systems`` is the systems metadata table (``system_id``, ``model``,
     ``config``); when it nests configurations in models, the report adds the
-    nested split of system variance (:func:`nested_system_split`). ``cells``
-    is :func:`jurymeter.blocks.cell_sums` of ``restrict(records, request)``, or
-    its ``averaged_cells``, when the caller has it already (then the records
-    are not scanned again).
+    nested split of system variance (:func:`nested_system_split`).
     """
     lazy = records.lazy() if isinstance(records, pl.DataFrame) else records
-    block = balanced_block(restrict(lazy, request), generations=request.generations, cells=cells)
+    block = balanced_block(restrict(lazy, request), generations=request.generations)
     return assess_block(block, request, systems=systems)
 
 
