@@ -9,7 +9,7 @@ import pytest
 
 from jurymeter.design import Design
 from jurymeter.errors import DesignError
-from jurymeter.gstudy import fit_gstudy, mean_squares, simulate_design
+from jurymeter.gstudy import TermSums, fit_gstudy, fit_terms, mean_squares, simulate_design
 
 # Relative tolerance between two exact computations of one quantity (rounding only).
 EXACT = 1e-9
@@ -82,6 +82,33 @@ def test_mean_squares_equal_the_brute_force_definition(spec: str) -> None:
     np.testing.assert_array_equal(df, df_ref)
     # The effects partition the total sum of squares about the grand mean.
     assert ss.sum() == pytest.approx(((x - x.mean()) ** 2).sum(), rel=EXACT)
+
+
+@pytest.mark.parametrize("spec", [*DESIGNS, "s x i x j x g:si x r:sijg"])
+def test_term_sums_over_chunks_of_any_unnested_facet_equal_the_brute_force_definition(spec: str) -> None:
+    design = Design.parse(spec)
+    sizes = DESIGNS.get(spec, {"s": 3, "i": 5, "j": 2, "g": 2, "r": 2})
+    x = np.random.default_rng(3).normal(size=[sizes[f] for f in design.facets]) * 3 + 5
+    ss_ref, df_ref = brute_force_ss(x, design)
+    whole = fit_gstudy(x, design)
+    for facet in (f for f in design.facets if not design.nests[f]):
+        axis = design.facets.index(facet)
+        n = x.shape[axis]
+        for cuts in ([n], [1] * n, [n - 1, 1], [2, n - 2] if n > 2 else [n]):
+            terms = TermSums(design, facet)
+            start = 0
+            for size in cuts:  # chunks of uneven sizes along the facet's axis
+                terms.add(np.take(x, range(start, start + size), axis=axis))
+                start += size
+            df, ss, _ = terms.mean_squares()
+            np.testing.assert_allclose(ss, ss_ref, rtol=EXACT, atol=1e-9)
+            np.testing.assert_array_equal(df, df_ref)
+            fit = fit_terms(terms)
+            assert fit.sizes == whole.sizes
+            assert fit.grand_mean == pytest.approx(x.mean(), rel=1e-14)
+            np.testing.assert_allclose(fit.sigma2, whole.sigma2, rtol=1e-9, atol=1e-12)
+    with pytest.raises(DesignError, match="differ from the first chunk"):
+        TermSums(design, design.facets[0]).add(x).add(x[..., :1])
 
 
 def _simulate(design: Design, sizes: dict[str, int], sigma2: dict[str, float], rng) -> np.ndarray:

@@ -70,6 +70,156 @@ class GStudy:
         return {f"sigma2_{e.replace(':', '_')}": float(v) for e, v in zip(self.effects, self.sigma2, strict=True)}
 
 
+# Elements of x centred at a time by mean_squares: its temporaries stay this
+# size (8 MB a copy) however large the block.
+TERM_CHUNK_ELEMENTS = 1_000_000
+
+
+class TermSums:
+    """The T terms of :func:`mean_squares`, accumulated over chunks of one facet's levels.
+
+    Data may arrive in chunks along the axis of ``facet`` (by default the first
+    facet nested in no other; the items of ``s x i x j`` are not: chunks along
+    any such facet work). A T term of a facet set containing ``facet`` is a sum
+    over its levels, so the chunks' terms add up; any other is a function of
+    marginal sums, which add up over chunks and are squared at the end.
+    :func:`mean_squares` is this over chunks of one array.
+
+    Notes
+    -----
+    With marginal sums :math:`S_A` over the facets outside ``A``, each the sum of
+    :math:`w_A = N / \\mathrm{cells}(A)` observations, and a shift :math:`c`
+    (the first chunk's mean; ``P_S`` removes constants, so SS does not depend on
+    it, and centring near the grand mean keeps the T terms small),
+    :math:`T_A = \\sum (S_A - c\\,w_A)^2 / w_A`.
+    """
+
+    def __init__(self, design: Design, facet: str | None = None) -> None:
+        self.design = design
+        self.facet = facet if facet is not None else next(f for f in design.facets if not design.nests[f])
+        self.axis = design.facets.index(self.facet)
+        full = frozenset(design.facets)
+        subsets = {
+            effect - frozenset(removed)
+            for effect in design.effects
+            for r in range(len(design.primary(effect)) + 1)
+            for removed in itertools.combinations(sorted(design.primary(effect)), r)
+        }
+        self._subsets = subsets - {full, frozenset()}
+        self.shift: float | None = None
+        self.levels = 0  # levels of ``facet`` seen
+        self.other_sizes: tuple[int, ...] | None = None
+        self._inner: dict[Effect, float] = {full: 0.0}  # T terms of sets containing ``facet``
+        self._outer: dict[Effect, np.ndarray] = {}  # marginal sums of the other sets
+        self._total = 0.0  # sum of (x - shift)
+
+    def add(self, x: np.ndarray) -> TermSums:
+        """Add a chunk: the data of some levels of ``facet`` (all of them, any number of times)."""
+        x = np.asarray(x, dtype=np.float64)
+        design = self.design
+        if x.ndim != len(design.facets):
+            msg = f"data have {x.ndim} axes; design {design.facets} needs {len(design.facets)}"
+            raise DesignError(msg)
+        others = x.shape[: self.axis] + x.shape[self.axis + 1 :]
+        if self.other_sizes is None:
+            self.other_sizes = others
+        elif others != self.other_sizes:
+            msg = f"chunk sizes {x.shape} differ from the first chunk's on axes other than {self.facet!r}"
+            raise DesignError(msg)
+        if x.size == 0:
+            return self
+        mean = float(x.mean())
+        # A NaN or an infinity anywhere makes the mean non-finite: one pass checks both.
+        if not np.isfinite(mean):
+            msg = "data must be complete and finite: extract a balanced block first"
+            raise DesignError(msg)
+        if self.shift is None:
+            self.shift = mean
+        sizes = dict(zip(design.facets, x.shape, strict=True))
+        full = frozenset(design.facets)
+
+        def cells(keep: Effect) -> int:
+            return int(np.prod([sizes[f] for f in keep]))
+
+        centred = x - self.shift
+        self._total += float(centred.sum())
+        self._inner[full] += float(np.vdot(centred, centred))
+        means: dict[Effect, np.ndarray] = {full: centred}
+        for keep in sorted(self._subsets, key=cells, reverse=True):
+            source = min((k for k in means if keep < k), key=cells)
+            drop = tuple(a for a, f in enumerate(design.facets) if f in source and f not in keep)
+            means[keep] = means[source].mean(axis=drop, keepdims=True)
+            weight = x.size / cells(keep)  # observations per cell of ``keep``
+            if self.facet in keep:
+                self._inner[keep] = self._inner.get(keep, 0.0) + float(np.vdot(means[keep], means[keep])) * weight
+            else:
+                sums = means[keep] * weight
+                self._outer[keep] = self._outer[keep] + sums if keep in self._outer else sums
+        self.levels += x.shape[self.axis]
+        return self
+
+    @property
+    def sizes(self) -> dict[str, int]:
+        """Levels per facet of the data added so far."""
+        if self.other_sizes is None:
+            msg = "no data added"
+            raise DesignError(msg)
+        shape = list(self.other_sizes)
+        shape.insert(self.axis, self.levels)
+        return dict(zip(self.design.facets, shape, strict=True))
+
+    @property
+    def grand_mean(self) -> float:
+        n = int(np.prod(list(self.sizes.values())))
+        return float((self.shift or 0.0) + self._total / n)
+
+    def mean_squares(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Degrees of freedom, sums of squares and mean squares of every effect (as :func:`mean_squares`)."""
+        design, sizes = self.design, self.sizes
+        n = int(np.prod(list(sizes.values())))
+        if n == 0:
+            msg = "data must be complete and finite: extract a balanced block first (no observations)"
+            raise DesignError(msg)
+
+        def cells(keep: Effect) -> int:
+            return int(np.prod([sizes[f] for f in keep]))
+
+        t_terms: dict[Effect, float] = dict(self._inner)
+        t_terms[frozenset()] = self._total**2 / n
+        for keep, sums in self._outer.items():
+            t_terms[keep] = float(np.vdot(sums, sums)) / (n / cells(keep))
+        dfs, sss = [], []
+        for effect in design.effects:
+            primary = sorted(design.primary(effect))
+            ss = 0.0
+            for r in range(len(primary) + 1):
+                for removed in itertools.combinations(primary, r):
+                    ss += (-1) ** r * t_terms[effect - frozenset(removed)]
+            sss.append(ss)
+            dfs.append(design.df(effect, sizes))
+        df = np.asarray(dfs, dtype=np.float64)
+        ss_all = np.asarray(sss)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ms = np.where(df > 0, ss_all / df, np.nan)
+        return df, ss_all, ms
+
+
+def term_sums(x: np.ndarray, design: Design, facet: str | None = None) -> TermSums:
+    """:class:`TermSums` of a whole array, added in chunks of :data:`TERM_CHUNK_ELEMENTS` elements."""
+    terms = TermSums(design, facet)
+    x = np.asarray(x)
+    if x.ndim != len(design.facets):
+        terms.add(x)  # raises the shape error
+    n_levels = x.shape[terms.axis]
+    step = max(1, TERM_CHUNK_ELEMENTS // max(1, x.size // max(1, n_levels)))
+    if step >= n_levels:
+        return terms.add(x)
+    lead = (slice(None),) * terms.axis
+    for start in range(0, n_levels, step):
+        terms.add(x[(*lead, slice(start, start + step))])  # a view: only add's centred copy is made
+    return terms
+
+
 def mean_squares(x: np.ndarray, design: Design) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Degrees of freedom, sums of squares and mean squares of every effect.
 
@@ -94,54 +244,11 @@ def mean_squares(x: np.ndarray, design: Design) -> tuple[np.ndarray, np.ndarray,
     differences lose no precision. Each marginal is the mean of the smallest
     marginal already computed that contains it (balanced data: a mean of equal-size
     means is the mean), so ``x`` itself is read twice, not once per effect.
+    The terms are summed over chunks of one facet's levels (:func:`term_sums`,
+    centred on the first chunk's mean, the grand mean when ``x`` is one chunk),
+    so the centred copy is chunk-sized however large ``x`` is.
     """
-    x = np.asarray(x, dtype=np.float64)
-    if x.ndim != len(design.facets):
-        msg = f"data have {x.ndim} axes; design {design.facets} needs {len(design.facets)}"
-        raise DesignError(msg)
-    grand = float(x.mean())
-    # A NaN or an infinity anywhere makes the mean non-finite: one pass checks both.
-    if not np.isfinite(grand):
-        msg = "data must be complete and finite: extract a balanced block first"
-        raise DesignError(msg)
-    sizes = dict(zip(design.facets, x.shape, strict=True))
-    total = x.size
-    full = frozenset(design.facets)
-
-    def cells(keep: Effect) -> int:
-        return int(np.prod([sizes[f] for f in keep]))
-
-    subsets = {
-        effect - frozenset(removed)
-        for effect in design.effects
-        for r in range(len(design.primary(effect)) + 1)
-        for removed in itertools.combinations(sorted(design.primary(effect)), r)
-    }
-    means: dict[Effect, np.ndarray] = {full: x}
-    t_terms: dict[Effect, float] = {frozenset(): 0.0}
-    centred = x - grand
-    t_terms[full] = float(np.vdot(centred, centred))
-    del centred
-    for keep in sorted(subsets - {full, frozenset()}, key=cells, reverse=True):
-        source = min((k for k in means if keep < k), key=cells)
-        drop = tuple(a for a, f in enumerate(design.facets) if f in source and f not in keep)
-        means[keep] = means[source].mean(axis=drop, keepdims=True)
-        deviation = means[keep] - grand
-        t_terms[keep] = float(np.vdot(deviation, deviation)) * total / cells(keep)
-    dfs, sss = [], []
-    for effect in design.effects:
-        primary = sorted(design.primary(effect))
-        ss = 0.0
-        for r in range(len(primary) + 1):
-            for removed in itertools.combinations(primary, r):
-                ss += (-1) ** r * t_terms[effect - frozenset(removed)]
-        sss.append(ss)
-        dfs.append(design.df(effect, sizes))
-    df = np.asarray(dfs, dtype=np.float64)
-    ss_all = np.asarray(sss)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ms = np.where(df > 0, ss_all / df, np.nan)
-    return df, ss_all, ms
+    return term_sums(x, design).mean_squares()
 
 
 def components_from_ms(ms: np.ndarray, design: Design, sizes: Mapping[str, int]) -> np.ndarray:
@@ -158,8 +265,14 @@ def fit_gstudy(x: np.ndarray, design: Design) -> GStudy:
         When an effect has no degrees of freedom (a facet with one level): drop
         that facet from the design instead.
     """
-    df, ss, ms = mean_squares(x, design)
-    sizes = dict(zip(design.facets, np.shape(x), strict=True))
+    return fit_terms(term_sums(x, design))
+
+
+def fit_terms(terms: TermSums) -> GStudy:
+    """:func:`fit_gstudy` from accumulated :class:`TermSums` (data added in chunks)."""
+    design = terms.design
+    df, ss, ms = terms.mean_squares()
+    sizes = terms.sizes
     if np.any(df <= 0):
         flat = [design.label(e) for e, d in zip(design.effects, df, strict=True) if d <= 0]
         msg = (
@@ -176,7 +289,7 @@ def fit_gstudy(x: np.ndarray, design: Design) -> GStudy:
         ss=ss,
         ms=ms,
         sigma2=sigma2,
-        grand_mean=float(np.mean(x)),
+        grand_mean=terms.grand_mean,
     )
 
 
