@@ -27,8 +27,10 @@ from scipy import stats
 
 from jurymeter.cyclic import (
     CYCLIC_DESIGN,
+    CyclicSums,
     VarianceComponents,
     fit_cyclic,
+    fit_cyclic_sums,
     judge_system_offsets,
     pool_variances,
     scenario_coverage,
@@ -225,6 +227,39 @@ def test_f_identity_holds_on_data() -> None:
     assert fit.f_statistic == pytest.approx(
         1 + subjects * k * fit.raw["sigma2_judge"] / ((k - 1) * fit.sigma2_residual), rel=EXACT
     )
+
+
+def test_a_decomposition_summed_over_chunks_of_scenarios_equals_the_whole_one() -> None:
+    rng = np.random.default_rng(5)
+    x = simulate(rng, 13, 3, GAMMA, TRUTH)
+    whole = fit_cyclic(x, budgets=[5, 10])
+    for cuts in ([1] * 13, [6, 7], [12, 1]):
+        sums, start = CyclicSums(), 0
+        for size in cuts:
+            sums.add(x[start : start + size])
+            start += size
+        chunked = fit_cyclic_sums(sums, budgets=[5, 10])
+        _close_json(chunked.to_json(), whole.to_json())
+        got, want = sums.pools(), pool_variances(x)  # eq. 36-38 summed per scenario
+        assert (got.n, got.c_a, got.c_b, got.c_c) == pytest.approx((want.n, want.c_a, want.c_b, want.c_c), rel=1e-12)
+    with pytest.raises(DesignError, match="needs >= 2"):
+        fit_cyclic_sums(CyclicSums().add(x[:1]))
+
+
+def _close_json(a: object, b: object) -> None:
+    if isinstance(a, dict):
+        assert isinstance(b, dict)
+        assert a.keys() == b.keys()
+        for key in a:
+            _close_json(a[key], b[key])
+    elif isinstance(a, list | tuple):
+        assert len(a) == len(b)  # type: ignore[arg-type]
+        for u, v in zip(a, b, strict=True):  # type: ignore[call-overload]
+            _close_json(u, v)
+    elif isinstance(a, float):
+        assert a == pytest.approx(b, rel=1e-10, abs=1e-12, nan_ok=True)
+    else:
+        assert a == b
 
 
 @pytest.mark.parametrize("bench", ["mtbench", "mindeval"])

@@ -30,7 +30,8 @@ reference the dense paths are tested against.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass, field, fields
 from typing import Literal
 
 import numpy as np
@@ -43,15 +44,13 @@ GenerationMode = Literal["average", "facet"]
 
 
 @dataclass(frozen=True)
-class BalancedBlock:
-    """A complete block of scores and what was left out to get it.
+class BlockLayout:
+    """What a balanced block is, without its scores: its design, the kept ids and what was left out.
 
-    ``x`` has axes (system, item, judge[, replicate]) for ``generations="average"``
-    and (system, item, judge, generation[, replicate]) for ``"facet"``, matching
-    :attr:`design`.
+    What a consumer of a block's item chunks needs before the first chunk
+    (:class:`FitChunks`); a :class:`BalancedBlock` is a layout with its array.
     """
 
-    x: np.ndarray
     design: Design
     systems: tuple[str, ...]
     items: tuple[str, ...]
@@ -65,6 +64,12 @@ class BalancedBlock:
     dropped_items: tuple[str, ...] = ()
     dropped_judges: tuple[str, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def layout(self) -> BlockLayout:
+        """The layout alone (a :class:`BalancedBlock` without its array)."""
+        names = [f.name for f in fields(BlockLayout)]
+        return BlockLayout(**{name: getattr(self, name) for name in names})
 
     def summary(self) -> dict[str, object]:
         return {
@@ -81,6 +86,18 @@ class BalancedBlock:
             "dropped_judges": list(self.dropped_judges),
             "notes": list(self.notes),
         }
+
+
+@dataclass(frozen=True)
+class BalancedBlock(BlockLayout):
+    """A complete block of scores and what was left out to get it.
+
+    ``x`` has axes (system, item, judge[, replicate]) for ``generations="average"``
+    and (system, item, judge, generation[, replicate]) for ``"facet"``, matching
+    :attr:`design`.
+    """
+
+    x: np.ndarray = field(kw_only=True)
 
 
 def _codes(frame: pl.DataFrame, column: str) -> tuple[np.ndarray, list[str]]:
@@ -223,11 +240,13 @@ def _presence(lazy: pl.LazyFrame, keys: tuple[str, ...], levels: list[list[objec
 
 FACET_KEYS = ("system_id", "item_id", "judge_id", "generation", "replicate")
 AVERAGE_KEYS = ("system_id", "item_id", "judge_id", "replicate")
-# Cells summed at a time by fit_blocks: sums and counts take 12 bytes a cell, and
-# the arrays made from them a few times that. A fit with more cells is read item
-# chunk by item chunk (a presence scan, then one scan per chunk), so its peak is
-# that of the chunk's cells plus the blocks, not that of every cell at once.
-CHUNK_CELLS = 8_000_000
+# Cells read at a time by fit_chunks: sums and counts take 12 bytes a cell, and
+# the chunk's block arrays and the fits' temporaries a few times that (about 0.1
+# GB in all for this many). A fit with more cells is read item chunk by item
+# chunk (a presence scan, then one scan per chunk) and its fits add up the
+# chunks, so its peak does not grow with its records; one of fewer cells is read
+# in one scan. Smaller chunks cost a scan of the fit's records each.
+CHUNK_CELLS = 2_000_000
 
 
 def averaged_cells(cells: CellSums) -> CellSums:
@@ -362,13 +381,14 @@ def _first_replicates(values: np.ndarray, has: np.ndarray, k: int) -> np.ndarray
     return x
 
 
-def _dense_block(x: np.ndarray, plan: _BlockPlan, levels: list[list[object]], records: int) -> BalancedBlock:
-    """The block of a dense path: its array and design, the kept ids and what was dropped."""
+def _layout(plan: _BlockPlan, levels: list[list[object]], records: int) -> BlockLayout:
+    """The layout of a dense path's block: its design, the kept ids and what was dropped."""
     systems, items, judges = levels[:3]
     kept = [np.flatnonzero(mask) for mask in plan.keep]
-    return BalancedBlock(
-        x=x,
-        design=Design.parse(plan.spec),
+    design = Design.parse(plan.spec)
+    sizes = {"s": len(kept[0]), "i": len(kept[1]), "j": len(kept[2]), "g": plan.n_generations, "r": plan.n_replicates}
+    return BlockLayout(
+        design=design,
         systems=tuple(str(systems[i]) for i in kept[0]),
         items=tuple(str(items[i]) for i in kept[1]),
         judges=tuple(str(judges[i]) for i in kept[2]),
@@ -376,12 +396,69 @@ def _dense_block(x: np.ndarray, plan: _BlockPlan, levels: list[list[object]], re
         n_generations=plan.n_generations,
         completeness=plan.completeness,
         records_in=records,
-        observations_used=int(x.size),
+        observations_used=int(np.prod([sizes[f] for f in design.facets])),
         dropped_systems=tuple(plan.dropped[0]),
         dropped_items=tuple(plan.dropped[1]),
         dropped_judges=tuple(plan.dropped[2]),
         notes=plan.notes,
     )
+
+
+class FitChunks:
+    """A fit's blocks by generation mode, as layouts and item chunks of their arrays.
+
+    Made by :func:`fit_chunks`. ``layouts`` maps a mode to its block's layout,
+    to the :class:`DesignError` its rule raised, or to ``None`` where the dense
+    path does not apply. :meth:`parts` scans the records (once, or once per
+    chunk of items) and yields each chunk's arrays; joined along the item axis
+    they are the blocks' arrays.
+    """
+
+    def __init__(
+        self,
+        lazy: pl.LazyFrame,
+        keys: tuple[str, ...],
+        levels: list[list[object]],
+        records: int,
+        plans: dict[str, _BlockPlan | DesignError | None],
+        chunks: list[tuple[int, int]],
+        whole: CellSums | None,
+    ) -> None:
+        self._lazy, self._keys, self._levels, self._records = lazy, keys, levels, records
+        self._plans, self._whole = plans, whole
+        self.chunks = chunks
+        self.layouts: dict[str, BlockLayout | DesignError | None] = {
+            mode: _layout(plan, levels, records) if isinstance(plan, _BlockPlan) else plan
+            for mode, plan in plans.items()
+        }
+        # Distinct generation values in the records, when counted (facet-keyed cells).
+        self.generations = len(levels[3]) if keys == FACET_KEYS and plans and records else None
+
+    def layout(self, mode: GenerationMode) -> BlockLayout | None:
+        """The mode's layout; raises its rule's error; ``None`` where the polars path must run."""
+        found = self.layouts.get(mode)
+        if isinstance(found, DesignError):
+            raise found
+        return found
+
+    def parts(self) -> Iterator[tuple[tuple[int, int], dict[str, np.ndarray]]]:
+        """Each chunk's kept-item offset range in the blocks and its arrays, by mode, in item order."""
+        modes = {m: p for m, p in self._plans.items() if isinstance(p, _BlockPlan)}
+        for items in self.chunks:
+            if self._whole is not None:
+                cells, self._whole = self._whole, None  # read once: its memory goes with the chunk
+            else:
+                cells = _sum_cells(self._lazy, self._keys, self._levels, self._records, items)
+            arrays = {}
+            for mode, plan in modes.items():
+                arrays[mode] = (
+                    _average_x(averaged_cells(cells), plan, items) if mode == "average" else _facet_x(cells, plan, items)
+                )
+            del cells
+            first = next(iter(modes.values()), None)
+            start = int(first.keep[1][: items[0]].sum()) if first is not None else 0
+            count = int(first.keep[1][items[0] : items[1]].sum()) if first is not None else 0
+            yield (start, start + count), arrays
 
 
 @dataclass(frozen=True)
@@ -406,25 +483,24 @@ class FitBlocks:
         return found
 
 
-def fit_blocks(
+def fit_chunks(
     records: pl.LazyFrame | pl.DataFrame,
     modes: tuple[GenerationMode, ...] = ("average",),
     *,
     chunk_cells: int | None = None,
-) -> FitBlocks:
-    """The blocks of ``modes`` (module rules 1-3) from one scan of the records, or one per item chunk.
+) -> FitChunks:
+    """Decide the blocks of ``modes`` (module rules 1-3); their arrays come chunk by chunk.
 
-    The rules are decided on the presence of every cell; the blocks' scores are
-    then summed for at most ``chunk_cells`` cells (default :data:`CHUNK_CELLS`)
-    at a time, items in sorted order, and joined along the item axis. With one
-    chunk the records are scanned once for the sums and the presence. Equal to
-    :func:`balanced_block` of each mode (tested), in every chunking.
+    The rules are decided on the presence of every cell (one byte a cell); the
+    scores are then summed for at most ``chunk_cells`` cells (default
+    :data:`CHUNK_CELLS`) at a time, items in sorted order. With one chunk the
+    records are scanned once for the presence and the sums together.
     """
     lazy = records.lazy() if isinstance(records, pl.DataFrame) else records
     keys = FACET_KEYS if "facet" in modes else AVERAGE_KEYS
     found = _cell_levels(lazy, keys)
     if found is None:
-        return FitBlocks(dict.fromkeys(modes))
+        return FitChunks(lazy, keys, [[], [], [], []], 0, dict.fromkeys(modes), [], None)
     levels, n = found
     names, n_items = levels[:3], len(levels[1])
     per_item = int(np.prod([len(v) for v in levels])) // n_items
@@ -443,29 +519,40 @@ def fit_blocks(
                 plans[mode] = None
         except DesignError as exc:
             plans[mode] = exc
-    del has
-    # Each block's array is filled chunk by chunk in place (joining the chunks'
-    # arrays at the end would hold every block twice).
+    return FitChunks(lazy, keys, levels, n, plans, chunks, whole)
+
+
+def fit_blocks(
+    records: pl.LazyFrame | pl.DataFrame,
+    modes: tuple[GenerationMode, ...] = ("average",),
+    *,
+    chunk_cells: int | None = None,
+) -> FitBlocks:
+    """The blocks of ``modes`` (module rules 1-3) from one scan of the records, or one per item chunk.
+
+    :func:`fit_chunks` with each block's array filled chunk by chunk in place
+    (joining the chunks' arrays at the end would hold every block twice).
+    Equal to :func:`balanced_block` of each mode (tested), in every chunking.
+    """
+    chunked = fit_chunks(records, modes, chunk_cells=chunk_cells)
     arrays: dict[str, np.ndarray] = {}
-    for items in chunks:
-        cells = whole if whole is not None else _sum_cells(lazy, keys, levels, n, items)
-        for mode, plan in plans.items():
-            if not isinstance(plan, _BlockPlan):
-                continue
-            part = _average_x(averaged_cells(cells), plan, items) if mode == "average" else _facet_x(cells, plan, items)
-            if len(chunks) == 1:
+    for (start, stop), parts in chunked.parts():
+        for mode, part in parts.items():
+            if len(chunked.chunks) == 1:
                 arrays[mode] = part
                 continue
+            layout = chunked.layouts[mode]
+            assert isinstance(layout, BlockLayout)
             if mode not in arrays:
-                arrays[mode] = np.empty((part.shape[0], int(plan.keep[1].sum()), *part.shape[2:]))
-            start = int(plan.keep[1][: items[0]].sum())
-            arrays[mode][:, start : start + part.shape[1]] = part
-        del cells
-    whole = None
+                arrays[mode] = np.empty((part.shape[0], len(layout.items), *part.shape[2:]))
+            arrays[mode][:, start:stop] = part
     blocks: dict[str, BalancedBlock | DesignError | None] = {}
-    for mode, plan in plans.items():
-        blocks[mode] = _dense_block(arrays.pop(mode), plan, levels, n) if isinstance(plan, _BlockPlan) else plan
-    return FitBlocks(blocks, generations=len(levels[3]) if keys == FACET_KEYS else None, chunks=len(chunks))
+    for mode, layout in chunked.layouts.items():
+        if isinstance(layout, BlockLayout):
+            blocks[mode] = BalancedBlock(**{f.name: getattr(layout, f.name) for f in fields(BlockLayout)}, x=arrays.pop(mode))
+        else:
+            blocks[mode] = layout
+    return FitBlocks(blocks, generations=chunked.generations, chunks=len(chunked.chunks))
 
 
 def _average_block_dense(lazy: pl.LazyFrame) -> BalancedBlock | None:

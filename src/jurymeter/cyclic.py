@@ -46,7 +46,7 @@ from scipy import stats
 
 from jurymeter.design import Design
 from jurymeter.errors import DesignError
-from jurymeter.gstudy import components_from_ms, mean_squares
+from jurymeter.gstudy import TermSums, components_from_ms
 
 CYCLIC_DESIGN = Design.parse("(g:i) x j")
 DEFAULT_REPS = 5_000
@@ -309,15 +309,50 @@ def pool_variances(x: np.ndarray) -> PoolVariances:
 
         C_C = \frac{1}{nK_{tot}}\sum_{i,\ell}\frac1{m_{max}}\sum_g (X_{ig\ell} - \bar X_{i\cdot\ell})^2.
     """
-    x = _scores(x)
-    n, _, k = x.shape
-    scen = x.mean(axis=(1, 2), keepdims=True)
-    gen = x.mean(axis=2, keepdims=True)
-    col = x.mean(axis=1, keepdims=True)
-    c_a = k * float(np.mean((gen - scen) ** 2))
-    c_b = float(np.mean((x - scen) ** 2))
-    c_c = float(np.mean((x - col) ** 2))
-    return PoolVariances(n=n, c_a=c_a, c_b=c_b, c_c=c_c)
+    return CyclicSums().add(_scores(x)).pools()
+
+
+class CyclicSums:
+    """What :func:`fit_cyclic` reads from one system's scores, accumulated over chunks of scenarios.
+
+    The mean squares of ``(g:i) x j`` (:class:`~jurymeter.gstudy.TermSums`),
+    each judge's score total and the three pool sums of :func:`pool_variances`
+    are sums over scenarios, so ``x[scenario, generation, judge]`` may arrive a
+    few scenarios at a time (:class:`jurymeter.cyclic_report.CyclicChunks`).
+    """
+
+    def __init__(self) -> None:
+        self.terms = TermSums(CYCLIC_DESIGN, "i")
+        self.judge_totals: np.ndarray | None = None
+        self.pool_sums = np.zeros(3)  # eq. 36-38 before their means: A, B, C
+
+    def add(self, x: np.ndarray) -> CyclicSums:
+        """Add the scores of some scenarios, ``x[scenario, generation, judge]``."""
+        x = np.asarray(x, dtype=np.float64)
+        self.terms.add(x)
+        totals = x.sum(axis=(0, 1))
+        self.judge_totals = totals if self.judge_totals is None else self.judge_totals + totals
+        scen = x.mean(axis=(1, 2), keepdims=True)
+        gen = x.mean(axis=2, keepdims=True)
+        col = x.mean(axis=1, keepdims=True)
+        self.pool_sums += [float(np.sum((gen - scen) ** 2)), float(np.sum((x - scen) ** 2)), float(np.sum((x - col) ** 2))]
+        return self
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        sizes = self.terms.sizes
+        return sizes["i"], sizes["g"], sizes["j"]
+
+    def pools(self) -> PoolVariances:
+        """:func:`pool_variances` of the scores added."""
+        n, m, k = self.shape
+        sum_a, sum_b, sum_c = self.pool_sums
+        return PoolVariances(n=n, c_a=k * sum_a / (n * m), c_b=sum_b / (n * m * k), c_c=sum_c / (n * m * k))
+
+    def judge_means(self) -> np.ndarray:
+        n, m, _ = self.shape
+        assert self.judge_totals is not None
+        return self.judge_totals / (n * m)
 
 
 # --------------------------------------------------------------------------- section 3.3
@@ -924,8 +959,26 @@ def fit_cyclic(
     >>> fit.df_residual, fit.df_judge
     (177, 3)
     """
-    x = _scores(x)
-    n, m, k = x.shape
+    return fit_cyclic_sums(
+        CyclicSums().add(_scores(x)), judges=judges, at_generations=at_generations, at_judges=at_judges,
+        budgets=budgets,
+    )
+
+
+def fit_cyclic_sums(
+    sums: CyclicSums,
+    *,
+    judges: Sequence[str] | None = None,
+    at_generations: int = 1,
+    at_judges: int = 1,
+    budgets: Sequence[int] | None = None,
+) -> CyclicDecomposition:
+    """:func:`fit_cyclic` from :class:`CyclicSums` (the scores added a few scenarios at a time)."""
+    n, m, k = sums.shape
+    for size, name in ((n, "scenarios"), (m, "generations"), (k, "judges")):
+        if size < 2:
+            msg = f"the scores have {size} {name} (shape {(n, m, k)}); the decomposition needs >= 2"
+            raise DesignError(msg)
     judge_ids = _ids("judges", judges, k, "j")
     at_m = _positive_int("at_generations", at_generations)
     at_k = _positive_int("at_judges", at_judges)
@@ -933,15 +986,14 @@ def fit_cyclic(
         msg = f"at_judges must be <= the panel size {k}, got {at_k}"
         raise DesignError(msg)
     design = CYCLIC_DESIGN
-    df, ss, ms = mean_squares(x, design)
+    df, ss, ms = sums.terms.mean_squares()
     label = {lab: idx for idx, lab in enumerate(design.labels)}
     pooled = (label["ij"], label["gj:i"])
     df_w = float(df[list(pooled)].sum())
     ms_w = float(ss[list(pooled)].sum() / df_w)
     ms_pooled = ms.copy()
     ms_pooled[list(pooled)] = ms_w
-    sizes = dict(zip(design.facets, x.shape, strict=True))
-    sigma = components_from_ms(ms_pooled, design, sizes)
+    sigma = components_from_ms(ms_pooled, design, sums.terms.sizes)
     raw = {
         "sigma2_scenario": float(sigma[label["i"]]),
         "sigma2_generation": float(sigma[label["g:i"]]),
@@ -950,8 +1002,8 @@ def fit_cyclic(
     }
     truncated = tuple(key for key, value in raw.items() if value < 0)
     kept = {key: max(value, 0.0) for key, value in raw.items()}
-    grand = float(x.mean())
-    offsets = x.mean(axis=(0, 1)) - grand
+    grand = sums.terms.grand_mean
+    offsets = sums.judge_means() - grand
     ms_j = float(ms[label["j"]])
     df_j = int(df[label["j"]])
     f_stat, p_value = _judge_f_test(ms_j, ms_w, df_j, int(df_w))
@@ -977,7 +1029,7 @@ def fit_cyclic(
         f_statistic=float(f_stat),
         p_value=p_value,
         contributions=variance_contributions(components, n=n, m=at_m, k=at_k, k_total=k),
-        strategies=strategy_variances(components, grid, n=n, k_total=k, pools=pool_variances(x)),
+        strategies=strategy_variances(components, grid, n=n, k_total=k, pools=sums.pools()),
         **kept,
     )
 
@@ -1075,10 +1127,27 @@ def judge_system_offsets(
     if arr.size == 0 or not np.all(np.isfinite(arr)):
         msg = "x must be non-empty, complete and finite"
         raise DesignError(msg)
-    sys_ids = _ids("systems", systems, arr.shape[0], "s")
-    judge_ids = _ids("judges", judges, arr.shape[3], "j")
-    means = arr.mean(axis=(1, 2, 3))
-    offsets = arr.mean(axis=(1, 2)) - means[:, None]
+    return offsets_from_judge_means(
+        arr.mean(axis=(1, 2)), systems=systems, judges=judges, judge_family=judge_family, system_family=system_family
+    )
+
+
+def offsets_from_judge_means(
+    judge_means: np.ndarray,
+    *,
+    systems: Sequence[str],
+    judges: Sequence[str],
+    judge_family: Mapping[str, str] | None = None,
+    system_family: Mapping[str, str] | None = None,
+) -> JudgeSystemOffsets:
+    """:func:`judge_system_offsets` from each system's mean score per judge, ``judge_means[system, judge]``.
+
+    Balanced data: a system's mean is the mean of its judges' means.
+    """
+    sys_ids = _ids("systems", systems, judge_means.shape[0], "s")
+    judge_ids = _ids("judges", judges, judge_means.shape[1], "j")
+    means = judge_means.mean(axis=1)
+    offsets = judge_means - means[:, None]
     jf = np.asarray([(judge_family or {}).get(j, j) for j in judge_ids], dtype=object)
     sf = np.asarray([(system_family or {}).get(s, s) for s in sys_ids], dtype=object)
     same = sf[:, None] == jf[None, :]

@@ -15,35 +15,79 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from jurymeter.blocks import BalancedBlock, balanced_block
-from jurymeter.cyclic import fit_cyclic, judge_system_offsets
+from jurymeter.blocks import BalancedBlock, BlockLayout, balanced_block
+from jurymeter.cyclic import CyclicSums, fit_cyclic_sums, offsets_from_judge_means
 from jurymeter.errors import DesignError
 
 
-def cyclic_cube(
-    records: pl.LazyFrame | pl.DataFrame, block: BalancedBlock | None = None
-) -> tuple[np.ndarray, dict[str, Any], tuple[str, ...], tuple[str, ...]]:
-    """Scores ``x[system, scenario, generation, judge]`` of the largest balanced block.
-
-    Returns the cube, the block summary, and the system and judge ids.
-    ``block``: the records' generation-facet block, if already made
-    (:func:`jurymeter.blocks.fit_blocks`); else it is extracted here.
-    """
-    if block is None:
-        lazy = records.lazy() if isinstance(records, pl.DataFrame) else records
-        block = balanced_block(lazy, generations="facet")
-    if "g" not in block.design.facets:
+def _check_generations(layout: BlockLayout) -> None:
+    if "g" not in layout.design.facets:
         msg = (
             "CyclicJudge needs at least two generations per scenario seen by every judge; "
-            f"this item set has {block.n_generations}"
+            f"this item set has {layout.n_generations}"
         )
         raise DesignError(msg)
-    x = block.x
-    if "r" in block.design.facets:
-        x = x.mean(axis=block.design.facets.index("r"))
+
+
+def _cube(x: np.ndarray, layout: BlockLayout) -> np.ndarray:
+    """A block's (chunk's) scores as ``x[system, scenario, generation, judge]``, replicates averaged."""
+    if "r" in layout.design.facets:
+        x = x.mean(axis=layout.design.facets.index("r"))
     # Block axes are (s, i, j, g); the cyclic model wants (s, i, g, j).
-    cube = np.moveaxis(x, 2, 3)
-    return cube, block.summary(), block.systems, block.judges
+    return np.moveaxis(x, 2, 3)
+
+
+class CyclicChunks:
+    """What :func:`cyclic_report` reads from a generation-facet block, accumulated item chunk by item chunk.
+
+    Each system's :class:`jurymeter.cyclic.CyclicSums` (mean squares, judge
+    totals, pool sums: sums over scenarios), so the report needs memory of the
+    order of systems x judges, however many items.
+    """
+
+    def __init__(self, layout: BlockLayout) -> None:
+        _check_generations(layout)
+        self.layout = layout
+        self.sums = [CyclicSums() for _ in layout.systems]
+
+    def add(self, x: np.ndarray) -> CyclicChunks:
+        """Add the block's scores of some items (axes of its design: s, i, j, g[, r])."""
+        cube = _cube(x, self.layout)
+        for k, sums in enumerate(self.sums):
+            sums.add(cube[k])
+        return self
+
+    def report(
+        self,
+        *,
+        systems: pl.DataFrame | None = None,
+        judges: pl.DataFrame | None = None,
+        budgets: Sequence[int] | None = None,
+        at_generations: int = 1,
+        at_judges: int = 1,
+    ) -> dict[str, Any]:
+        """What :func:`cyclic_report` returns."""
+        system_ids, judge_ids = self.layout.systems, self.layout.judges
+        per_system = {
+            sid: fit_cyclic_sums(
+                sums, judges=judge_ids, budgets=budgets, at_generations=at_generations, at_judges=at_judges
+            ).to_json()
+            for sid, sums in zip(system_ids, self.sums, strict=True)
+        }
+        offsets = offsets_from_judge_means(
+            np.stack([sums.judge_means() for sums in self.sums]),
+            systems=system_ids,
+            judges=judge_ids,
+            judge_family=_family(judges, "judge_id"),
+            system_family=_family(systems, "system_id"),
+        ).to_json()
+        return {
+            "block": self.layout.summary(),
+            "systems": per_system,
+            "judge_system_offsets": offsets["judge_offsets"],
+            "system_means": offsets["system_means"],
+            "self_preference": offsets["self_preference"],
+        }
 
 
 def cyclic_report(
@@ -58,30 +102,17 @@ def cyclic_report(
 ) -> dict[str, Any]:
     """Per-system decompositions, the judge x system offsets and self-preference, as JSON-ready data.
 
-    ``block``: the records' generation-facet block, if already made.
+    ``block``: the records' generation-facet block, if already made. The block
+    is one chunk of :class:`CyclicChunks`.
     """
-    cube, summary, system_ids, judge_ids = cyclic_cube(records, block)
-    del block  # the cube holds what the fits need: without this, x with its replicates stays alive
-    per_system = {
-        sid: fit_cyclic(
-            cube[k], judges=judge_ids, budgets=budgets, at_generations=at_generations, at_judges=at_judges
-        ).to_json()
-        for k, sid in enumerate(system_ids)
-    }
-    offsets = judge_system_offsets(
-        cube,
-        systems=system_ids,
-        judges=judge_ids,
-        judge_family=_family(judges, "judge_id"),
-        system_family=_family(systems, "system_id"),
-    ).to_json()
-    return {
-        "block": summary,
-        "systems": per_system,
-        "judge_system_offsets": offsets["judge_offsets"],
-        "system_means": offsets["system_means"],
-        "self_preference": offsets["self_preference"],
-    }
+    if block is None:
+        lazy = records.lazy() if isinstance(records, pl.DataFrame) else records
+        block = balanced_block(lazy, generations="facet")
+    chunks = CyclicChunks(block.layout).add(block.x)
+    del block  # the sums hold what the fits need
+    return chunks.report(
+        systems=systems, judges=judges, budgets=budgets, at_generations=at_generations, at_judges=at_judges
+    )
 
 
 def _family(table: pl.DataFrame | None, key: str) -> dict[str, str] | None:

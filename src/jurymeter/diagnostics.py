@@ -31,7 +31,7 @@ from scipy import stats
 from jurymeter.design import Design
 from jurymeter.dstudy import PAPER_ROLES, Facets, error_variances, mdd95
 from jurymeter.errors import DesignError
-from jurymeter.gstudy import GStudy, fit_gstudy, simulate_design
+from jurymeter.gstudy import GStudy, TermSums, fit_gstudy, fit_terms, simulate_design
 
 
 @dataclass(frozen=True)
@@ -68,27 +68,61 @@ def ensemble_partitions(
     The prediction for the ensemble design is sigma2_sj / k (G-theory: the mean
     of k judges carries sigma2_sj / k). The refits run on the cell means when
     the design has replicates (:func:`_cell_means`: the same estimate of
-    sigma2_sj from 1/n_r of the data).
+    sigma2_sj from 1/n_r of the data). :class:`EnsembleRefits` over one chunk.
     """
     axis = design.facets.index(roles.judge)
-    n_j = x.shape[axis]
-    groups = n_j // k
-    if groups < 2:
-        msg = f"ensembles of {k} judges need at least {2 * k} judges; the block has {n_j}"
-        raise DesignError(msg)
+    refits = EnsembleRefits(design, x.shape[axis], k=k, partitions=partitions, seed=seed, roles=roles)
     label = design.label(frozenset({roles.system, roles.judge}))
-    predicted = fit_gstudy(x, design).component(label) / k
-    x, design = _cell_means(x, design)
-    axis = design.facets.index(roles.judge)
-    rng = np.random.default_rng(seed)
-    ratios = np.empty(partitions)
-    moved = np.moveaxis(x, axis, -1)
-    for p in range(partitions):
-        order = rng.permutation(n_j)[: groups * k]
-        grouped = moved[..., order].reshape(*moved.shape[:-1], groups, k).mean(axis=-1)
-        refit = fit_gstudy(np.moveaxis(grouped, -1, axis), design)
-        ratios[p] = refit.component(label) / predicted
-    return EnsembleCheck(k=k, ratios=ratios)
+    return refits.add(x).check(fit_gstudy(x, design).component(label) / k)
+
+
+class EnsembleRefits:
+    """The refits of :func:`ensemble_partitions`, accumulated over item chunks of the block.
+
+    The partitions are drawn up front (the same draws, in the same order, as
+    one pass over the whole block); each keeps the :class:`TermSums` of its
+    ensembles' block.
+    """
+
+    def __init__(
+        self, design: Design, n_judges: int, *, k: int, partitions: int = 60, seed: int = 0,
+        roles: Facets = PAPER_ROLES,
+    ) -> None:
+        groups = n_judges // k
+        if groups < 2:
+            msg = f"ensembles of {k} judges need at least {2 * k} judges; the block has {n_judges}"
+            raise DesignError(msg)
+        self.k, self.groups, self.design, self.roles = k, groups, design, roles
+        self.label = design.label(frozenset({roles.system, roles.judge}))
+        self.reduced = _cell_means_design(design)
+        rng = np.random.default_rng(seed)
+        self.orders = [rng.permutation(n_judges)[: groups * k] for _ in range(partitions)]
+        self.terms = [TermSums(self.reduced, roles.item) for _ in self.orders]
+
+    def add(self, x: np.ndarray) -> EnsembleRefits:
+        """Add the block's scores of some items (all of them, in chunks)."""
+        x, _ = _cell_means(x, self.design)
+        axis = self.reduced.facets.index(self.roles.judge)
+        moved = np.moveaxis(x, axis, -1)
+        for order, terms in zip(self.orders, self.terms, strict=True):
+            grouped = moved[..., order].reshape(*moved.shape[:-1], self.groups, self.k).mean(axis=-1)
+            terms.add(np.moveaxis(grouped, -1, axis))
+        return self
+
+    def check(self, predicted: float) -> EnsembleCheck:
+        """Observed over ``predicted`` sigma2_sj (the full block's, divided by ``k``) per partition."""
+        ratios = np.array([fit_terms(terms).component(self.label) / predicted for terms in self.terms])
+        return EnsembleCheck(k=self.k, ratios=ratios)
+
+
+def _cell_means_design(design: Design) -> Design:
+    """The design of :func:`_cell_means`: without a facet nested in all the others, if any."""
+    for w in design.facets:
+        others = frozenset(design.facets) - {w}
+        if design.nests[w] == others and len(others) >= 3:
+            kept = tuple(f for f in design.facets if f != w)
+            return Design(kept, {f: design.nests[f] for f in kept})
+    return design
 
 
 def _cell_means(x: np.ndarray, design: Design) -> tuple[np.ndarray, Design]:
@@ -101,13 +135,11 @@ def _cell_means(x: np.ndarray, design: Design) -> tuple[np.ndarray, Design]:
     one (which absorbs the residual). ``sigma2_sj`` is one of them when ``w``
     exists and the design has three or more other facets.
     """
-    for w in design.facets:
-        others = frozenset(design.facets) - {w}
-        if design.nests[w] == others and len(others) >= 3:
-            kept = tuple(f for f in design.facets if f != w)
-            reduced = Design(kept, {f: design.nests[f] for f in kept})
-            return x.mean(axis=design.facets.index(w)), reduced
-    return x, design
+    reduced = _cell_means_design(design)
+    if reduced is design:
+        return x, design
+    (w,) = set(design.facets) - set(reduced.facets)
+    return x.mean(axis=design.facets.index(w)), reduced
 
 
 def system_item_means(x: np.ndarray, design: Design, roles: Facets = PAPER_ROLES) -> np.ndarray:
@@ -143,7 +175,11 @@ def item_diagnostics(
     Split-half: the systems are split at random into two halves; the Spearman
     correlation between the items' discrimination in the two halves, per split.
     """
-    means = system_item_means(x, design, roles)
+    return item_diagnostics_from_means(system_item_means(x, design, roles), splits=splits, seed=seed)
+
+
+def item_diagnostics_from_means(means: np.ndarray, *, splits: int = 200, seed: int = 0) -> ItemDiagnostics:
+    """:func:`item_diagnostics` from the (systems, items) means (gathered item chunk by item chunk)."""
     n_s = means.shape[0]
     if n_s < 4:
         msg = f"split-half item diagnostics need at least 4 systems; the block has {n_s}"
@@ -176,7 +212,11 @@ def naive_item_bootstrap_halfwidth(
     bootstrap standard deviation of each pairwise difference, root-mean-square
     over pairs, times 1.96.
     """
-    means = system_item_means(x, design, roles)
+    return naive_halfwidth_from_means(system_item_means(x, design, roles), n_boot=n_boot, seed=seed)
+
+
+def naive_halfwidth_from_means(means: np.ndarray, *, n_boot: int = 800, seed: int = 0) -> float:
+    """:func:`naive_item_bootstrap_halfwidth` from the (systems, items) means."""
     n_s, n_i = means.shape
     rng = np.random.default_rng(seed)
     boot = np.empty((n_boot, n_s))

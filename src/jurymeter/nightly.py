@@ -19,19 +19,22 @@ import hashlib
 import time
 import uuid
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import orjson
 import polars as pl
 
 from jurymeter import __version__
-from jurymeter.blocks import BalancedBlock, FitBlocks
 from jurymeter.config import RunConfig
 from jurymeter.design import Design
-from jurymeter.errors import DesignError, JurymeterError
+from jurymeter.errors import JurymeterError
 from jurymeter.leaderboard import tie_groups
 from jurymeter.store import Store
+
+if TYPE_CHECKING:  # imported where the fits run (import_fit_modules)
+    from jurymeter.blocks import FitChunks
+    from jurymeter.cyclic_report import CyclicChunks
 
 # Figure 1's curves: judge counts and item counts (log-spaced, 5..500).
 CURVE_JUDGES = (1, 2, 3, 5, 10)
@@ -154,8 +157,9 @@ def run_fit(job: FitJob) -> dict[str, Any]:
     Runs on a Dask worker: it opens the store itself (workers share nothing
     with the client but the store's address). Returns JSON-ready data.
     """
-    from jurymeter.blocks import balanced_block, fit_blocks
-    from jurymeter.reliability import GStudyRequest, assess_block, restrict
+    from jurymeter.blocks import balanced_block, fit_chunks
+    from jurymeter.cyclic_report import CyclicChunks
+    from jurymeter.reliability import GStudyChunks, GStudyRequest, assess_block, restrict
 
     started = time.perf_counter()
     store = Store(job.store, dict(job.storage_options))
@@ -172,16 +176,31 @@ def run_fit(job: FitJob) -> dict[str, Any]:
         interval_method=job.interval,
     )
     scope = restrict(records, request)
-    # Both blocks (CyclicJudge's, the G-study's) from one scan of the fit's
-    # records, or from one scan per item chunk when the cells are many
-    # (blocks.CHUNK_CELLS); CyclicJudge's block is dropped before the G-study runs.
+    # Both blocks (the G-study's, CyclicJudge's) are decided first, then read
+    # from one scan of the fit's records, or one scan per item chunk when the
+    # cells are many (blocks.CHUNK_CELLS), and each chunk goes straight into the
+    # fits' sums: no block is held whole, so memory follows systems x items.
     modes = tuple(dict.fromkeys([request.generations, *(["facet"] if job.cyclic else [])]))
-    found = fit_blocks(scope, modes)  # type: ignore[arg-type]
-    cyclic = _cyclic(store, scope, systems, found) if job.cyclic else None
-    block = found.block(request.generations) or balanced_block(scope, generations=request.generations)
-    del found
-    report = assess_block(block, request, systems=systems if systems.height else None)
-    del block
+    chunked = fit_chunks(scope, modes)  # type: ignore[arg-type]
+    layout = chunked.layout(request.generations)
+    population = systems if systems.height else None
+    gstudy = GStudyChunks(layout, request, systems=population) if layout is not None else None
+    cyclic = _cyclic_start(store, scope, systems, chunked) if job.cyclic else None
+    feeds = [(request.generations, gstudy), ("facet", cyclic)]
+    feeds = [(mode, sink) for mode, sink in feeds if isinstance(sink, GStudyChunks | CyclicChunks)]
+    if feeds:
+        for _, parts in chunked.parts():
+            for mode, sink in feeds:
+                sink.add(parts[mode])  # type: ignore[union-attr]
+    if isinstance(cyclic, CyclicChunks):
+        try:
+            cyclic = cyclic.report(systems=systems, judges=store.scan("judges").collect())
+        except JurymeterError as exc:  # no crossed panel: say why instead of failing the fit
+            cyclic = {"skipped": str(exc)}
+    if gstudy is not None:
+        report = gstudy.report()
+    else:  # the polars path decides this block
+        report = assess_block(balanced_block(scope, generations=request.generations), request, systems=population)
     report.update(curves(report))
     report["leaderboard"] = leaderboard(report)
     report["cyclic"] = cyclic
@@ -246,36 +265,30 @@ def leaderboard(report: dict[str, Any]) -> list[dict[str, Any]]:
     return tie_groups(report["system_means"], report["mdd95"]).to_dicts()
 
 
-def _cyclic(store: Store, scope: pl.LazyFrame, systems: pl.DataFrame, found: FitBlocks) -> dict[str, Any] | None:
+def _cyclic_start(
+    store: Store, scope: pl.LazyFrame, systems: pl.DataFrame, chunked: FitChunks
+) -> dict[str, Any] | CyclicChunks | None:
     """CyclicJudge where the data have 2+ generations and a crossed panel; else ``None``.
 
-    ``scope`` is the fit's records (its universe and population), ``found``
-    their blocks; the generation-facet block is taken out of it (unless the
-    G-study uses it too), so it is freed once CyclicJudge is done.
+    ``scope`` is the fit's records (its universe and population), ``chunked``
+    their blocks. Returns the sums to feed the facet block's chunks into, or the
+    result when there is nothing to feed: ``{"skipped": why}`` when its rule
+    finds no block, or the report of the polars path.
     """
-    from jurymeter.cyclic_report import cyclic_report
+    from jurymeter.cyclic_report import CyclicChunks, cyclic_report
 
-    generations = found.generations
+    generations = chunked.generations
     if generations is None:  # the distinct values by the streaming engine: not the whole column in memory
         generations = scope.select(pl.col("generation").unique()).collect(engine="streaming").height
     if generations < 2:
         return None
     try:
-        judges = store.scan("judges").collect()
-        return cyclic_report(scope, systems=systems, judges=judges, block=_facet_block(found))
+        layout = chunked.layout("facet")
+        if layout is None:
+            return cyclic_report(scope, systems=systems, judges=store.scan("judges").collect())
+        return CyclicChunks(layout)
     except JurymeterError as exc:  # no crossed panel: say why instead of failing the fit
         return {"skipped": str(exc)}
-
-
-def _facet_block(found: FitBlocks) -> BalancedBlock | None:
-    """CyclicJudge's block; taken out of ``found`` when the G-study does not use it, so it is freed after.
-
-    Raises the error of its rule; ``None`` where the polars path must extract it.
-    """
-    block = found.blocks.pop("facet", None) if "average" in found.blocks else found.blocks.get("facet")
-    if isinstance(block, DesignError):
-        raise block
-    return block
 
 
 def fit_tables(job: FitJob, report: dict[str, Any]) -> dict[str, pl.DataFrame]:

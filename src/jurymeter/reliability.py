@@ -15,14 +15,15 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from jurymeter.blocks import BalancedBlock, GenerationMode, balanced_block
+from jurymeter.blocks import BalancedBlock, BlockLayout, GenerationMode, balanced_block
 from jurymeter.bootstrap import DEFAULT_RESAMPLES, bootstrap_reliability
 from jurymeter.design import Design
 from jurymeter.diagnostics import (
-    ensemble_partitions,
-    item_diagnostics,
+    EnsembleRefits,
+    item_diagnostics_from_means,
     mdd_false_positive_rate,
-    naive_item_bootstrap_halfwidth,
+    naive_halfwidth_from_means,
+    system_item_means,
     wrong_order_probability,
 )
 from jurymeter.dstudy import (
@@ -39,7 +40,7 @@ from jurymeter.dstudy import (
     phi,
 )
 from jurymeter.errors import DesignError
-from jurymeter.gstudy import GStudy, fit_gstudy
+from jurymeter.gstudy import GStudy, TermSums, fit_terms
 
 NOMOGRAM_JUDGES = (1, 2, 3, 4, 5, 6, 8, 10, 15, 20)
 NOMOGRAM_ITEMS = (5, 10, 20, 30, 50, 100, 200, 500, 1000)
@@ -156,20 +157,13 @@ def assess_item_set(
     return assess_block(block, request, systems=systems)
 
 
-def nested_layout(block: BalancedBlock, systems: pl.DataFrame) -> tuple[np.ndarray, Design, list[str], int] | None:
-    """Rearrange a block's systems into (model, configuration-within-model) axes.
-
-    Rule: models with a single configuration are dropped (nothing to nest); ``k``
-    is the smallest number of configurations among the rest; each model keeps its
-    first ``k`` systems by id. Returns the array with axes (m, c, i, j[, r]), its
-    design ``(c:m) x i x j [x r:mcij]``, the models kept and ``k``; ``None`` when
-    fewer than two models remain.
-    """
+def _nested_order(layout: BlockLayout, systems: pl.DataFrame) -> tuple[list[int], int, Design, list[str], int] | None:
+    """The rule of :func:`nested_layout`: the systems' order, the number of models, the design, the models and ``k``."""
     if "model" not in systems.columns:
         return None
-    position = {sid: k for k, sid in enumerate(block.systems)}
+    position = {sid: k for k, sid in enumerate(layout.systems)}
     meta = (
-        systems.filter(pl.col("system_id").is_in(list(block.systems)) & pl.col("model").is_not_null())
+        systems.filter(pl.col("system_id").is_in(list(layout.systems)) & pl.col("model").is_not_null())
         .unique("system_id", keep="first")
         .sort("model", "system_id")
     )
@@ -179,10 +173,25 @@ def nested_layout(block: BalancedBlock, systems: pl.DataFrame) -> tuple[np.ndarr
         return None
     k = min(len(ids) for _, ids in groups)
     order = [position[sid] for _, ids in groups for sid in ids[:k]]
+    spec = "(c:m) x i x j" + (" x r:mcij" if "r" in layout.design.facets else "")
+    return order, len(groups), Design.parse(spec), [m for m, _ in groups], k
+
+
+def nested_layout(block: BalancedBlock, systems: pl.DataFrame) -> tuple[np.ndarray, Design, list[str], int] | None:
+    """Rearrange a block's systems into (model, configuration-within-model) axes.
+
+    Rule: models with a single configuration are dropped (nothing to nest); ``k``
+    is the smallest number of configurations among the rest; each model keeps its
+    first ``k`` systems by id. Returns the array with axes (m, c, i, j[, r]), its
+    design ``(c:m) x i x j [x r:mcij]``, the models kept and ``k``; ``None`` when
+    fewer than two models remain.
+    """
+    found = _nested_order(block.layout, systems)
+    if found is None:
+        return None
+    order, n_models, design, models, k = found
     picked = block.x[order]
-    x = picked.reshape(len(groups), k, *picked.shape[1:])
-    spec = "(c:m) x i x j" + (" x r:mcij" if block.x.ndim == 4 else "")
-    return x, Design.parse(spec), [m for m, _ in groups], k
+    return picked.reshape(n_models, k, *picked.shape[1:]), design, models, k
 
 
 def nested_system_split(block: BalancedBlock, systems: pl.DataFrame) -> dict[str, Any] | None:
@@ -191,26 +200,47 @@ def nested_system_split(block: BalancedBlock, systems: pl.DataFrame) -> dict[str
     Also the ceiling with the model as the object of measurement: one
     configuration, one judge, unlimited items and runs.
     """
-    layout = nested_layout(block, systems)
-    if layout is None:
-        return None
-    x, design, models, k = layout
-    fit = fit_gstudy(x, design)
-    m, cm = fit.component("m"), fit.component("c:m")
-    sizes = {"c": 1.0, "i": np.inf, "j": 1.0}
-    if "r" in design.facets:
-        sizes["r"] = np.inf
-    total = max(m, 0.0) + max(cm, 0.0)
-    return {
-        "design": _design_text(design),
-        "models": models,
-        "configs_per_model": k,
-        "sigma2_m": m,
-        "sigma2_c_m": cm,
-        "config_share_of_system_variance": max(cm, 0.0) / total if total > 0 else None,
-        "ceiling_model_as_object": float(erho2(fit.sigma2, design, sizes, obj="m")),
-        "components": {f"sigma2_{label.replace(':', '_')}": float(v) for label, v in zip(fit.effects, fit.sigma2, strict=True)},
-    }
+    chunks = NestedSplitChunks.of(block.layout, systems)
+    return None if chunks is None else chunks.add(block.x).result()
+
+
+class NestedSplitChunks:
+    """:func:`nested_system_split` accumulated over item chunks of the block."""
+
+    def __init__(self, order: list[int], n_models: int, design: Design, models: list[str], k: int) -> None:
+        self.order, self.n_models, self.design, self.models, self.k = order, n_models, design, models, k
+        self.terms = TermSums(design, PAPER_ROLES.item)
+
+    @classmethod
+    def of(cls, layout: BlockLayout, systems: pl.DataFrame) -> NestedSplitChunks | None:
+        found = _nested_order(layout, systems)
+        return None if found is None else cls(*found)
+
+    def add(self, x: np.ndarray) -> NestedSplitChunks:
+        picked = x[self.order]
+        self.terms.add(picked.reshape(self.n_models, self.k, *picked.shape[1:]))
+        return self
+
+    def result(self) -> dict[str, Any]:
+        design = self.design
+        fit = fit_terms(self.terms)
+        m, cm = fit.component("m"), fit.component("c:m")
+        sizes = {"c": 1.0, "i": np.inf, "j": 1.0}
+        if "r" in design.facets:
+            sizes["r"] = np.inf
+        total = max(m, 0.0) + max(cm, 0.0)
+        return {
+            "design": _design_text(design),
+            "models": self.models,
+            "configs_per_model": self.k,
+            "sigma2_m": m,
+            "sigma2_c_m": cm,
+            "config_share_of_system_variance": max(cm, 0.0) / total if total > 0 else None,
+            "ceiling_model_as_object": float(erho2(fit.sigma2, design, sizes, obj="m")),
+            "components": {
+                f"sigma2_{label.replace(':', '_')}": float(v) for label, v in zip(fit.effects, fit.sigma2, strict=True)
+            },
+        }
 
 
 def assess_block(
@@ -218,20 +248,70 @@ def assess_block(
 ) -> dict[str, Any]:
     """The report for an already extracted balanced block (what :func:`assess_item_set` returns).
 
-    A caller that builds the block itself can drop what it built it from
-    before the fit runs (the nightly fit drops its per-cell sums).
+    :class:`GStudyChunks` over the block as one chunk.
     """
-    report = _assess_block(block, request)
-    report["nested"] = (
-        nested_system_split(block, systems) if systems is not None and block.x.ndim in (3, 4) else None
-    )
-    return report
+    return GStudyChunks(block.layout, request, systems=systems).add(block.x).report()
 
 
-def _assess_block(block: BalancedBlock, request: GStudyRequest) -> dict[str, Any]:
-    fit = fit_gstudy(block.x, block.design)
+class GStudyChunks:
+    """What the G-study report reads from a block, accumulated item chunk by item chunk.
+
+    The report is a function of: the block's :class:`TermSums` (the G-study,
+    from which the D-study, the parametric bootstrap and the rank checks follow),
+    the (system, item) means and those of the first judge's first run (item
+    diagnostics, naive bootstrap), the ensembles' refits and the nested split,
+    each a sum over items or a per-item column. So a block too large to hold can
+    be fitted from its chunks (:class:`jurymeter.blocks.FitChunks`), in memory
+    of the order of systems x items.
+    """
+
+    def __init__(self, layout: BlockLayout, request: GStudyRequest, *, systems: pl.DataFrame | None = None) -> None:
+        self.layout, self.request = layout, request
+        design = layout.design
+        self.terms = TermSums(design, PAPER_ROLES.item)
+        self.item_means: list[np.ndarray] = []
+        self.one_judge_means: list[np.ndarray] = []
+        n_judges = len(layout.judges)
+        self.ensembles = {
+            k: EnsembleRefits(design, n_judges, k=k, partitions=request.partitions, seed=request.seed + k)
+            for k in request.ensembles
+            if n_judges // k >= 2
+        }
+        self.nested = (
+            NestedSplitChunks.of(layout, systems)
+            if systems is not None and len(design.facets) in (3, 4) and "g" not in design.facets
+            else None
+        )
+
+    def add(self, x: np.ndarray) -> GStudyChunks:
+        """Add the block's scores of some items (all of them, in item order, in chunks)."""
+        design = self.layout.design
+        self.terms.add(x)
+        self.item_means.append(system_item_means(x, design))
+        # What a careful author does today: one judge, one run, items resampled.
+        one_judge = x[:, :, :1, ...]
+        if one_judge.ndim > 3:
+            one_judge = one_judge[..., :1]
+        self.one_judge_means.append(system_item_means(one_judge, design))
+        for refits in self.ensembles.values():
+            refits.add(x)
+        if self.nested is not None:
+            self.nested.add(x)
+        return self
+
+    def report(self) -> dict[str, Any]:
+        """The report (what :func:`assess_item_set` returns)."""
+        report = _report(self)
+        report["nested"] = self.nested.result() if self.nested is not None else None
+        return report
+
+
+def _report(chunks: GStudyChunks) -> dict[str, Any]:
+    block, request = chunks.layout, chunks.request
+    fit = fit_terms(chunks.terms)
     roles = PAPER_ROLES
-    system_means = block.x.reshape(block.x.shape[0], -1).mean(axis=1)
+    item_means = np.concatenate(chunks.item_means, axis=1)
+    system_means = item_means.mean(axis=1)
     sd_means = float(np.std(system_means, ddof=1)) if len(system_means) > 1 else float("nan")
     boot = bootstrap_reliability(
         fit,
@@ -242,22 +322,22 @@ def _assess_block(block: BalancedBlock, request: GStudyRequest) -> dict[str, Any
         method=request.interval_method,  # type: ignore[arg-type]
     )
     summary = dstudy_summary(fit, target=request.target, budgets=request.budgets)
-    # What a careful author does today: one judge, one run, items resampled.
-    one_judge = block.x[:, :, :1, ...]
-    if one_judge.ndim > 3:
-        one_judge = one_judge[..., :1]
-    naive = naive_item_bootstrap_halfwidth(
-        one_judge, block.design, n_boot=request.n_boot, seed=request.seed
+    naive = naive_halfwidth_from_means(
+        np.concatenate(chunks.one_judge_means, axis=1), n_boot=request.n_boot, seed=request.seed
     )
     single_native = float(
         mdd95(fit.sigma2, block.design, roles.sizes(block.design, fit.sizes[roles.item], 1, 1))
     )
-    items = item_diagnostics(block.x, block.design, splits=request.splits, seed=request.seed) if len(block.systems) >= 4 else None
+    items = (
+        item_diagnostics_from_means(item_means, splits=request.splits, seed=request.seed)
+        if len(block.systems) >= 4
+        else None
+    )
+    label = block.design.label(frozenset({roles.system, roles.judge}))
     ensembles = {}
-    for k in request.ensembles:
-        if len(block.judges) // k >= 2:
-            check = ensemble_partitions(block.x, block.design, k=k, partitions=request.partitions, seed=request.seed + k)
-            ensembles[str(k)] = {"median": check.median, "low": check.low, "high": check.high, "partitions": len(check.ratios)}
+    for k, refits in chunks.ensembles.items():
+        check = refits.check(fit.component(label) / k)
+        ensembles[str(k)] = {"median": check.median, "low": check.low, "high": check.high, "partitions": len(check.ratios)}
     screened = [block.items[k] for k in items.screened(request.screen_threshold)] if items else []
     return {
         "item_set": request.item_set,
@@ -297,7 +377,7 @@ def _assess_block(block: BalancedBlock, request: GStudyRequest) -> dict[str, Any
             "mdd_false_positive_rate": mdd_false_positive_rate(
                 fit, simulations=request.fpr_simulations, seed=request.seed
             )
-            if block.x.size <= FPR_MAX_OBSERVATIONS and request.fpr_simulations > 0
+            if block.observations_used <= FPR_MAX_OBSERVATIONS and request.fpr_simulations > 0
             else None,
         },
         "ensembles": ensembles,
@@ -312,6 +392,7 @@ def _assess_block(block: BalancedBlock, request: GStudyRequest) -> dict[str, Any
             "screened_items": screened,
         },
     }
+
 
 
 def _design_text(design: Design) -> str:
