@@ -225,17 +225,31 @@ def _sum_cells(
     return CellSums(levels=chunk_levels, sums=sums.reshape(shape), counts=counts.reshape(shape), records=records, keys=keys)
 
 
-def _presence(lazy: pl.LazyFrame, keys: tuple[str, ...], levels: list[list[object]]) -> np.ndarray:
-    """Which cells hold a record, one byte a cell (a streaming pass); what the rules decide on."""
+def _presence(
+    lazy: pl.LazyFrame, keys: tuple[str, ...], levels: list[list[object]], chunks: list[tuple[int, int]]
+) -> np.ndarray:
+    """Which cells hold a record, one byte a cell; what the rules decide on.
+
+    One streaming pass per chunk of items: polars' streaming engine holds about
+    a batch of every key column per record it has read ahead, so one pass over
+    all records peaked at +0.45 GB for 25M records against +0.12 GB in chunks
+    of 2M cells, in about the same time (ad-hoc, ``bench/_work``).
+    """
     shape = tuple(len(v) for v in levels)
-    has = np.zeros(int(np.prod(shape)), dtype=bool)
-    frame = lazy.select(_cell_index(keys, levels, (0, len(levels[1]))).alias("flat"))
-    if _STREAM_BATCHES:
-        for batch in frame.collect_batches(engine="streaming"):
-            has[batch.get_column("flat").to_numpy()] = True
-    else:  # older polars
-        has[frame.unique().collect(engine="streaming").get_column("flat").to_numpy()] = True
-    return has.reshape(shape)
+    has = np.zeros(shape, dtype=bool)
+    for items in chunks:
+        inside = _in_items(keys, levels, items)
+        frame = lazy if inside is None else lazy.filter(inside)
+        frame = frame.select(_cell_index(keys, levels, items).alias("flat"))
+        part = np.zeros((shape[0], items[1] - items[0], *shape[2:]), dtype=bool)
+        flat = part.reshape(-1)  # a view: setting it sets ``part``
+        if _STREAM_BATCHES:
+            for batch in frame.collect_batches(engine="streaming"):
+                flat[batch.get_column("flat").to_numpy()] = True
+        else:  # older polars
+            flat[frame.unique().collect(engine="streaming").get_column("flat").to_numpy()] = True
+        has[:, items[0] : items[1]] = part
+    return has
 
 
 FACET_KEYS = ("system_id", "item_id", "judge_id", "generation", "replicate")
@@ -507,7 +521,7 @@ def fit_chunks(
     step = max(1, (CHUNK_CELLS if chunk_cells is None else chunk_cells) // per_item)
     chunks = [(lo, min(lo + step, n_items)) for lo in range(0, n_items, step)]
     whole = _sum_cells(lazy, keys, levels, n, chunks[0]) if len(chunks) == 1 else None
-    has = whole.counts > 0 if whole is not None else _presence(lazy, keys, levels)
+    has = whole.counts > 0 if whole is not None else _presence(lazy, keys, levels, chunks)
     plans: dict[str, _BlockPlan | DesignError | None] = {}
     for mode in modes:
         try:
