@@ -18,14 +18,16 @@ Rule for the largest balanced block (documented in ``docs/gstudy.md``):
 
 Everything dropped is reported. Both generation modes first sum and count the
 scores per cell in dense numpy arrays, streaming the records through polars in
-batches, so memory is bounded by the cells, not by the records
-(:func:`fit_blocks`, which makes the blocks of both modes from one scan). The
-rules are decided on a dense presence array (one byte a cell) with numpy sums;
-a fit with more than :data:`CHUNK_CELLS` cells then sums its cells item chunk by
-item chunk, so it never holds the sums of every cell at once. Where the arrays
-would be too sparse (or keys repeat in facet mode, or there are nulls), a
-polars group-by path over the collected records runs instead; it is the
-reference the dense paths are tested against.
+batches, so memory is bounded by the cells, not by the records. The rules are
+decided on a dense presence array (one byte a cell) with numpy sums
+(:func:`fit_chunks`, both modes at once); the blocks' arrays then come item
+chunk by item chunk, from one scan when a fit has at most :data:`CHUNK_CELLS`
+cells and one scan per chunk otherwise, so a caller that sums the chunks (the
+nightly fit) never holds a whole block; :func:`fit_blocks` and
+:func:`balanced_block` join them. Where the arrays would be too sparse (or keys
+repeat in facet mode, or there are nulls), a polars group-by path over the
+collected records runs instead; it is the reference the dense paths are tested
+against.
 """
 
 from __future__ import annotations
