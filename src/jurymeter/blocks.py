@@ -310,12 +310,23 @@ def _replicate_notes(n_replicates: int) -> list[str]:
     return ["one replicate per cell: the replicate facet is confounded with the residual"]
 
 
+def _fewest_replicates(has: np.ndarray) -> int:
+    """Rule 3's ``k``: the smallest count of present levels on the last axis.
+
+    Counted in 16 bits where the levels allow: an int64 count per cell was the
+    largest array of a plan (8 bytes a (system, item, judge, generation) cell,
+    against the presence's 1 byte a cell).
+    """
+    dtype = np.uint16 if has.shape[-1] < 2**16 else np.int64
+    return int(has.sum(axis=-1, dtype=dtype).min())
+
+
 def _average_plan(has: np.ndarray, names: list[list[object]]) -> _BlockPlan:
     """Rules 2-3 with generations averaged, on (system, item, judge, replicate) presence."""
     present = has.any(axis=3)
     keep, dropped = _prune(present, tuple(names))  # type: ignore[arg-type]
     (kept,) = _pick(keep, has)
-    k = int(kept.sum(axis=-1).min())  # rule 3: the smallest replicate count
+    k = _fewest_replicates(kept)  # rule 3
     return _BlockPlan(
         keep=keep, dropped=dropped, completeness=float(present.mean()), n_replicates=k, n_generations=1,
         spec="s x i x j" + (" x r:sij" if k > 1 else ""), notes=tuple(_replicate_notes(k)),
@@ -354,7 +365,7 @@ def _facet_plan(has: np.ndarray, names: list[list[object]]) -> _BlockPlan:
     position = _chosen_generations(complete, n_generations)
     if position is not None:
         has = np.take_along_axis(has, position, axis=3)
-    k = int(has.sum(axis=-1).min())
+    k = _fewest_replicates(has)
     notes = _replicate_notes(k)
     spec = "s x i x j"
     if n_generations < 2:
