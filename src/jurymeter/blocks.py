@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
-from typing import Literal
+from typing import Literal, TypeVar
 
 import numpy as np
 import polars as pl
@@ -43,6 +43,7 @@ from jurymeter.design import Design
 from jurymeter.errors import DesignError
 
 GenerationMode = Literal["average", "facet"]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -188,12 +189,14 @@ def _cell_index(keys: tuple[str, ...], levels: list[list[object]], items: tuple[
     return flat
 
 
-def _in_items(keys: tuple[str, ...], levels: list[list[object]], items: tuple[int, int]) -> pl.Expr | None:
-    """The filter to records of the item range, or ``None`` for every item."""
+def _chunk_records(
+    lazy: pl.LazyFrame, keys: tuple[str, ...], levels: list[list[object]], items: tuple[int, int]
+) -> pl.LazyFrame:
+    """The records of the item range (all of them for every item)."""
     if items == (0, len(levels[1])):
-        return None
+        return lazy
     index = _level_index(keys[1], levels[1])
-    return (index >= items[0]) & (index < items[1])
+    return lazy.filter((index >= items[0]) & (index < items[1]))
 
 
 def _sum_cells(
@@ -206,9 +209,9 @@ def _sum_cells(
     """
     shape = (len(levels[0]), items[1] - items[0], *(len(v) for v in levels[2:]))
     size = int(np.prod(shape))
-    inside = _in_items(keys, levels, items)
-    frame = lazy if inside is None else lazy.filter(inside)
-    frame = frame.select(_cell_index(keys, levels, items).alias("flat"), pl.col("score").cast(pl.Float64))
+    frame = _chunk_records(lazy, keys, levels, items).select(
+        _cell_index(keys, levels, items).alias("flat"), pl.col("score").cast(pl.Float64)
+    )
     sums = np.zeros(size)
     counts = np.zeros(size, dtype=np.int32)
     if _STREAM_BATCHES:
@@ -240,9 +243,7 @@ def _presence(
     shape = tuple(len(v) for v in levels)
     has = np.zeros(shape, dtype=bool)
     for items in chunks:
-        inside = _in_items(keys, levels, items)
-        frame = lazy if inside is None else lazy.filter(inside)
-        frame = frame.select(_cell_index(keys, levels, items).alias("flat"))
+        frame = _chunk_records(lazy, keys, levels, items).select(_cell_index(keys, levels, items).alias("flat"))
         part = np.zeros((shape[0], items[1] - items[0], *shape[2:]), dtype=bool)
         flat = part.reshape(-1)  # a view: setting it sets ``part``
         if _STREAM_BATCHES:
@@ -431,6 +432,13 @@ def _layout(plan: _BlockPlan, levels: list[list[object]], records: int) -> Block
     )
 
 
+def _or_raise(found: T | DesignError | None) -> T | None:
+    """A mode's layout or block; the error its rule raised is raised here, where it is asked for."""
+    if isinstance(found, DesignError):
+        raise found
+    return found
+
+
 class FitChunks:
     """A fit's blocks by generation mode, as layouts and item chunks of their arrays.
 
@@ -463,10 +471,7 @@ class FitChunks:
 
     def layout(self, mode: GenerationMode) -> BlockLayout | None:
         """The mode's layout; raises its rule's error; ``None`` where the polars path must run."""
-        found = self.layouts.get(mode)
-        if isinstance(found, DesignError):
-            raise found
-        return found
+        return _or_raise(self.layouts.get(mode))
 
     def parts(self) -> Iterator[tuple[tuple[int, int], dict[str, np.ndarray]]]:
         """Each chunk's kept-item offset range in the blocks and its arrays, by mode, in item order."""
@@ -504,10 +509,7 @@ class FitBlocks:
 
     def block(self, mode: GenerationMode) -> BalancedBlock | None:
         """The mode's block; raises its rule's error; ``None`` where the polars path must run."""
-        found = self.blocks.get(mode)
-        if isinstance(found, DesignError):
-            raise found
-        return found
+        return _or_raise(self.blocks.get(mode))
 
 
 def fit_chunks(

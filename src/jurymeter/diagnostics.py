@@ -72,8 +72,7 @@ def ensemble_partitions(
     """
     axis = design.facets.index(roles.judge)
     refits = EnsembleRefits(design, x.shape[axis], k=k, partitions=partitions, seed=seed, roles=roles)
-    label = design.label(frozenset({roles.system, roles.judge}))
-    return refits.add(x).check(fit_gstudy(x, design).component(label) / k)
+    return refits.add(x).check(fit_gstudy(x, design))
 
 
 class EnsembleRefits:
@@ -109,8 +108,12 @@ class EnsembleRefits:
             terms.add(np.moveaxis(grouped, -1, axis))
         return self
 
-    def check(self, predicted: float) -> EnsembleCheck:
-        """Observed over ``predicted`` sigma2_sj (the full block's, divided by ``k``) per partition."""
+    def check(self, fit: GStudy) -> EnsembleCheck:
+        """Observed over predicted sigma2_sj per partition; ``fit`` is the whole block's G-study.
+
+        The prediction is the block's sigma2_sj divided by ``k``.
+        """
+        predicted = fit.component(self.label) / self.k
         ratios = np.array([fit_terms(terms).component(self.label) / predicted for terms in self.terms])
         return EnsembleCheck(k=self.k, ratios=ratios)
 

@@ -333,10 +333,9 @@ def _report(chunks: GStudyChunks) -> dict[str, Any]:
         if len(block.systems) >= 4
         else None
     )
-    label = block.design.label(frozenset({roles.system, roles.judge}))
     ensembles = {}
     for k, refits in chunks.ensembles.items():
-        check = refits.check(fit.component(label) / k)
+        check = refits.check(fit)
         ensembles[str(k)] = {"median": check.median, "low": check.low, "high": check.high, "partitions": len(check.ratios)}
     screened = [block.items[k] for k in items.screened(request.screen_threshold)] if items else []
     return {
