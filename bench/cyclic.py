@@ -8,7 +8,7 @@ table 2. Times, in one run:
 2. ``subsample_strategy_variance`` with 5,000 repetitions at 5 budget levels for
    every system, in this process;
 3. the same check spread over a Dask LocalCluster with 2 worker processes
-   (``flows.cyclic_check.subsampling_check``), cluster start-up timed apart.
+   (``jurymeter.orchestration.cyclic_check.subsampling_check``), cluster start-up timed apart.
 
 Goal: under 5 s in all on 2 cores. Appends a section to ``bench/RESULTS.md``.
 
@@ -30,9 +30,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from flows.cyclic_check import subsampling_check  # noqa: E402
-
 from jurymeter.cyclic import fit_cyclic  # noqa: E402
+from jurymeter.orchestration.cyclic_check import subsampling_check  # noqa: E402
 
 RESULTS = ROOT / "bench" / "RESULTS.md"
 

@@ -6,7 +6,7 @@ One run makes three measurements:
    pointwise item set of ``S x I x J x R`` records (default 100 systems x 2,000
    items x 10 judges x 5 replicates = 10,000,000, one generation) is built by
    simulating scores from positive variance components, writing them to one
-   Parquet source file and loading it with ``jurymeter.ingest.ingest``. The
+   Parquet source file and loading it with ``jurymeter.io.ingest.ingest``. The
    store is kept under ``<workdir>/`` and reused by later runs with the same
    sizes and seed (``--rebuild`` forces a new one). Then, each in a fresh
    subprocess and interleaved, ``--repeats`` times:
@@ -22,7 +22,7 @@ One run makes three measurements:
    ratio misses the goal (or with ``--profile``), (b) runs once more under
    cProfile (hotspots by function, and the polars/numpy calls jurymeter waits
    on) and once under a line tracer (wall time per source line of
-   ``jurymeter.blocks`` and ``jurymeter.gstudy``).
+   ``jurymeter.stats.blocks`` and ``jurymeter.stats.gstudy``).
 2. **800 bootstrap resamples plus 2 x 60 ensemble refits** for a 42 x 42 x 9 x 3
    ``s x i x j x r:sij`` array simulated with numpy from positive components:
    ``bootstrap_reliability(fit, n_boot=800)`` +
@@ -96,7 +96,7 @@ def simulate(sizes: tuple[int, ...], seed: int, mean: float = 5.5) -> Any:
     """Dense ``s x i x j x r:sij`` array: grand mean plus one normal draw per effect level."""
     import numpy as np
 
-    from jurymeter.design import Design
+    from jurymeter.stats.design import Design
 
     design = Design.parse(SPEC)
     rng = np.random.default_rng(seed)
@@ -152,10 +152,10 @@ def build_store(
     work: Path, sizes: tuple[int, int, int, int], seed: int, rebuild: bool
 ) -> dict[str, Any]:
     """Create (or reuse) the store with the one item set; returns what was done."""
-    from jurymeter.ingest import ingest
-    from jurymeter.sources import discover_sources
-    from jurymeter.store import Store
-    from jurymeter.validate import ValidationOptions
+    from jurymeter.io.ingest import ingest
+    from jurymeter.io.sources import discover_sources
+    from jurymeter.io.store import Store
+    from jurymeter.io.validate import ValidationOptions
 
     tag = "x".join(str(v) for v in sizes) + f"-seed{seed}"
     store_dir = work / f"store-{tag}"
@@ -218,8 +218,8 @@ def positive_seed(sizes: tuple[int, ...], seed: int) -> tuple[int, Any]:
     """First seed from ``seed`` whose EMS components are all positive, and its array."""
     import numpy as np
 
-    from jurymeter.design import Design
-    from jurymeter.gstudy import fit_gstudy
+    from jurymeter.stats.design import Design
+    from jurymeter.stats.gstudy import fit_gstudy
 
     design = Design.parse(SPEC)
     for attempt in range(seed, seed + 200):
@@ -340,13 +340,13 @@ def child_main(mode: str, params: dict[str, Any]) -> None:
     import numpy as np
     import polars as pl
 
-    from jurymeter.blocks import balanced_block
-    from jurymeter.bootstrap import bootstrap_reliability
-    from jurymeter.design import Design
-    from jurymeter.diagnostics import ensemble_partitions
-    from jurymeter.gstudy import fit_gstudy
-    from jurymeter.reliability import GStudyRequest, assess_block
-    from jurymeter.store import Store
+    from jurymeter.io.store import Store
+    from jurymeter.stats.blocks import balanced_block
+    from jurymeter.stats.bootstrap import bootstrap_reliability
+    from jurymeter.stats.design import Design
+    from jurymeter.stats.diagnostics import ensemble_partitions
+    from jurymeter.stats.gstudy import fit_gstudy
+    from jurymeter.stats.reliability import GStudyRequest, assess_block
 
     if mode == "baseline":
         files = [f.path for f in Store(params["store"]).data_files("pointwise", params["item_set"])]
@@ -362,10 +362,10 @@ def child_main(mode: str, params: dict[str, Any]) -> None:
             prof = cProfile.Profile()
             prof.enable()
         elif mode == "lines":
-            import jurymeter.blocks
-            import jurymeter.gstudy
+            import jurymeter.stats.blocks
+            import jurymeter.stats.gstudy
 
-            tracer = LineTimer([jurymeter.blocks, jurymeter.gstudy])
+            tracer = LineTimer([jurymeter.stats.blocks, jurymeter.stats.gstudy])
             tracer.start()
         c0, t0 = time.process_time(), time.perf_counter()
         block = balanced_block(Store(params["store"]).scan("pointwise", params["item_set"]))
@@ -696,7 +696,7 @@ def main() -> None:
 
     import numpy as np
 
-    from jurymeter.design import Design
+    from jurymeter.stats.design import Design
 
     sizes = (opts.systems, opts.items, opts.judges, opts.replicates)
     small = tuple(int(v) for v in opts.small.split(","))
@@ -750,7 +750,7 @@ def main() -> None:
         lines_path = logs / "jurymeter-lines.json"
         traced = run_child("lines", {**params, "out": str(lines_path)}, logs, "lines")
         profile_text += (
-            f"\nWall time per source line of `jurymeter.blocks` and `jurymeter.gstudy`, one more run "
+            f"\nWall time per source line of `jurymeter.stats.blocks` and `jurymeter.stats.gstudy`, one more run "
             f"under a line tracer ({traced['seconds']:.2f} s: block {traced['block_seconds']:.2f} s, "
             f"fit {traced['fit_seconds']:.2f} s). A multi-line statement is charged to the line "
             "executing when it waits; a line that calls a traced function includes it (so the "

@@ -11,7 +11,7 @@ One run:
    ``pl.scan_ndjson(...).sink_parquet(pl.PartitionBy(...))`` (streaming); plus a
    reference row (not a baseline) that reads the file in the same blocks as
    ingest and writes one Parquet file per block and item set;
-3. times ``jurymeter.ingest.ingest`` of the same file into an empty store (fresh
+3. times ``jurymeter.io.ingest.ingest`` of the same file into an empty store (fresh
    subprocess, peak RSS), checks read == accepted == N and nothing quarantined,
    and prints the ratio ingest / fastest baseline;
 4. times a second ingest of the same file (no-op: content hash only) and an
@@ -233,10 +233,10 @@ def child_main(argv: list[str]) -> None:
         t1 = time.perf_counter()
         out.update(seconds=t1 - t0, rows=rows)
     elif task == "ingest":
-        from jurymeter.ingest import ingest
-        from jurymeter.sources import discover_sources
-        from jurymeter.store import Store
-        from jurymeter.validate import ValidationOptions
+        from jurymeter.io.ingest import ingest
+        from jurymeter.io.sources import discover_sources
+        from jurymeter.io.store import Store
+        from jurymeter.io.validate import ValidationOptions
 
         src, store_dir, block_bytes, *rest = args
         prof_out = rest[0] if rest else None

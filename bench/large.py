@@ -10,7 +10,7 @@ One run, for each size of ``--sizes`` (default 10M, 30M, 100M records):
    at a time) in a measured subprocess, so the generator's memory stays small.
    Parts are written once and reused: the 30M store ingests parts 1-3, the 100M
    store parts 1-10;
-2. ingests those parts into a fresh store: ``jurymeter.ingest.ingest`` of all
+2. ingests those parts into a fresh store: ``jurymeter.io.ingest.ingest`` of all
    of them in one call, in a fresh subprocess (peak RSS of the process, the time
    and the process's ``ru_maxrss`` after each part);
 3. fits every item set on Dask as the nightly flow runs them: ``jurymeter run
@@ -88,10 +88,10 @@ def child_main(argv: list[str]) -> None:
     elif task == "ingest":
         import resource
 
-        from jurymeter.ingest import ingest
-        from jurymeter.sources import discover_sources
-        from jurymeter.store import Store
-        from jurymeter.validate import ValidationOptions
+        from jurymeter.io.ingest import ingest
+        from jurymeter.io.sources import discover_sources
+        from jurymeter.io.store import Store
+        from jurymeter.io.validate import ValidationOptions
 
         store_dir, *parts = args
         store = Store(store_dir)

@@ -23,17 +23,17 @@ One run:
        ingested (a content-hash no-op) and all 8 fits are refitted;
    (a2) as (a) into another empty store, with the Prefect home of (a) and (b)
        kept: what every night after the first costs (no database to create);
-   (c) direct, no Prefect and no Dask: ``jurymeter.ingest.ingest`` of the same
+   (c) direct, no Prefect and no Dask: ``jurymeter.io.ingest.ingest`` of the same
        landing into another empty store, then ``plan_fits`` and
        ``fit_and_tabulate`` (which draws the report figures, as the flow's
        workers do) + ``write_cached_fit`` for each of the 8 jobs
        sequentially, then ``combine_tables`` + ``publish_run`` (which writes the
        tables and fit reports and renders the report with
-       ``jurymeter.report.render_report``), each part timed;
-   (d) the parts of the orchestration alone: ``flows.runtime.prefect_api``
+       ``jurymeter.render.report.render_report``), each part timed;
+   (d) the parts of the orchestration alone: ``jurymeter.orchestration.runtime.prefect_api``
        start + stop with a new home and with a reused one, a
        ``LocalCluster`` of 2 worker processes start + stop, and
-       ``flows.runtime.run_environment`` (both side by side, as the CLI does);
+       ``jurymeter.orchestration.runtime.run_environment`` (both side by side, as the CLI does);
 
 4. checks that (a), (a2), (b) and (c) report the same E rho^2 and MDD for every fit,
    prints the tables and appends them to ``bench/RESULTS.md`` with the command,
@@ -217,7 +217,7 @@ def write_panel(path: Path, n_items: int, *, item_offset: int = 0, seed: int = 0
 
 def write_config(path: Path, *, store: Path, landing: Path | None, home: Path, n_boot: int,
                  universes: list[str], workers: int = 2, report: bool = True) -> None:
-    """The run configuration of the benchmark (TOML keys of ``jurymeter.config``)."""
+    """The run configuration of the benchmark (TOML keys of ``jurymeter.pipeline.config``)."""
     def q(value: Any) -> str:
         return json.dumps(str(value))
 
@@ -254,7 +254,7 @@ def child_main(argv: list[str]) -> None:
         out.update(direct(Path(args[0])))
     elif task == "prefect":
         t0 = time.perf_counter()
-        from flows.runtime import configure_environment, prefect_api
+        from jurymeter.orchestration.runtime import configure_environment, prefect_api
 
         configure_environment(args[0])
         import prefect  # noqa: F401  the client, what the flow's process needs
@@ -281,12 +281,12 @@ def child_main(argv: list[str]) -> None:
                    seconds=t4 - t1, client_close_seconds=t3 - t2)
     elif task == "environment":
         t0 = time.perf_counter()
-        from flows.runtime import configure_environment, run_environment
+        from jurymeter.orchestration.runtime import configure_environment, run_environment
 
         configure_environment(args[0])
         t1 = time.perf_counter()
         # As `jurymeter run` does: the flow's imports overlap the server's start-up.
-        with run_environment(args[0], None, int(args[1]), 1, imports=("flows.nightly",)):
+        with run_environment(args[0], None, int(args[1]), 1, imports=("jurymeter.orchestration.flow",)):
             t2 = time.perf_counter()
         t3 = time.perf_counter()
         out.update(import_seconds=t1 - t0, start_seconds=t2 - t1, stop_seconds=t3 - t2,
@@ -301,9 +301,11 @@ def child_main(argv: list[str]) -> None:
 def direct(config_path: Path) -> dict[str, Any]:
     """The flow's work with no Prefect and no Dask: ingest, 8 fits in turn, publish."""
     t_imp = time.perf_counter()
-    from jurymeter.config import load_config
-    from jurymeter.ingest import ingest
-    from jurymeter.nightly import (
+    from jurymeter.io.ingest import ingest
+    from jurymeter.io.store import Store
+    from jurymeter.io.validate import ValidationOptions
+    from jurymeter.pipeline.config import load_config
+    from jurymeter.pipeline.nightly import (
         combine_tables,
         fit_and_tabulate,
         fit_summary,
@@ -313,8 +315,6 @@ def direct(config_path: Path) -> dict[str, Any]:
         publish_run,
         write_cached_fit,
     )
-    from jurymeter.store import Store
-    from jurymeter.validate import ValidationOptions
 
     import_seconds = time.perf_counter() - t_imp
     config = load_config(config_path)
@@ -699,7 +699,7 @@ def bench(opts: argparse.Namespace, work: Path, logs: Path, landing: Path, start
             "as on the flow's workers"),
         row("(d) Prefect server start + stop, new home", d_new,
             f"start {d_new['start_seconds']:.1f}, stop {d_new['stop_seconds']:.1f}; import {d_new['import_seconds']:.1f}",
-            "`flows.runtime.prefect_api(home)` (launch + wait), empty PREFECT_HOME (database created)"),
+            "`jurymeter.orchestration.runtime.prefect_api(home)` (launch + wait), empty PREFECT_HOME (database created)"),
         row("(d) Prefect server start + stop, reused home", d_reused,
             f"start {d_reused['start_seconds']:.1f}, stop {d_reused['stop_seconds']:.1f}; "
             f"import {d_reused['import_seconds']:.1f}", "the PREFECT_HOME of runs (a) and (b)"),
@@ -709,7 +709,7 @@ def bench(opts: argparse.Namespace, work: Path, logs: Path, landing: Path, start
         row("(d) `run_environment`: both side by side", d_env,
             f"start {d_env['start_seconds']:.1f}, stop {d_env['stop_seconds']:.1f}; import {d_env['import_seconds']:.1f}",
             "what `jurymeter run` does before and after the flow (reused home); start includes importing "
-            "`flows.nightly` while the server starts"),
+            "`jurymeter.orchestration.flow` while the server starts"),
     ]
     per_fit = ", ".join(f"{f['fit'].rsplit(' / ', 1)[0]} {f['seconds']:.1f}" for f in c["per_fit"])
     flow_fit = ", ".join(f"{f['item_set']} / {f['universe']} {f['seconds']:.1f}" for f in b["summary"]["fits"])

@@ -1,7 +1,7 @@
 """One fit in the client against the same fit in a Dask worker, with and without WORKER_MALLOC.
 
 Dask's nanny sets ``MALLOC_TRIM_THRESHOLD_=65536`` in its workers, which turns
-off glibc's adaptive mmap threshold; ``flows/runtime.py`` overrides it
+off glibc's adaptive mmap threshold; ``src/jurymeter/orchestration/runtime.py`` overrides it
 (``WORKER_MALLOC``). This measures what that is worth on one fit of a
 40 x 300 x 6 x 3 x 2 panel (the generator of ``bench/nightly.py``), and appends
 the times to ``RESULTS.md``. Command: ``.venv/bin/python bench/worker_malloc.py``.
@@ -22,7 +22,7 @@ from _common import append_results, command_line, facts_block, machine_facts  # 
 
 
 def timed_fit(job: object) -> float:
-    from jurymeter.nightly import fit_and_tabulate
+    from jurymeter.pipeline.nightly import fit_and_tabulate
 
     started = time.perf_counter()
     result = fit_and_tabulate(job)  # type: ignore[arg-type]
@@ -32,14 +32,14 @@ def timed_fit(job: object) -> float:
 
 def main() -> None:
     from distributed import Client, LocalCluster
-    from flows.runtime import WORKER_MALLOC, run_cluster
 
-    from jurymeter.config import load_config
-    from jurymeter.ingest import ingest
-    from jurymeter.nightly import plan_fits
-    from jurymeter.sources import discover_sources
-    from jurymeter.store import Store
-    from jurymeter.validate import ValidationOptions
+    from jurymeter.io.ingest import ingest
+    from jurymeter.io.sources import discover_sources
+    from jurymeter.io.store import Store
+    from jurymeter.io.validate import ValidationOptions
+    from jurymeter.orchestration.runtime import WORKER_MALLOC, run_cluster
+    from jurymeter.pipeline.config import load_config
+    from jurymeter.pipeline.nightly import plan_fits
     from nightly import write_panel
 
     work = BENCH / "_work" / "worker-malloc"

@@ -7,11 +7,11 @@ from pathlib import Path
 import orjson
 import polars as pl
 
-from jurymeter.ingest import IngestReport, ingest
-from jurymeter.schema import SOURCE_ID
-from jurymeter.sources import discover_sources
-from jurymeter.store import Store
-from jurymeter.validate import ValidationOptions
+from jurymeter.io.ingest import IngestReport, ingest
+from jurymeter.io.schema import SOURCE_ID
+from jurymeter.io.sources import discover_sources
+from jurymeter.io.store import Store
+from jurymeter.io.validate import ValidationOptions
 
 
 def pointwise_records(

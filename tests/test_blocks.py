@@ -8,7 +8,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from jurymeter.blocks import balanced_block
+from jurymeter.stats.blocks import balanced_block
 
 
 def _records(n_s=5, n_i=6, n_j=4, n_r=2, n_g=1, seed=0) -> pl.DataFrame:
@@ -79,7 +79,7 @@ def test_first_k_replicates_are_kept() -> None:
 
 
 def test_dense_path_equals_the_group_by_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    import jurymeter.blocks as blocks
+    import jurymeter.stats.blocks as blocks
 
     rng = np.random.default_rng(3)
     records = _records(n_s=6, n_i=9, n_j=4, n_r=4, n_g=2, seed=2)
@@ -154,7 +154,7 @@ def _assert_same_block(dense, reference) -> None:
 def test_dense_paths_equal_the_polars_path_on_incomplete_data(
     monkeypatch: pytest.MonkeyPatch, generations: str, seed: int, n_g: int, n_r: int, sparse_ids: bool
 ) -> None:
-    import jurymeter.blocks as blocks
+    import jurymeter.stats.blocks as blocks
 
     records = _messy(seed, n_g=n_g, n_r=n_r, sparse_ids=sparse_ids)
     dense_path = blocks._average_block_dense if generations == "average" else blocks._facet_block_dense
@@ -184,7 +184,7 @@ def test_dense_paths_equal_the_polars_path_on_incomplete_data(
 
 
 def test_facet_dense_path_keeps_the_rule_with_one_generation(monkeypatch: pytest.MonkeyPatch) -> None:
-    import jurymeter.blocks as blocks
+    import jurymeter.stats.blocks as blocks
 
     records = _records(n_g=3, seed=4)
     # Pair (s0, i0): only generation 1 is seen by every judge; elsewhere all three.
@@ -204,7 +204,7 @@ def test_facet_dense_path_keeps_the_rule_with_one_generation(monkeypatch: pytest
 def test_facet_dense_path_with_no_common_generation_raises_like_the_polars_path(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import jurymeter.blocks as blocks
+    import jurymeter.stats.blocks as blocks
     from jurymeter.errors import DesignError
 
     # Every judge scores a different generation: no generation is seen by all of them.
@@ -217,7 +217,7 @@ def test_facet_dense_path_with_no_common_generation_raises_like_the_polars_path(
 
 
 def test_dense_paths_fall_back_where_they_do_not_apply() -> None:
-    import jurymeter.blocks as blocks
+    import jurymeter.stats.blocks as blocks
 
     records = _records(n_g=2)
     # A repeated key: in facet mode the polars path ranks the repeats, so it decides.
@@ -246,7 +246,7 @@ def test_dense_paths_fall_back_where_they_do_not_apply() -> None:
 
 @pytest.mark.parametrize("generations", ["average", "facet"])
 def test_group_by_summing_equals_the_batches(monkeypatch: pytest.MonkeyPatch, generations: str) -> None:
-    import jurymeter.blocks as blocks
+    import jurymeter.stats.blocks as blocks
 
     records = _messy(7, n_g=3, n_r=2, sparse_ids=True)
     batches = balanced_block(records, generations=generations)

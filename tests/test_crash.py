@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from ingest_util import assert_same_store, pointwise_records, run_ingest, write_jsonl
-from jurymeter.store import Store
+from jurymeter.io.store import Store
 
 pytestmark = pytest.mark.slow
 

@@ -41,9 +41,9 @@ from jurymeter.cyclic import (
     subsample_strategy_variance,
     variance_contributions,
 )
-from jurymeter.design import Design
 from jurymeter.errors import DesignError
-from jurymeter.gstudy import fit_gstudy, mean_squares
+from jurymeter.stats.design import Design
+from jurymeter.stats.gstudy import fit_gstudy, mean_squares
 
 # Two exact computations of one quantity differ by float rounding only.
 EXACT = 1e-9

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from distributed import Client, LocalCluster
-from flows.cyclic_check import subsampling_check
+
+from jurymeter.orchestration.cyclic_check import subsampling_check
 
 
 @pytest.mark.slow

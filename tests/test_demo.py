@@ -18,7 +18,7 @@ import orjson
 import polars as pl
 import pytest
 
-from jurymeter.store import Store
+from jurymeter.io.store import Store
 
 pytestmark = pytest.mark.slow
 

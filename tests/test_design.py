@@ -7,9 +7,9 @@ import itertools
 import numpy as np
 import pytest
 
-from jurymeter.design import Design
 from jurymeter.errors import DesignError
-from jurymeter.gstudy import TermSums, fit_gstudy, fit_terms, mean_squares, simulate_design
+from jurymeter.stats.design import Design
+from jurymeter.stats.gstudy import TermSums, fit_gstudy, fit_terms, mean_squares, simulate_design
 
 # Relative tolerance between two exact computations of one quantity (rounding only).
 EXACT = 1e-9

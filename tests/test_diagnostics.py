@@ -6,16 +6,16 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from jurymeter.design import Design
-from jurymeter.diagnostics import (
+from jurymeter.stats.design import Design
+from jurymeter.stats.diagnostics import (
     ensemble_partitions,
     item_diagnostics,
     mdd_false_positive_rate,
     naive_item_bootstrap_halfwidth,
     wrong_order_probability,
 )
-from jurymeter.dstudy import PAPER_ROLES, mdd95
-from jurymeter.gstudy import fit_gstudy, simulate_design
+from jurymeter.stats.dstudy import PAPER_ROLES, mdd95
+from jurymeter.stats.gstudy import fit_gstudy, simulate_design
 
 DESIGN = Design.parse("s x i x j x r:sij")
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from jurymeter.bootstrap import bootstrap_reliability, resample_components
-from jurymeter.design import Design
-from jurymeter.dstudy import (
+from jurymeter.stats.bootstrap import bootstrap_reliability, resample_components
+from jurymeter.stats.design import Design
+from jurymeter.stats.dstudy import (
     Facets,
     budget_optimum,
     ceiling,
@@ -19,7 +19,7 @@ from jurymeter.dstudy import (
     nomogram,
     phi,
 )
-from jurymeter.gstudy import fit_gstudy, simulate_design
+from jurymeter.stats.gstudy import fit_gstudy, simulate_design
 
 DESIGN = Design.parse("s x i x j x r:sij")
 ROLES = Facets()
@@ -179,7 +179,7 @@ def test_bootstrap_interval_coverage_is_nominal() -> None:
 
 
 def test_satterthwaite_df_matches_simulated_spread_of_delta() -> None:
-    from jurymeter.dstudy import delta_df
+    from jurymeter.stats.dstudy import delta_df
 
     sizes = {"s": 12, "i": 8, "j": 3, "r": 2}
     n = ROLES.sizes(DESIGN, 8, 3, 2)
@@ -209,7 +209,7 @@ def test_intervals_cover_every_derived_quantity_and_contain_the_estimate() -> No
             assert interval.low <= interval.estimate <= interval.high, name
     # The per-draw sizing agrees with the scalar search on every draw.
     draws = resample_components(fit, n_boot=25, seed=2)
-    from jurymeter.dstudy import items_needed_draws, judges_needed_draws
+    from jurymeter.stats.dstudy import items_needed_draws, judges_needed_draws
 
     j = judges_needed_draws(draws, DESIGN)
     i = items_needed_draws(draws, DESIGN, target=0.7)

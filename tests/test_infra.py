@@ -214,14 +214,18 @@ def test_prefect_yaml_deploys_the_nightly_flow_on_the_process_pool() -> None:
 
 
 def test_prefect_entrypoint_is_the_nightly_flow() -> None:
-    """flows/nightly.py defines ``nightly`` as a flow named like the deployment's flow,
-    accepting the deployment's parameters."""
-    path = ROOT / "flows" / "nightly.py"
-    assert path.exists(), "flows/nightly.py (prefect.yaml's entrypoint) is missing"
+    """flows/nightly.py (the deployment's entry point) exposes the library's ``nightly``, a flow
+    named like the deployment's flow, accepting the deployment's parameters."""
+    entry = ROOT / "flows" / "nightly.py"
+    assert entry.exists(), "flows/nightly.py (prefect.yaml's entrypoint) is missing"
+    imports = [node for node in ast.parse(entry.read_text()).body if isinstance(node, ast.ImportFrom)]
+    assert any(node.module == "jurymeter.orchestration.flow" and [a.name for a in node.names] == ["nightly"]
+               for node in imports), "flows/nightly.py must import nightly from jurymeter.orchestration.flow"
+    path = ROOT / "src" / "jurymeter" / "orchestration" / "flow.py"
     module = ast.parse(path.read_text())
     functions = [node for node in module.body
                  if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == "nightly"]
-    assert len(functions) == 1, "flows/nightly.py must define one top-level function nightly"
+    assert len(functions) == 1, "jurymeter/orchestration/flow.py must define one top-level function nightly"
     function = functions[0]
     decorators = [d for d in function.decorator_list
                   if isinstance(d, ast.Call) and ast.unparse(d.func) in {"flow", "prefect.flow"}]

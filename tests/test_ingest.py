@@ -19,8 +19,8 @@ from typer.testing import CliRunner
 from ingest_util import pointwise_records, run_ingest, write_jsonl
 from jurymeter.cli import app
 from jurymeter.errors import SourceError, StoreError, StrictModeError
-from jurymeter.sources import discover_sources
-from jurymeter.store import Store
+from jurymeter.io.sources import discover_sources
+from jurymeter.io.store import Store
 
 GOOD = {"item_set": "chat", "item_id": "q1", "system_id": "s1", "judge_id": "j1", "score": 7}
 
@@ -324,7 +324,7 @@ def test_run_manifest_is_kept_in_the_store(tmp_path: Path) -> None:
 def test_duplicate_resolution_in_hash_buckets_matches_one_pass(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import jurymeter.ingest as ingest_module
+    import jurymeter.io.ingest as ingest_module
 
     records: list[dict | str] = list(pointwise_records(400))
     records += [records[k] for k in range(0, 400, 7)]  # exact re-deliveries

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jurymeter.leaderboard import tie_groups
+from jurymeter.stats.ranking import tie_groups
 
 IDS = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=0, max_size=6)
 # Few distinct values, so equal means (ties broken by id) are common.

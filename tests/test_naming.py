@@ -8,7 +8,7 @@ from urllib.parse import unquote
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jurymeter.naming import decode_item_set, encode_item_set
+from jurymeter.io.naming import decode_item_set, encode_item_set
 
 SAFE_SEGMENT = re.compile(r"^(?:[a-z0-9_-]|%[0-9A-F]{2})*$")
 names = st.text(min_size=1, max_size=60)

@@ -6,10 +6,10 @@ import numpy as np
 import polars as pl
 import pytest
 
-from jurymeter.blocks import BalancedBlock
-from jurymeter.design import Design
-from jurymeter.gstudy import simulate_design
-from jurymeter.reliability import nested_layout, nested_system_split
+from jurymeter.stats.blocks import BalancedBlock
+from jurymeter.stats.design import Design
+from jurymeter.stats.gstudy import simulate_design
+from jurymeter.stats.reliability import nested_layout, nested_system_split
 
 
 def _block(x: np.ndarray, systems: list[str]) -> BalancedBlock:

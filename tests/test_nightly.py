@@ -27,9 +27,11 @@ import orjson
 import polars as pl
 import pytest
 
-from jurymeter.config import RunConfig, load_config
 from jurymeter.errors import ConfigError
-from jurymeter.nightly import (
+from jurymeter.io.sources import discover_sources
+from jurymeter.io.store import Store
+from jurymeter.pipeline.config import RunConfig, load_config
+from jurymeter.pipeline.nightly import (
     FIT_MODULES,
     SCHEMAS,
     fit_and_tabulate,
@@ -39,8 +41,6 @@ from jurymeter.nightly import (
     write_cached_fit,
 )
 from jurymeter.simulate import SimulationParams, simulate_dump, write_dump
-from jurymeter.sources import discover_sources
-from jurymeter.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -93,8 +93,8 @@ def test_digest_leaves_credentials_out() -> None:
 
 @pytest.fixture(scope="module")
 def small_store(tmp_path_factory: pytest.TempPathFactory) -> Store:
-    from jurymeter.ingest import ingest
-    from jurymeter.validate import ValidationOptions
+    from jurymeter.io.ingest import ingest
+    from jurymeter.io.validate import ValidationOptions
 
     root = tmp_path_factory.mktemp("nightly")
     params = SimulationParams(n_systems=6, n_items=24, n_judges=4, pairwise_pairs=6, seed=3)
@@ -143,8 +143,8 @@ def fitted(small_store: Store):
 def test_a_fit_read_in_item_chunks_gives_the_report_of_one_scan_and_of_a_scan_per_block(
     small_store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import jurymeter.blocks as blocks
-    from jurymeter.nightly import run_fit
+    import jurymeter.stats.blocks as blocks
+    from jurymeter.pipeline.nightly import run_fit
 
     presence = blocks._presence
     scans: list[int] = []
@@ -173,7 +173,7 @@ def test_a_fit_read_in_item_chunks_gives_the_report_of_one_scan_and_of_a_scan_pe
 
 
 def test_generations_as_a_facet_fit_with_the_native_d_study_of_generations_averaged(small_store: Store) -> None:
-    from jurymeter.nightly import fit_tables, run_fit
+    from jurymeter.pipeline.nightly import fit_tables, run_fit
 
     averaged = plan_fits(small_store, _config(small_store))
     facet = plan_fits(small_store, _config(small_store, generations="facet"))
@@ -291,7 +291,7 @@ def test_cache_round_trip_keeps_inf_and_schemas(fitted, small_store: Store) -> N
 
 
 def test_a_worker_draws_the_fits_report_figures_only_when_asked(fitted, small_store: Store) -> None:
-    from jurymeter.report import figure_file_name
+    from jurymeter.render.report import figure_file_name
 
     job, result = fitted
     fit = (job.item_set, job.universe, job.population)
@@ -469,9 +469,8 @@ def test_an_ingest_begun_before_the_flow_is_what_the_ingest_task_returns(
 ) -> None:
     from dataclasses import replace
 
-    import flows.nightly as flow
-
-    from jurymeter.config import DaskConfig
+    import jurymeter.orchestration.flow as flow
+    from jurymeter.pipeline.config import DaskConfig
 
     _landing(tmp_path)
     config = load_config(None, environ={}, overrides={
@@ -511,7 +510,7 @@ def test_an_ingest_begun_before_the_flow_is_what_the_ingest_task_returns(
 
 RETRY_SCRIPT = """\
 import sys
-import flows.nightly as flow
+import jurymeter.orchestration.flow as flow
 
 calls = []
 original = flow.publish_run
@@ -566,8 +565,8 @@ def test_flow_on_a_multi_process_cluster_whose_workers_never_import_prefect(
             assert len(info) == 2
             assert all(pid != os.getpid() for pid in client.run(os.getpid).values())
             assert set(client.run(lambda: "prefect" in sys.modules).values()) == {False}
-            assert set(client.run(lambda: "jurymeter.reliability" in sys.modules).values()) == {True}
-            # The script keeps glibc's mmap threshold fixed (flows/runtime.py, WORKER_MALLOC).
+            assert set(client.run(lambda: "jurymeter.stats.reliability" in sys.modules).values()) == {True}
+            # The script keeps glibc's mmap threshold fixed (src/jurymeter/orchestration/runtime.py, WORKER_MALLOC).
             thresholds = client.run(lambda: os.environ.get("MALLOC_MMAP_THRESHOLD_"))
             assert set(thresholds.values()) == {"67108864"}
     finally:
@@ -599,7 +598,8 @@ def test_local_cluster_workers_keep_a_fixed_mmap_threshold() -> None:
     # process's environment, which later nannies would otherwise prefer to any config.
     import dask
     from distributed import Client, LocalCluster
-    from flows.runtime import LOCAL_CLUSTER_CONFIG, WORKER_MALLOC, run_cluster
+
+    from jurymeter.orchestration.runtime import LOCAL_CLUSTER_CONFIG, WORKER_MALLOC, run_cluster
 
     with LocalCluster(n_workers=1, processes=True, dashboard_address=None):
         pass
@@ -619,7 +619,8 @@ def test_a_closing_worker_drops_only_its_own_heartbeat_failure(caplog: pytest.Lo
     from types import SimpleNamespace
 
     from distributed.core import Status
-    from flows.worker_preload import dask_setup
+
+    from jurymeter.orchestration.worker_preload import dask_setup
 
     worker = SimpleNamespace(status=Status.running)
     logger = logging.getLogger("distributed.worker")
@@ -653,7 +654,8 @@ def test_a_retired_local_cluster_closes_in_the_background_and_the_run_exits_clea
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from distributed import Client
-    from flows.runtime import retire_cluster, run_environment
+
+    from jurymeter.orchestration.runtime import retire_cluster, run_environment
 
     monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:9/api")  # an external API: no server starts
     monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "prefect"))
@@ -678,7 +680,7 @@ def test_the_example_config_holds_exactly_the_defaults() -> None:
 
 
 def test_printing_a_run_with_no_fits_says_what_to_do(capsys: pytest.CaptureFixture[str]) -> None:
-    from jurymeter.cli import print_run_summary
+    from jurymeter.cli.app import print_run_summary
 
     print_run_summary(
         {"run_id": "r", "status": "complete", "store": "s", "landing": "in", "ingest": None,
@@ -694,7 +696,7 @@ def test_printing_a_run_with_no_fits_says_what_to_do(capsys: pytest.CaptureFixtu
 
 def _fake_uvicorn(monkeypatch: pytest.MonkeyPatch, exits: list[int]) -> list[int]:
     """Make TemporaryServer.launch start processes that exit with the given statuses in turn."""
-    from flows.runtime import TemporaryServer
+    from jurymeter.orchestration.runtime import TemporaryServer
 
     launched: list[int] = []
 
@@ -710,9 +712,8 @@ def _fake_uvicorn(monkeypatch: pytest.MonkeyPatch, exits: list[int]) -> list[int
 
 
 def test_a_server_that_dies_is_one_clear_error_naming_its_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from flows.runtime import PORT_IN_USE, TemporaryServer
-
     from jurymeter.errors import OrchestrationError
+    from jurymeter.orchestration.runtime import PORT_IN_USE, TemporaryServer
 
     launched = _fake_uvicorn(monkeypatch, [PORT_IN_USE, 7])
     server = TemporaryServer(tmp_path).launch()
@@ -722,9 +723,8 @@ def test_a_server_that_dies_is_one_clear_error_naming_its_log(tmp_path: Path, mo
 
 
 def test_a_server_that_never_answers_times_out_and_is_stopped(tmp_path: Path) -> None:
-    from flows.runtime import TemporaryServer
-
     from jurymeter.errors import OrchestrationError
+    from jurymeter.orchestration.runtime import TemporaryServer
 
     server = TemporaryServer(tmp_path)
     server.port = _free_port()

@@ -12,9 +12,9 @@ from typer.testing import CliRunner
 
 from ingest_util import run_ingest
 from jurymeter.cli import app
-from jurymeter.reliability import GStudyRequest, assess_item_set
+from jurymeter.io.store import Store
 from jurymeter.simulate import SimulationParams, simulate_dump, write_dump
-from jurymeter.store import Store
+from jurymeter.stats.reliability import GStudyRequest, assess_item_set
 
 PARAMS = SimulationParams(
     seed=4, n_systems=16, n_items=50, n_judges=6, n_generations=1, n_replicates=2,

@@ -20,14 +20,14 @@ import pytest
 from matplotlib import cbook
 from matplotlib.text import Text
 
-from jurymeter import report as report_module
-from jurymeter.cyclic_report import cyclic_report
-from jurymeter.design import Design
-from jurymeter.dstudy import PAPER_ROLES, erho2, mdd95
-from jurymeter.leaderboard import tie_groups
-from jurymeter.reliability import GStudyRequest, assess_item_set
-from jurymeter.report import RenderedReport, figure_file_name, render_report
+from jurymeter.cyclic.fit import cyclic_report
+from jurymeter.render import report as report_module
+from jurymeter.render.report import RenderedReport, figure_file_name, render_report
 from jurymeter.simulate import SimulationParams, simulate_dump
+from jurymeter.stats.design import Design
+from jurymeter.stats.dstudy import PAPER_ROLES, erho2, mdd95
+from jurymeter.stats.ranking import tie_groups
+from jurymeter.stats.reliability import GStudyRequest, assess_item_set
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 SAFE_NAME = re.compile(r"[a-z0-9_-]+\.png")

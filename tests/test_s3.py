@@ -26,12 +26,12 @@ from typer.testing import CliRunner
 
 from jurymeter.cli import app
 from jurymeter.errors import ConfigError, SourceError, StoreError, StoreLockedError
-from jurymeter.info import quarantine_counts, store_info
-from jurymeter.ingest import IngestReport, ingest
-from jurymeter.schema import SCHEMAS
-from jurymeter.sources import discover_sources
-from jurymeter.store import Store, s3fs_options
-from jurymeter.validate import ValidationOptions
+from jurymeter.io.info import quarantine_counts, store_info
+from jurymeter.io.ingest import IngestReport, ingest
+from jurymeter.io.schema import SCHEMAS
+from jurymeter.io.sources import discover_sources
+from jurymeter.io.store import Store, s3fs_options
+from jurymeter.io.validate import ValidationOptions
 
 pytestmark = pytest.mark.s3
 
@@ -82,8 +82,8 @@ COUNTS = ("read", "accepted", "quarantined", "duplicates_dropped")
 @pytest.fixture(autouse=True)
 def _fast_lock_polling(monkeypatch) -> None:
     """Poll a held S3 lock often and confirm it quickly: waiting costs the tests little."""
-    monkeypatch.setattr("jurymeter.store.S3_LOCK_POLL_SECONDS", 0.05)
-    monkeypatch.setattr("jurymeter.store.S3_LOCK_CONFIRM_SECONDS", 0.05)
+    monkeypatch.setattr("jurymeter.io.store.S3_LOCK_POLL_SECONDS", 0.05)
+    monkeypatch.setattr("jurymeter.io.store.S3_LOCK_CONFIRM_SECONDS", 0.05)
 
 
 def write_sources(folder: Path) -> dict[str, Path]:

@@ -1,6 +1,6 @@
 """The streaming fast path equals the block path, and steps aside whenever it cannot prove that.
 
-Independent reference: the block path (``jurymeter.streaming.eligible`` patched
+Independent reference: the block path (``jurymeter.io.streaming.eligible`` patched
 to refuse), whose behaviour the rest of the ingest tests pin down. Each case
 ingests the same file both ways and compares everything a reader can see,
 then checks which path actually wrote the parts (the fast path names them
@@ -21,10 +21,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import jurymeter.ingest as ingest_module
+import jurymeter.io.ingest as ingest_module
 from ingest_util import assert_same_store, pointwise_records, run_ingest, write_jsonl
-from jurymeter.sources import discover_sources, text_census
-from jurymeter.store import STAGING, Store
+from jurymeter.io.sources import discover_sources, text_census
+from jurymeter.io.store import STAGING, Store
 from test_crash import _command, _kill_when
 
 
@@ -234,7 +234,7 @@ def test_text_census_matches_a_brute_force_count(
 def test_census_in_its_thread_equals_the_direct_count_and_a_cancelled_one_says_nothing(
     tmp_path: Path,
 ) -> None:
-    from jurymeter.streaming import Census
+    from jurymeter.io.streaming import Census
 
     path = write_jsonl(tmp_path / "dump.jsonl", _clean())
     source = discover_sources([str(path)])[0]

@@ -18,8 +18,8 @@ import orjson
 import polars as pl
 import pytest
 
-from jurymeter.design import Design
-from jurymeter.gstudy import fit_gstudy, simulate_design
+from jurymeter.stats.design import Design
+from jurymeter.stats.gstudy import fit_gstudy, simulate_design
 
 pytestmark = pytest.mark.against_r
 

@@ -91,7 +91,7 @@ done
 for _ in $(seq "$WORKERS"); do
   # The nanny sets MALLOC_TRIM_THRESHOLD_=65536, which turns off glibc's adaptive
   # mmap threshold and slows numpy-heavy fits 1.6-1.8x; a fixed one restores it
-  # (see WORKER_MALLOC in flows/runtime.py).
+  # (see WORKER_MALLOC in src/jurymeter/orchestration/runtime.py).
   MALLOC_MMAP_THRESHOLD_=67108864 "$DASK" worker "$ADDRESS" --host 127.0.0.1 --nthreads 1 --nworkers 1 --no-dashboard &
 done
 

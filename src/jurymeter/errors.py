@@ -37,3 +37,7 @@ class DesignError(JurymeterError):
 
 class OrchestrationError(JurymeterError):
     """The run's Prefect API or Dask cluster could not be started or reached."""
+
+
+class SimulationError(JurymeterError, ValueError):
+    """Invalid simulation parameters or an impossible fault request."""

@@ -15,10 +15,11 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from jurymeter.blocks import BalancedBlock, BlockLayout, GenerationMode, balanced_block
-from jurymeter.bootstrap import DEFAULT_RESAMPLES, bootstrap_reliability
-from jurymeter.design import Design
-from jurymeter.diagnostics import (
+from jurymeter.errors import DesignError
+from jurymeter.stats.blocks import BalancedBlock, BlockLayout, GenerationMode, balanced_block
+from jurymeter.stats.bootstrap import DEFAULT_RESAMPLES, bootstrap_reliability
+from jurymeter.stats.design import Design
+from jurymeter.stats.diagnostics import (
     EnsembleRefits,
     item_diagnostics_from_means,
     mdd_false_positive_rate,
@@ -26,7 +27,7 @@ from jurymeter.diagnostics import (
     system_item_means,
     wrong_order_probability,
 )
-from jurymeter.dstudy import (
+from jurymeter.stats.dstudy import (
     PAPER_ROLES,
     budget_optimum,
     ceiling,
@@ -39,8 +40,7 @@ from jurymeter.dstudy import (
     nomogram,
     phi,
 )
-from jurymeter.errors import DesignError
-from jurymeter.gstudy import GStudy, TermSums, fit_terms
+from jurymeter.stats.gstudy import GStudy, TermSums, fit_terms
 
 NOMOGRAM_JUDGES = (1, 2, 3, 4, 5, 6, 8, 10, 15, 20)
 NOMOGRAM_ITEMS = (5, 10, 20, 30, 50, 100, 200, 500, 1000)
@@ -261,7 +261,7 @@ class GStudyChunks:
     the (system, item) means and those of the first judge's first run (item
     diagnostics, naive bootstrap), the ensembles' refits and the nested split,
     each a sum over items or a per-item column. So a block too large to hold can
-    be fitted from its chunks (:class:`jurymeter.blocks.FitChunks`), in memory
+    be fitted from its chunks (:class:`jurymeter.stats.blocks.FitChunks`), in memory
     of the order of systems x items.
     """
 

@@ -16,8 +16,8 @@ centred over the panel of :math:`K_{tot}` judges, with dispersion
 :math:`\sigma^2_\gamma = K_{tot}^{-1} \sum_\ell \gamma_\ell^2`.
 
 Data are a dense array ``x[scenario, generation, judge]``: the ``(g:i) x j``
-design of :mod:`jurymeter.design` (facets ``('i', 'g', 'j')``). The mean squares
-come from :func:`jurymeter.gstudy.mean_squares`; the paper's residual pools the
+design of :mod:`jurymeter.stats.design` (facets ``('i', 'g', 'j')``). The mean squares
+come from :func:`jurymeter.stats.gstudy.mean_squares`; the paper's residual pools the
 engine's ``ij`` and ``gj:i`` effects (eq. 20), and the components are solved by
 the engine's EMS matrix with that pooled mean square, which reproduces eq. 23-25
 exactly.
@@ -44,9 +44,9 @@ import numpy as np
 import polars as pl
 from scipy import stats
 
-from jurymeter.design import Design
 from jurymeter.errors import DesignError
-from jurymeter.gstudy import TermSums, components_from_ms
+from jurymeter.stats.design import Design
+from jurymeter.stats.gstudy import TermSums, components_from_ms
 
 CYCLIC_DESIGN = Design.parse("(g:i) x j")
 DEFAULT_REPS = 5_000
@@ -315,10 +315,10 @@ def pool_variances(x: np.ndarray) -> PoolVariances:
 class CyclicSums:
     """What :func:`fit_cyclic` reads from one system's scores, accumulated over chunks of scenarios.
 
-    The mean squares of ``(g:i) x j`` (:class:`~jurymeter.gstudy.TermSums`),
+    The mean squares of ``(g:i) x j`` (:class:`~jurymeter.stats.gstudy.TermSums`),
     each judge's score total and the three pool sums of :func:`pool_variances`
     are sums over scenarios, so ``x[scenario, generation, judge]`` may arrive a
-    few scenarios at a time (:class:`jurymeter.cyclic_report.CyclicChunks`).
+    few scenarios at a time (:class:`jurymeter.cyclic.fit.CyclicChunks`).
     """
 
     def __init__(self) -> None:

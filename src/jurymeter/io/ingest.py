@@ -2,7 +2,7 @@
 
 For every source file, ``records read = accepted + quarantined + duplicates
 dropped`` holds and is written into the source's commit marker and the run's
-manifest. One source is one transaction (see :mod:`jurymeter.store`):
+manifest. One source is one transaction (see :mod:`jurymeter.io.store`):
 
 1. hash the file; a file whose content is already committed is skipped;
 2. stream it in bounded batches: parse, validate, write accepted rows as
@@ -30,7 +30,7 @@ import numpy as np
 import polars as pl
 
 from jurymeter.errors import StrictModeError
-from jurymeter.schema import (
+from jurymeter.io.schema import (
     ID_LIKE_COLUMNS,
     QUARANTINE_SCHEMA,
     SCHEMAS,
@@ -39,16 +39,16 @@ from jurymeter.schema import (
     Protocol,
     detect_protocol,
 )
-from jurymeter.sources import (
+from jurymeter.io.sources import (
     DEFAULT_BLOCK_BYTES,
     RawBatch,
     SourceFile,
     content_sha256,
     read_batches,
 )
-from jurymeter.store import Store
-from jurymeter.streaming import Census, eligible, stream_source
-from jurymeter.validate import ROW, ValidationOptions, apply_column_map, validate_batch
+from jurymeter.io.store import Store
+from jurymeter.io.streaming import Census, eligible, stream_source
+from jurymeter.io.validate import ROW, ValidationOptions, apply_column_map, validate_batch
 
 T = TypeVar("T")
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from jurymeter.schema import JUDGMENT_PROTOCOLS, Protocol
-from jurymeter.store import Store
+from jurymeter.io.schema import JUDGMENT_PROTOCOLS, Protocol
+from jurymeter.io.store import Store
 
 INFO_COLUMNS = (
     "protocol",

@@ -39,8 +39,8 @@ from typing import Literal, TypeVar
 import numpy as np
 import polars as pl
 
-from jurymeter.design import Design
 from jurymeter.errors import DesignError
+from jurymeter.stats.design import Design
 
 GenerationMode = Literal["average", "facet"]
 T = TypeVar("T")

@@ -17,7 +17,7 @@ All follow the appendix of paper ``ask-which-not-how-good``:
   ten come out in the wrong order, and the false-positive rate of the MDD rule
   on pairs whose true difference is zero.
 
-Functions take the dense block and design (see :mod:`jurymeter.blocks`); they
+Functions take the dense block and design (see :mod:`jurymeter.stats.blocks`); they
 never read files.
 """
 
@@ -28,10 +28,10 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from jurymeter.design import Design
-from jurymeter.dstudy import PAPER_ROLES, Facets, error_variances, mdd95
 from jurymeter.errors import DesignError
-from jurymeter.gstudy import GStudy, TermSums, fit_gstudy, fit_terms, simulate_design
+from jurymeter.stats.design import Design
+from jurymeter.stats.dstudy import PAPER_ROLES, Facets, error_variances, mdd95
+from jurymeter.stats.gstudy import GStudy, TermSums, fit_gstudy, fit_terms, simulate_design
 
 
 @dataclass(frozen=True)

@@ -99,7 +99,7 @@ import numpy as np
 import orjson
 import polars as pl
 
-from jurymeter.errors import JurymeterError
+from jurymeter.errors import SimulationError
 
 __all__ = [
     "FAULT_KINDS",
@@ -236,10 +236,6 @@ _SIGMA_FIELDS: tuple[str, ...] = (
     "sigma_pair_si",
     "sigma_position",
 )
-
-
-class SimulationError(JurymeterError, ValueError):
-    """Invalid simulation parameters or an impossible fault request."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

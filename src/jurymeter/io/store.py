@@ -42,9 +42,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from jurymeter.errors import ConfigError, StoreError, StoreLockedError
-from jurymeter.naming import decode_item_set, encode_item_set
-from jurymeter.schema import JUDGMENT_PROTOCOLS, PROTOCOLS, SCHEMAS, SOURCE_LINE, Protocol
-from jurymeter.sources import filesystem_for
+from jurymeter.io.naming import decode_item_set, encode_item_set
+from jurymeter.io.schema import JUDGMENT_PROTOCOLS, PROTOCOLS, SCHEMAS, SOURCE_LINE, Protocol
+from jurymeter.io.sources import filesystem_for
 
 STORE_FORMAT = 1
 MARKER_FILE = "jurymeter-store.json"

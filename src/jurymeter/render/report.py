@@ -7,7 +7,7 @@ files; the caller stores ``html`` as ``report/index.html`` and each entry of
 
 Per fit (item set x judge universe x system population) the page shows, in
 order: the fit's design and status; the leaderboard with its tie groups
-(:func:`jurymeter.leaderboard.tie_groups`); the variance components; the
+(:func:`jurymeter.stats.ranking.tie_groups`); the variance components; the
 D-study with intervals; E rho^2 against items per judge count ([Anand2026]_
 figure 1); the sizing nomogram ([Anand2026]_ figure 4); the split of a call
 budget ([Anand2026]_ appendix figure 2); and, where CyclicJudge ran, the

@@ -71,13 +71,13 @@ def _load_config(path: Path | None) -> dict[str, Any]:
     path = path or (Path(p) if (p := os.environ.get("JURYMETER_CONFIG")) else None)
     if path is None:
         return {}
-    from jurymeter.config import read_toml
+    from jurymeter.pipeline.config import read_toml
 
     return read_toml(path)
 
 
 def _open_store(store: str | None, storage_option: list[str] | None, config: Path | None):
-    from jurymeter.store import Store, default_store_url
+    from jurymeter.io.store import Store, default_store_url
 
     settings = _load_config(config)
     options = {
@@ -144,10 +144,10 @@ def _parse_scale(scale: str | None) -> tuple[float, float] | None:
 
 def _ingest(sources, store, map_, item_set, scale, storage_option, config, strict,
             lock_timeout, as_json, block_mb) -> None:
-    from jurymeter.ingest import ingest as run_ingest
-    from jurymeter.sources import discover_sources
-    from jurymeter.store import s3fs_options
-    from jurymeter.validate import ValidationOptions
+    from jurymeter.io.ingest import ingest as run_ingest
+    from jurymeter.io.sources import discover_sources
+    from jurymeter.io.store import s3fs_options
+    from jurymeter.io.validate import ValidationOptions
 
     target = _open_store(store, storage_option, config)
     options = ValidationOptions(
@@ -230,7 +230,7 @@ def store_info_cmd(
 
 
 def _store_info(store, storage_option, config, as_json) -> None:
-    from jurymeter.info import metadata_counts, quarantine_counts, store_info
+    from jurymeter.io.info import metadata_counts, quarantine_counts, store_info
 
     target = _open_store(store, storage_option, config)
     summary = store_info(target)
@@ -331,7 +331,7 @@ def _named_levels(settings: dict[str, Any], table: str, name: str | None) -> tup
 def _gstudy(item_set, store, storage_option, config, universe, population, generations,
             boot, seed, target, as_json, screen_threshold=1.0, screened_out=None,
             interval="pivotal") -> None:
-    from jurymeter.reliability import GStudyRequest, assess_item_set
+    from jurymeter.stats.reliability import GStudyRequest, assess_item_set
 
     settings = _load_config(config)
     target_store = _store_with_item_set(store, storage_option, config, item_set)
@@ -493,7 +493,7 @@ def _int_list(text: str | None, what: str) -> list[int] | None:
 
 
 def _cyclic(item_set, store, storage_option, config, budgets, at_generations, at_judges, as_json) -> None:
-    from jurymeter.cyclic_report import cyclic_report
+    from jurymeter.cyclic.fit import cyclic_report
 
     target_store = _store_with_item_set(store, storage_option, config, item_set)
     report = cyclic_report(
@@ -606,7 +606,7 @@ def _plan_components(components, item_set, store, storage_option, config):
     if item_set is None:
         msg = "a cost-weighted plan needs --components or an --item-set to fit them from"
         raise ConfigError(msg)
-    from jurymeter.cyclic_report import cyclic_report
+    from jurymeter.cyclic.fit import cyclic_report
 
     target_store = _open_store(store, storage_option, config)
     report = cyclic_report(target_store.scan("pointwise", item_set))
@@ -619,7 +619,7 @@ def _plan(out_path, store, storage_option, config, item_set, items, systems, jud
           prices=None, budget=None, components=None) -> None:
     import polars as pl
 
-    from jurymeter.planner import plan_cost_weighted, plan_round_robin
+    from jurymeter.cyclic.planner import plan_cost_weighted, plan_round_robin
 
     found = {"items": _ids_from_file(items), "systems": _ids_from_file(systems), "judges": _ids_from_file(judges)}
     if any(v is None for v in found.values()):
@@ -746,24 +746,24 @@ def run(
 
 
 def _run_flow(config_path: Path | None, overrides: dict[str, Any], force: bool) -> dict[str, Any]:
-    from jurymeter.config import load_config
+    from jurymeter.pipeline.config import load_config
 
     settings = load_config(config_path, overrides=overrides)  # fail fast, before Prefect starts
-    from flows.runtime import run_environment
+    from jurymeter.orchestration.runtime import run_environment
 
     out.print(f"store {settings.store}, landing {settings.landing or '(none)'}", markup=False)
     dask = settings.dask
 
     def ingest_meanwhile() -> None:  # the ingest needs neither the Prefect server nor Dask
-        from flows.nightly import start_ingest_early
+        from jurymeter.orchestration.flow import start_ingest_early
 
         start_ingest_early(settings)
 
     with run_environment(
         settings.home, dask.address, dask.workers, dask.threads_per_worker,
-        imports=("flows.nightly", "jurymeter.ingest"), meanwhile=ingest_meanwhile,
+        imports=("jurymeter.orchestration.flow", "jurymeter.io.ingest"), meanwhile=ingest_meanwhile,
     ) as address:
-        from flows.nightly import listening, nightly
+        from jurymeter.orchestration.flow import listening, nightly
 
         overrides = {**overrides, "dask.address": address}
 
@@ -834,7 +834,7 @@ def report(
 
 
 def _report(results: str, store, storage_option, config) -> str:
-    from jurymeter.nightly import read_run, write_report
+    from jurymeter.pipeline.nightly import read_run, write_report
 
     target = _open_store(store, storage_option, config)
     target.check()

@@ -4,7 +4,7 @@ A source is a JSON Lines (plain, ``.gz``, ``.zst``), CSV (plain, ``.gz``) or
 Parquet file on the local disk or on S3. Reading never interprets values: it
 yields each batch as a polars frame with the columns as they came, the 1-based
 line (JSONL, CSV) or row (Parquet) of every record, and the lines that could not
-be parsed at all. Validation happens in :mod:`jurymeter.validate`.
+be parsed at all. Validation happens in :mod:`jurymeter.io.validate`.
 
 Memory is bounded by ``block_bytes`` (JSONL, CSV) or ``parquet_rows`` (Parquet),
 never by the size of the file.

@@ -1,20 +1,20 @@
 """The streaming fast path: a clean local JSON Lines file in one polars pass.
 
-The block path (:mod:`jurymeter.ingest`) reads 64 MiB blocks, validates them
+The block path (:mod:`jurymeter.io.ingest`) reads 64 MiB blocks, validates them
 eagerly and writes one part per block and item set; it handles every input.
 For the common case, a large, clean, uncompressed JSON Lines dump on local
 disk read into a local store, this module runs the same typing and the same
 checks as one lazy polars query (scan -> validate -> partitioned sink), which
 parses on every core and never holds more than a few morsels.
 
-Flagged rows (:func:`jurymeter.validate.flag_rejected`: any rejection, a
+Flagged rows (:func:`jurymeter.io.validate.flag_rejected`: any rejection, a
 timestamp in another spelling than the one detected, a text id that may hide a
 boolean or object) are filtered out in the query, and each row's count of
 non-null raw values is a partition key, so the written files' footers and paths
 carry everything the proof needs. It only *accepts* a file when:
 
 - the rows written equal the physical lines, counted from the bytes by
-  :func:`jurymeter.sources.text_census` (so no line was blank, unparsed or
+  :func:`jurymeter.io.sources.text_census` (so no line was blank, unparsed or
   flagged);
 - the values written, rows times values per row, equal the ``":`` marks of
   the text less those followed by ``null`` (so no key was dropped by schema
@@ -38,10 +38,10 @@ from typing import Any
 import polars as pl
 import pyarrow.parquet as pq
 
-from jurymeter.schema import SCHEMAS, SOURCE_ID, SOURCE_LINE, Protocol, detect_protocol
-from jurymeter.sources import SourceFile, TextCensus, text_census
-from jurymeter.store import Store
-from jurymeter.validate import (
+from jurymeter.io.schema import SCHEMAS, SOURCE_ID, SOURCE_LINE, Protocol, detect_protocol
+from jurymeter.io.sources import SourceFile, TextCensus, text_census
+from jurymeter.io.store import Store
+from jurymeter.io.validate import (
     ROW,
     TIMESTAMP_FORMATS,
     ValidationOptions,
@@ -94,7 +94,7 @@ def _timestamp_format(records: pl.LazyFrame) -> str | None:
 
 
 class Census:
-    """:func:`jurymeter.sources.text_census` of one source, counted in a background thread.
+    """:func:`jurymeter.io.sources.text_census` of one source, counted in a background thread.
 
     Started before the source's content hash is computed, so the two reads of
     the file run side by side on two cores (the hash alone is 2 s of one core

@@ -16,14 +16,14 @@ from typing import TypeVar
 import polars as pl
 
 from jurymeter.errors import ConfigError
-from jurymeter.naming import MAX_ENCODED_LENGTH, encode_item_set
-from jurymeter.schema import (
+from jurymeter.io.naming import MAX_ENCODED_LENGTH, encode_item_set
+from jurymeter.io.schema import (
     INDEX_COLUMNS,
     SCHEMAS,
     WINNER_ALIASES,
     Protocol,
 )
-from jurymeter.sources import NOT_SCALAR
+from jurymeter.io.sources import NOT_SCALAR
 
 ROW = "__row"
 FrameT = TypeVar("FrameT", pl.DataFrame, pl.LazyFrame)

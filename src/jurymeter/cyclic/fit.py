@@ -1,7 +1,7 @@
 """One item set's CyclicJudge report: records -> balanced (system, scenario, generation, judge) cube -> fits.
 
 Glue between the store's records and :mod:`jurymeter.cyclic`: the balanced
-block comes from :func:`jurymeter.blocks.balanced_block` with generations as a
+block comes from :func:`jurymeter.stats.blocks.balanced_block` with generations as a
 facet (the same pruning rule as the G-study), replicates of a judge call are
 averaged (the paper's model has one score per scenario, generation and judge),
 and each system is fitted on its own (paper ``cyclicjudge`` section 3).
@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from jurymeter.blocks import BalancedBlock, BlockLayout, balanced_block
 from jurymeter.cyclic import CyclicSums, fit_cyclic_sums, offsets_from_judge_means
 from jurymeter.errors import DesignError
+from jurymeter.stats.blocks import BalancedBlock, BlockLayout, balanced_block
 
 
 def _check_generations(layout: BlockLayout) -> None:

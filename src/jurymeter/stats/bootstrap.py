@@ -22,7 +22,8 @@ from typing import Literal
 
 import numpy as np
 
-from jurymeter.dstudy import (
+from jurymeter.errors import DesignError
+from jurymeter.stats.dstudy import (
     PAPER_ROLES,
     Facets,
     ceiling,
@@ -32,8 +33,7 @@ from jurymeter.dstudy import (
     mdd95,
     phi,
 )
-from jurymeter.errors import DesignError
-from jurymeter.gstudy import GStudy, components_from_ms
+from jurymeter.stats.gstudy import GStudy, components_from_ms
 
 DEFAULT_RESAMPLES = 800
 

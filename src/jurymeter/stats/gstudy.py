@@ -1,9 +1,9 @@
 """G-study: mean squares and variance components of a balanced design from a dense array.
 
-The data are a dense array with one axis per facet of the :class:`~jurymeter.design.Design`
+The data are a dense array with one axis per facet of the :class:`~jurymeter.stats.design.Design`
 (in ``design.facets`` order); for a nested facet the axis holds its levels within
 each level of its nest. Sums of squares are the squared norms of the effect
-projections (see :mod:`jurymeter.design`), the components solve
+projections (see :mod:`jurymeter.stats.design`), the components solve
 ``E[MS] = C sigma2`` exactly (method of moments / ANOVA estimator; paper
 ``ask-which-not-how-good``, appendix "We estimate components by expected mean
 squares on the complete crossed block"). Raw components can be negative; shares
@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from jurymeter.design import Design, Effect
 from jurymeter.errors import DesignError
+from jurymeter.stats.design import Design, Effect
 
 
 @dataclass(frozen=True)
@@ -234,7 +234,7 @@ def mean_squares(x: np.ndarray, design: Design) -> tuple[np.ndarray, np.ndarray,
     -----
     :math:`SS_S = \\lVert P_S x \\rVert^2` with
     :math:`P_S = \\sum_{U \\subseteq R(S)} (-1)^{|U|} A_{S \\setminus U}`
-    (module docstring of :mod:`jurymeter.design`). The averaging operators are
+    (module docstring of :mod:`jurymeter.stats.design`). The averaging operators are
     commuting orthogonal projections, so the norm expands into the "T terms" of
     Brennan (2001, ch. 3):
     :math:`SS_S = \\sum_{U \\subseteq R(S)} (-1)^{|U|} T_{S \\setminus U}`, with

@@ -1,4 +1,4 @@
-"""Imported by each LocalCluster worker as it starts (Dask's ``preload``; see ``flows.runtime``).
+"""Imported by each LocalCluster worker as it starts (Dask's ``preload``; see ``jurymeter.orchestration.runtime``).
 
 The modules a fit needs (scipy, matplotlib: 2.7-2.9 s) are imported while the
 Prefect server starts, instead of delaying each worker's first fit.
@@ -11,7 +11,7 @@ from typing import Any
 
 from distributed.core import Status
 
-from jurymeter.nightly import import_fit_modules
+from jurymeter.pipeline.nightly import import_fit_modules
 
 import_fit_modules()
 

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from jurymeter.design import Design
 from jurymeter.errors import DesignError
+from jurymeter.stats.design import Design
 
 Z95 = float(stats.norm.ppf(0.975))
 # Search limits for "how many judges / items": beyond these the answer is "never".

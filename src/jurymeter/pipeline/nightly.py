@@ -1,6 +1,6 @@
 """The nightly run's work, free of any orchestrator: plan fits, run one fit, tabulate, publish.
 
-``flows/nightly.py`` wraps these functions in Prefect tasks and sends
+``src/jurymeter/orchestration/flow.py`` wraps these functions in Prefect tasks and sends
 :func:`run_fit` to Dask workers; tests and benchmarks call them directly, which
 is how the orchestration overhead is measured. The results layout is
 documented in ``docs/results.md``.
@@ -21,26 +21,18 @@ import uuid
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import orjson
 import polars as pl
 
 from jurymeter import __version__
-from jurymeter.config import RunConfig
-from jurymeter.design import Design
 from jurymeter.errors import JurymeterError
-from jurymeter.leaderboard import tie_groups
-from jurymeter.store import Store
+from jurymeter.io.store import Store
+from jurymeter.pipeline.config import RunConfig
 
 if TYPE_CHECKING:  # imported where the fits run (import_fit_modules)
-    from jurymeter.blocks import FitChunks
-    from jurymeter.cyclic_report import CyclicChunks
+    from jurymeter.cyclic.fit import CyclicChunks
+    from jurymeter.stats.blocks import FitChunks
 
-# Figure 1's curves: judge counts and item counts (log-spaced, 5..500).
-CURVE_JUDGES = (1, 2, 3, 5, 10)
-CURVE_ITEMS = tuple(int(v) for v in np.unique(np.geomspace(5, 500, 40).round()))
-# Figure 2's splits: judges per item tried for each budget.
-BUDGET_JUDGES = (1, 2, 3, 4, 5, 6, 8, 10)
 FIT_FAILED = "failed"
 
 
@@ -136,10 +128,10 @@ def plan_fits(store: Store, config: RunConfig) -> list[FitJob]:
 
 # What a fit imports beyond this module (scipy and matplotlib among them).
 FIT_MODULES = (
-    "jurymeter.reliability",
-    "jurymeter.dstudy",
-    "jurymeter.cyclic_report",
-    "jurymeter.report",
+    "jurymeter.stats.reliability",
+    "jurymeter.stats.dstudy",
+    "jurymeter.cyclic.fit",
+    "jurymeter.render.report",
 )
 
 
@@ -157,9 +149,9 @@ def run_fit(job: FitJob) -> dict[str, Any]:
     Runs on a Dask worker: it opens the store itself (workers share nothing
     with the client but the store's address). Returns JSON-ready data.
     """
-    from jurymeter.blocks import balanced_block, fit_chunks
-    from jurymeter.cyclic_report import CyclicChunks
-    from jurymeter.reliability import GStudyChunks, GStudyRequest, assess_block, restrict
+    from jurymeter.cyclic.fit import CyclicChunks
+    from jurymeter.stats.blocks import balanced_block, fit_chunks
+    from jurymeter.stats.reliability import GStudyChunks, GStudyRequest, assess_block, restrict
 
     started = time.perf_counter()
     store = Store(job.store, dict(job.storage_options))
@@ -201,68 +193,13 @@ def run_fit(job: FitJob) -> dict[str, Any]:
         report = gstudy.report()
     else:  # the polars path decides this block
         report = assess_block(balanced_block(scope, generations=request.generations), request, systems=population)
+    from jurymeter.stats.curves import curves, leaderboard
+
     report.update(curves(report))
     report["leaderboard"] = leaderboard(report)
     report["cyclic"] = cyclic
     report["seconds"] = time.perf_counter() - started
     return report
-
-
-def curves(report: dict[str, Any]) -> dict[str, Any]:
-    """Figure 1 (E rho^2 against items per judge count) and figure 2 (budget splits) data.
-
-    Recomputed from the fitted components with :mod:`jurymeter.dstudy`
-    (paper section 5, eq. for E rho^2 and MDD; appendix, budget optimum).
-    """
-    # Imported here: the fits run on the workers, and the flow's own process
-    # then never loads scipy (a second of its start-up).
-    from jurymeter.dstudy import PAPER_ROLES, ceiling, erho2, error_variances, mdd95
-
-    design = Design.parse(report["design"])
-    sigma2 = np.array([report["components"][_label(e)]["raw"] for e in design.labels])
-    roles = PAPER_ROLES
-    items = np.array(CURVE_ITEMS, dtype=np.float64)
-    curve = [
-        {"judges": j, "items": int(n), "erho2": float(v)}
-        for j in CURVE_JUDGES
-        for n, v in zip(
-            CURVE_ITEMS, erho2(sigma2, design, roles.sizes(design, items, j, 1)), strict=True
-        )
-    ]
-    budget_rows = []
-    for budget in report["request"]["budgets"]:
-        judges = np.array([j for j in BUDGET_JUDGES if budget // j >= 1], dtype=np.float64)
-        n_items = np.floor(budget / judges)
-        sizes = roles.sizes(design, n_items, judges, 1)
-        _, delta, _ = error_variances(sigma2, design, sizes)
-        values = mdd95(sigma2, design, sizes)
-        best = int(np.argmin(delta))
-        for k in range(len(judges)):
-            budget_rows.append(
-                {
-                    "budget": int(budget),
-                    "judges": int(judges[k]),
-                    "items": int(n_items[k]),
-                    "replicates": 1,
-                    "mdd95": float(values[k]),
-                    "optimal": k == best,
-                }
-            )
-    ceilings = {str(j): float(ceiling(sigma2, design, judges=j)) for j in CURVE_JUDGES}
-    return {"erho2_curve": curve, "budget_curve": budget_rows, "ceiling_by_judges": ceilings}
-
-
-def _label(effect: str) -> str:
-    return f"sigma2_{effect.replace(':', '_')}"
-
-
-def leaderboard(report: dict[str, Any]) -> list[dict[str, Any]]:
-    """The balanced block's system means, grouped into ties below the fit's MDD (docs/results.md).
-
-    The block's means, not all records', so the ranking and the MDD describe
-    the same data.
-    """
-    return tie_groups(report["system_means"], report["mdd95"]).to_dicts()
 
 
 def _cyclic_start(
@@ -275,7 +212,7 @@ def _cyclic_start(
     result when there is nothing to feed: ``{"skipped": why}`` when its rule
     finds no block, or the report of the polars path.
     """
-    from jurymeter.cyclic_report import CyclicChunks, cyclic_report
+    from jurymeter.cyclic.fit import CyclicChunks, cyclic_report
 
     generations = chunked.generations
     if generations is None:  # the distinct values by the streaming engine: not the whole column in memory
@@ -458,7 +395,7 @@ def fit_and_tabulate(job: FitJob, figures: bool = False) -> FitResult:
     the traceback for the summary), so that Dask's retries are left for what
     they are for, a lost worker, and a deterministic failure is not run three times.
     The figures are drawn here, beside the fit, so that the workers draw them
-    in parallel and the cache keeps them (:func:`jurymeter.report.fit_figures`).
+    in parallel and the cache keeps them (:func:`jurymeter.render.report.fit_figures`).
     """
     import traceback
 
@@ -467,7 +404,7 @@ def fit_and_tabulate(job: FitJob, figures: bool = False) -> FitResult:
         tables = fit_tables(job, report)
         drawn = None
         if figures:
-            from jurymeter.report import fit_figures
+            from jurymeter.render.report import fit_figures
 
             drawn = fit_figures(tables, (job.item_set, job.universe, job.population))
         return FitResult(report=report, tables=tables, error=None, trace=None, figures=drawn)
@@ -489,7 +426,7 @@ class FitResult:
 def landing_sources(config: RunConfig) -> list[Any]:
     """The dump files in the landing location; none when it is unset, missing or empty."""
     from jurymeter.errors import SourceError
-    from jurymeter.sources import discover_sources, filesystem_for
+    from jurymeter.io.sources import discover_sources, filesystem_for
 
     if not config.landing:
         return []
@@ -621,7 +558,7 @@ def write_report(
     figures: dict[str, bytes] | None = None,
 ) -> str:
     """Render the HTML report and its figures into ``<folder>/report/``; the page's path."""
-    from jurymeter.report import render_report
+    from jurymeter.render.report import render_report
 
     rendered = render_report(tables, summary, figures)
     for name, png in rendered.figures.items():

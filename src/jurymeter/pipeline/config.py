@@ -46,7 +46,7 @@ class DaskConfig:
 
 @dataclass(frozen=True, slots=True)
 class FitConfig:
-    """Which fits to run and how (see :class:`jurymeter.reliability.GStudyRequest`)."""
+    """Which fits to run and how (see :class:`jurymeter.stats.reliability.GStudyRequest`)."""
 
     item_sets: tuple[str, ...] = ()  # empty: every pointwise item set in the store
     universes: tuple[str, ...] = ("all",)  # names from [universes]; "all" = every judge

@@ -229,7 +229,7 @@ LOCAL_CLUSTER_CONFIG = {
 # Imported by each LocalCluster worker as it starts (Dask's ``preload``): the
 # fits' modules (scipy, matplotlib; 2.7-2.9 s) load while the Prefect server
 # starts instead of delaying each worker's first fit.
-WORKER_PRELOAD = "flows.worker_preload"
+WORKER_PRELOAD = "jurymeter.orchestration.worker_preload"
 
 
 @contextlib.contextmanager

@@ -1,0 +1,3 @@
+from jurymeter.cli.app import main
+
+main()
