@@ -1,0 +1,473 @@
+"""The HTML report in a real browser: headless Chromium opens a nightly run's ``report/index.html``.
+
+The run is real and cheap: a small simulated dump is ingested into a local
+store, planned and fitted by the nightly library functions (``plan_fits``,
+``fit_and_tabulate`` with figures, ``publish_run``) without Prefect or Dask,
+which writes ``results/<run_id>/report/index.html``. Chromium (Debian's
+``chromium``; ``.ci/run`` installs it) then loads that file at a 1400 px wide
+viewport, driven over the Chrome DevTools Protocol through a WebSocket
+(``websockets``' synchronous client, already in the lock through Prefect), and
+the page must meet this contract:
+
+(a) it loads with no console error: no uncaught exception, no
+    ``console.error``/``console.assert``, no error in the browser log and no
+    failed resource load;
+(b) every figure (``<img>``) is decoded and drawn at a non-zero natural and
+    rendered size, and the page shows as many figures as the run wrote PNGs;
+(c) no text overflows its table: every table fits in its container's content
+    box, no cell's content is wider than the cell, and the page has no
+    horizontal scroll.
+
+A full-page screenshot and the measurements are kept as test artifacts, in
+the test's ``tmp_path`` and in ``$JURYMETER_TEST_ARTIFACTS`` (default
+``test-artifacts/`` at the repository root, which git ignores):
+``report-1400.png`` and ``report-1400.json``. They are written before the
+assertions, so a failing run keeps them.
+
+The checks are shown to bite: the same inspection of copies of the page with
+one injected defect each (an uncaught script error, a ``console.error``, a
+missing image file, an undecodable PNG, a hidden image, an over-wide cell, a
+clipped cell) reports that defect and nothing else.
+
+Chromium missing is a skip locally and a failure in CI (``CI`` set), as for
+R in ``tests/test_vs_lme4.py``.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+WIDTH = 1400
+HEIGHT = 1000
+RUN_ID = "20260101T021500Z"
+CHROMIUM = shutil.which("chromium")
+# Flags that run as root on a bare machine (CI): no sandbox, no GPU, nothing fetched from outside.
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--no-default-browser-check",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-extensions",
+    "--hide-scrollbars",
+    "--mute-audio",
+)
+# A rounding pixel: layout widths are fractional, scrollWidth/clientWidth are rounded.
+SLACK = 1.0
+
+# In CI (CI=true) a missing chromium is a failure, not a skip: .ci/run installs it.
+needs_chromium = pytest.mark.skipif(
+    CHROMIUM is None and not os.environ.get("CI"),
+    reason="chromium not installed (apt-get install chromium); .ci/run installs it in CI",
+)
+pytestmark = [pytest.mark.slow, needs_chromium]
+
+
+def artifact_dir() -> Path:
+    """Where screenshots are kept: ``$JURYMETER_TEST_ARTIFACTS``, else ``test-artifacts/``."""
+    return Path(os.environ.get("JURYMETER_TEST_ARTIFACTS") or ROOT / "test-artifacts")
+
+
+# ------------------------------------------------------------------ the browser
+
+
+class DevToolsPage:
+    """One browser tab over the DevTools Protocol: commands, and the events they cause."""
+
+    def __init__(self, url: str) -> None:
+        from websockets.sync.client import connect
+
+        # A full-page screenshot is one message of several MB.
+        self._ws = connect(url, max_size=None, open_timeout=20)
+        self._next = 0
+        self.events: list[dict[str, Any]] = []
+
+    def close(self) -> None:
+        self._ws.close()
+
+    def _receive(self, deadline: float) -> dict[str, Any]:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("no answer from chromium in time")
+        message = json.loads(self._ws.recv(timeout=left))
+        if "method" in message:
+            self.events.append(message)
+        return message
+
+    def send(self, method: str, timeout: float = 30.0, **params: Any) -> dict[str, Any]:
+        self._next += 1
+        ident = self._next
+        self._ws.send(json.dumps({"id": ident, "method": method, "params": params}))
+        deadline = time.monotonic() + timeout
+        while True:
+            message = self._receive(deadline)
+            if message.get("id") == ident:
+                if "error" in message:
+                    raise RuntimeError(f"{method}: {message['error']}")
+                return message.get("result", {})
+
+    def wait_for(self, method: str, since: int, timeout: float = 30.0) -> dict[str, Any]:
+        """The first event ``method`` at or after index ``since`` of :attr:`events`."""
+        deadline = time.monotonic() + timeout
+        seen = since
+        while True:
+            for event in self.events[seen:]:
+                if event["method"] == method:
+                    return event
+            seen = len(self.events)
+            self._receive(deadline)
+
+    def evaluate(self, expression: str, timeout: float = 30.0) -> Any:
+        result = self.send(
+            "Runtime.evaluate", timeout, expression=expression, awaitPromise=True, returnByValue=True
+        )
+        if "exceptionDetails" in result:
+            raise RuntimeError(f"evaluation failed: {result['exceptionDetails']}")
+        return result["result"].get("value")
+
+
+class Chromium:
+    """A headless Chromium with its DevTools endpoint on a free loopback port."""
+
+    def __init__(self, executable: str, workdir: Path) -> None:
+        profile = workdir / "profile"
+        profile.mkdir(parents=True)
+        self._log = workdir / "chromium.log"
+        with self._log.open("wb") as log:
+            self.process = subprocess.Popen(
+                [executable, *CHROMIUM_FLAGS, f"--user-data-dir={profile}",
+                 "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0",
+                 f"--window-size={WIDTH},{HEIGHT}", "about:blank"],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+            )
+        try:
+            self.endpoint = f"http://127.0.0.1:{self._port(profile / 'DevToolsActivePort')}"
+        except BaseException:
+            self.stop()
+            raise
+
+    def _port(self, active: Path, timeout: float = 60.0) -> int:
+        # Chromium writes the port it bound (and the browser target's path) once it listens.
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                break
+            lines = active.read_text().splitlines() if active.exists() else []
+            if len(lines) >= 2:
+                return int(lines[0])
+            time.sleep(0.05)
+        tail = self._log.read_text(errors="replace")[-2000:]
+        raise RuntimeError(f"chromium did not open its DevTools port (exit {self.process.poll()}):\n{tail}")
+
+    def _http(self, path: str, method: str = "GET") -> Any:
+        request = urllib.request.Request(self.endpoint + path, method=method)
+        with urllib.request.urlopen(request, timeout=20) as response:
+            return json.loads(response.read() or b"null")
+
+    def new_page(self) -> tuple[str, DevToolsPage]:
+        target = self._http("/json/new?about:blank", method="PUT")
+        return target["id"], DevToolsPage(target["webSocketDebuggerUrl"])
+
+    def close_page(self, target: str) -> None:
+        request = urllib.request.Request(f"{self.endpoint}/json/close/{target}")
+        with urllib.request.urlopen(request, timeout=20):
+            pass
+
+    def stop(self) -> None:
+        """End the browser this object started, then whatever is left of its process group."""
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=15)
+        # Its renderer and helper processes, in the session it was started in.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+
+
+# ------------------------------------------------------------------ what the page shows
+
+# Runs in the loaded page: waits for every image to decode, then measures.
+MEASURE = r"""
+(async () => {
+  await Promise.all([...document.images].map(img => img.decode().catch(() => null)));
+  await document.fonts.ready;
+  await new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)));
+  const round = v => Math.round(v * 10) / 10;
+  // Where an element is, for a reader: its section, the heading above it, its place there.
+  const where = el => {
+    const section = el.closest('section');
+    let heading = null;
+    for (let node = el; node && !heading; node = node.parentElement) {
+      for (let prev = node.previousElementSibling; prev; prev = prev.previousElementSibling) {
+        if (/^H[1-6]$/.test(prev.tagName)) { heading = prev; break; }
+      }
+      if (node === section) break;
+    }
+    const name = section ? `section#${section.id}` : 'body';
+    return heading ? `${name} "${heading.textContent.trim()}"` : name;
+  };
+  const contentWidth = el => {
+    const style = getComputedStyle(el);
+    return el.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+  };
+  const images = [...document.images].map((img, index) => {
+    const box = img.getBoundingClientRect();
+    return {index, where: where(img), alt: img.alt, src: img.src.slice(0, 60), complete: img.complete,
+            natural: [img.naturalWidth, img.naturalHeight], rendered: [round(box.width), round(box.height)]};
+  });
+  const tables = [...document.querySelectorAll('table')].map((table, index) => {
+    const box = table.getBoundingClientRect();
+    const container = table.parentElement;
+    const bounds = container.getBoundingClientRect();
+    const left = bounds.left + container.clientLeft + parseFloat(getComputedStyle(container).paddingLeft);
+    return {index, where: where(table), width: round(box.width), available: round(contentWidth(container)),
+            right: round(box.right), container_right: round(left + contentWidth(container)),
+            scroll: table.scrollWidth, client: table.clientWidth};
+  });
+  const cells = [...document.querySelectorAll('table')].flatMap((table, t) =>
+    [...table.querySelectorAll('th, td')].map(cell => ({
+      table: t, where: where(table), text: cell.textContent.trim().slice(0, 80),
+      scroll: cell.scrollWidth, client: cell.clientWidth})));
+  const root = document.documentElement;
+  return {title: document.title, images, tables, cells,
+          page: {scroll_width: root.scrollWidth, viewport: window.innerWidth,
+                 content: [root.scrollWidth, root.scrollHeight]}};
+})()
+"""
+
+
+@dataclass
+class Inspection:
+    """What Chromium made of one page: its errors, its measurements, a screenshot."""
+
+    errors: list[str]
+    measures: dict[str, Any]
+    screenshot: bytes
+
+
+def _errors(events: list[dict[str, Any]]) -> list[str]:
+    """Console errors, uncaught exceptions, error log entries and failed loads, one line each."""
+    urls = {e["params"]["requestId"]: e["params"]["request"]["url"]
+            for e in events if e["method"] == "Network.requestWillBeSent"}
+    out = []
+    for event in events:
+        method, params = event["method"], event["params"]
+        if method == "Runtime.exceptionThrown":
+            details = params["exceptionDetails"]
+            text = details.get("exception", {}).get("description") or details.get("text", "")
+            out.append(f"uncaught exception: {text.splitlines()[0] if text else details}")
+        elif method == "Runtime.consoleAPICalled" and params["type"] in ("error", "assert"):
+            args = " ".join(str(a.get("value", a.get("description", ""))) for a in params["args"])
+            out.append(f"console.{params['type']}: {args}")
+        elif method == "Log.entryAdded" and params["entry"]["level"] == "error":
+            entry = params["entry"]
+            out.append(f"log ({entry.get('source')}): {entry.get('text')} {entry.get('url', '')}".strip())
+        elif method == "Network.loadingFailed" and not params.get("canceled"):
+            url = urls.get(params["requestId"], "?")
+            out.append(f"failed load: {url[:100]}: {params.get('errorText')}")
+    return out
+
+
+def inspect_page(browser: Chromium, page: Path) -> Inspection:
+    """Load ``page`` at WIDTH px in a fresh tab; errors, measurements and a full-page screenshot."""
+    target, tab = browser.new_page()
+    try:
+        tab.send("Emulation.setDeviceMetricsOverride", width=WIDTH, height=HEIGHT,
+                 deviceScaleFactor=1, mobile=False)
+        for domain in ("Page", "Runtime", "Log", "Network"):
+            tab.send(f"{domain}.enable")
+        since = len(tab.events)
+        navigated = tab.send("Page.navigate", url=page.resolve().as_uri())
+        if navigated.get("errorText"):
+            raise RuntimeError(f"chromium could not open {page}: {navigated['errorText']}")
+        tab.wait_for("Page.loadEventFired", since)
+        measures = tab.evaluate(MEASURE)
+        width, height = measures["page"]["content"]
+        shot = tab.send("Page.captureScreenshot", 60.0, format="png", captureBeyondViewport=True,
+                        clip={"x": 0, "y": 0, "width": width, "height": height, "scale": 1})
+        return Inspection(_errors(tab.events[since:]), measures, base64.b64decode(shot["data"]))
+    finally:
+        tab.close()
+        browser.close_page(target)
+
+
+def problems(inspection: Inspection) -> dict[str, list[str]]:
+    """Each part of the contract and what breaks it on the page (empty lists: it holds)."""
+    m = inspection.measures
+    images = [
+        f"<img> {i['index']} ({i['where']}, alt {i['alt']!r}, src {i['src']!r}): "
+        f"natural {i['natural'][0]}x{i['natural'][1]}, rendered {i['rendered'][0]}x{i['rendered'][1]}"
+        f"{'' if i['complete'] else ', not complete'}"
+        for i in m["images"]
+        if not i["complete"] or min(i["natural"]) <= 0 or min(i["rendered"]) <= 0
+    ]
+    tables = [
+        f"table {t['index']} ({t['where']}) is {t['width']} px wide in a {t['available']} px container: "
+        f"{round(max(t['width'] - t['available'], t['right'] - t['container_right']), 1)} px over"
+        for t in m["tables"]
+        if t["width"] > t["available"] + SLACK or t["right"] > t["container_right"] + SLACK
+        or t["scroll"] > t["client"] + SLACK
+    ]
+    tables += [
+        f"cell of table {c['table']} ({c['where']}) {c['text']!r}: content {c['scroll']} px "
+        f"in {c['client']} px, {c['scroll'] - c['client']} px over"
+        for c in m["cells"]
+        if c["scroll"] > c["client"] + SLACK
+    ]
+    page = m["page"]
+    if page["scroll_width"] > page["viewport"] + SLACK:
+        tables.append(f"the page scrolls sideways: {page['scroll_width']} px wide in a {page['viewport']} px viewport")
+    return {"console": inspection.errors, "figures": images, "overflow": tables}
+
+
+# ------------------------------------------------------------------ fixtures
+
+
+@dataclass(frozen=True)
+class PublishedRun:
+    page: Path
+    figures: list[str]
+
+
+@pytest.fixture(scope="module")
+def published_run(tmp_path_factory: pytest.TempPathFactory) -> PublishedRun:
+    """A nightly run folder on a small simulated dump, published by the library, without Prefect."""
+    from jurymeter.config import load_config
+    from jurymeter.ingest import ingest
+    from jurymeter.nightly import (
+        combine_tables,
+        fit_and_tabulate,
+        fit_summary,
+        plan_fits,
+        publish_run,
+    )
+    from jurymeter.simulate import SimulationParams, simulate_dump, write_dump
+    from jurymeter.sources import discover_sources
+    from jurymeter.store import Store
+    from jurymeter.validate import ValidationOptions
+
+    root = tmp_path_factory.mktemp("browser-run")
+    params = SimulationParams(n_systems=6, n_items=24, n_judges=4, pairwise_pairs=6, seed=3)
+    paths = write_dump(simulate_dump(params), root / "dump")
+    store = Store(str(root / "store"))
+    sources = discover_sources([str(p) for name, p in paths.items() if name != "truth"])
+    ingested = ingest(store, sources, ValidationOptions(scale=(1.0, 10.0))).to_json()
+    config_path = root / "jm.toml"
+    config_path.write_text(
+        f'store = "{store.url}"\n[universes]\nthree = ["judge-a", "judge-b", "judge-c"]\n'
+        "[fit]\nuniverses = ['all', 'three']\nn_boot = 60\n"
+    )
+    config = load_config(config_path, environ={})
+    jobs = plan_fits(store, config)
+    results = []
+    for job in jobs:
+        started = time.perf_counter()
+        results.append((job, fit_and_tabulate(job, figures=True), time.perf_counter() - started))
+    for _, result, _ in results:
+        assert result.error is None, result.trace
+    publish_run(
+        store, RUN_ID, config=config, started="2026-01-01T02:15:00+00:00", ingest_report=ingested,
+        fits=[fit_summary(job, "fitted", r.report, None, seconds) for job, r, seconds in results],
+        tables=combine_tables([r.tables for _, r, _ in results if r.tables is not None]),
+        reports={job.key(): r.report for job, r, _ in results if r.report is not None},
+        timings={"fit": sum(s for _, _, s in results)},
+        figures={name: png for _, r, _ in results for name, png in (r.figures or {}).items()},
+    )
+    report = Path(store.root) / "results" / RUN_ID / "report"
+    return PublishedRun(page=report / "index.html", figures=sorted(p.name for p in report.glob("*.png")))
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Chromium]:
+    if CHROMIUM is None:
+        pytest.fail("chromium is not on PATH in CI: .ci/run must install it (apt-get install chromium)")
+    chromium = Chromium(CHROMIUM, tmp_path_factory.mktemp("chromium"))
+    try:
+        yield chromium
+    finally:
+        chromium.stop()
+
+
+def _keep(tmp_path: Path, name: str, inspection: Inspection) -> list[Path]:
+    """Write the screenshot and the measurements under tmp_path and the artifact folder."""
+    kept = []
+    for folder in (tmp_path, artifact_dir()):
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{name}.png").write_bytes(inspection.screenshot)
+        (folder / f"{name}.json").write_text(
+            json.dumps({"errors": inspection.errors, **inspection.measures}, indent=1)
+        )
+        kept.append(folder / f"{name}.png")
+    return kept
+
+
+# ------------------------------------------------------------------ tests
+
+
+def test_report_page_loads_clean_with_every_figure_drawn_and_no_overflow(
+    browser: Chromium, published_run: PublishedRun, tmp_path: Path
+) -> None:
+    inspection = inspect_page(browser, published_run.page)
+    kept = _keep(tmp_path, f"report-{WIDTH}", inspection)
+    assert inspection.screenshot.startswith(b"\x89PNG\r\n\x1a\n")
+    assert all(p.stat().st_size > 10_000 for p in kept)
+    assert inspection.measures["title"] == f"jurymeter run {RUN_ID}"
+    # Two fits, each with the E rho^2 curve, nomogram, budget, strategies and judge offsets.
+    assert len(published_run.figures) == 10
+    assert len(inspection.measures["images"]) == len(published_run.figures)
+    assert len(inspection.measures["tables"]) >= 10
+    found = problems(inspection)
+    assert found["console"] == [], "\n".join(found["console"])
+    assert found["figures"] == [], "\n".join(found["figures"])
+    assert found["overflow"] == [], "\n".join(found["overflow"])
+
+
+BROKEN_PNG = "data:image/png;base64," + base64.b64encode(b"\x89PNG\r\n\x1a\nnot a png").decode()
+# Each defect injected into a copy of the real page, and what the inspection must then say.
+DEFECTS = {
+    "script-error": ("</body>", "<script>nonexistent()</script></body>", "console", "nonexistent"),
+    "console-error": ("</body>", "<script>console.error('drawn wrong')</script></body>", "console", "drawn wrong"),
+    "missing-image": ("</body>", '<figure><img src="missing.png" alt="gone"></figure></body>', "console", "missing.png"),
+    "undecodable-image": ("</body>", f'<figure><img src="{BROKEN_PNG}" alt="broken"></figure></body>', "figures", "'broken'"),
+    "zero-size-image": ('<img src="', '<img style="display:none" src="', "figures", "rendered 0"),
+    "over-wide-cell": ("<td>", "<td>" + "x" * 300, "overflow", "px over"),
+    "clipped-cell": ("<td>", '<td style="max-width:20px;overflow:hidden;white-space:nowrap">' + "y" * 40, "overflow", "yyyy"),
+}
+
+
+@pytest.mark.parametrize("defect", list(DEFECTS))
+def test_the_inspection_reports_an_injected_defect(
+    browser: Chromium, published_run: PublishedRun, tmp_path: Path, defect: str
+) -> None:
+    old, new, part, needle = DEFECTS[defect]
+    text = published_run.page.read_text()
+    assert old in text
+    page = tmp_path / "index.html"
+    page.write_text(text.replace(old, new, 1))
+    found = problems(inspect_page(browser, page))
+    assert any(needle in line for line in found[part]), found
+    others = {k: v for k, v in found.items() if k != part and v}
+    if defect == "missing-image":  # a missing file is also a figure never drawn
+        others.pop("figures", None)
+    assert others == {}, others
