@@ -353,9 +353,12 @@ class PublishedRun:
 @pytest.fixture(scope="module")
 def published_run(tmp_path_factory: pytest.TempPathFactory) -> PublishedRun:
     """A nightly run folder on a small simulated dump, published by the library, without Prefect."""
-    from jurymeter.config import load_config
-    from jurymeter.ingest import ingest
-    from jurymeter.nightly import (
+    from jurymeter.io.ingest import ingest
+    from jurymeter.io.sources import discover_sources
+    from jurymeter.io.store import Store
+    from jurymeter.io.validate import ValidationOptions
+    from jurymeter.pipeline.config import load_config
+    from jurymeter.pipeline.nightly import (
         combine_tables,
         fit_and_tabulate,
         fit_summary,
@@ -363,9 +366,6 @@ def published_run(tmp_path_factory: pytest.TempPathFactory) -> PublishedRun:
         publish_run,
     )
     from jurymeter.simulate import SimulationParams, simulate_dump, write_dump
-    from jurymeter.sources import discover_sources
-    from jurymeter.store import Store
-    from jurymeter.validate import ValidationOptions
 
     root = tmp_path_factory.mktemp("browser-run")
     params = SimulationParams(n_systems=6, n_items=24, n_judges=4, pairwise_pairs=6, seed=3)
