@@ -357,14 +357,10 @@ def published_run(tmp_path_factory: pytest.TempPathFactory) -> PublishedRun:
     from jurymeter.io.sources import discover_sources
     from jurymeter.io.store import Store
     from jurymeter.io.validate import ValidationOptions
+    from jurymeter.pipeline.cache import run_fits
     from jurymeter.pipeline.config import load_config
-    from jurymeter.pipeline.nightly import (
-        combine_tables,
-        fit_and_tabulate,
-        fit_summary,
-        plan_fits,
-        publish_run,
-    )
+    from jurymeter.pipeline.jobs import plan_fits
+    from jurymeter.pipeline.publish import publish_run
     from jurymeter.simulate import SimulationParams, simulate_dump, write_dump
 
     root = tmp_path_factory.mktemp("browser-run")
@@ -379,20 +375,13 @@ def published_run(tmp_path_factory: pytest.TempPathFactory) -> PublishedRun:
         "[fit]\nuniverses = ['all', 'three']\nn_boot = 60\n"
     )
     config = load_config(config_path, environ={})
-    jobs = plan_fits(store, config)
-    results = []
-    for job in jobs:
-        started = time.perf_counter()
-        results.append((job, fit_and_tabulate(job, figures=True), time.perf_counter() - started))
-    for _, result, _ in results:
-        assert result.error is None, result.trace
+    plan = plan_fits(store, config)
+    outcomes = run_fits(store, plan.jobs, figures=True)
+    for outcome in outcomes:
+        assert outcome.error is None, outcome.trace
     publish_run(
         store, RUN_ID, config=config, started="2026-01-01T02:15:00+00:00", ingest_report=ingested,
-        fits=[fit_summary(job, "fitted", r.report, None, seconds) for job, r, seconds in results],
-        tables=combine_tables([r.tables for _, r, _ in results if r.tables is not None]),
-        reports={job.key(): r.report for job, r, _ in results if r.report is not None},
-        timings={"fit": sum(s for _, _, s in results)},
-        figures={name: png for _, r, _ in results for name, png in (r.figures or {}).items()},
+        outcomes=outcomes, timings={"fit": sum(o.seconds for o in outcomes)}, skipped=plan.skipped,
     )
     report = Path(store.root) / "results" / RUN_ID / "report"
     return PublishedRun(page=report / "index.html", figures=sorted(p.name for p in report.glob("*.png")))

@@ -30,16 +30,11 @@ import pytest
 from jurymeter.errors import ConfigError
 from jurymeter.io.sources import discover_sources
 from jurymeter.io.store import Store
+from jurymeter.pipeline.cache import read_cached, write_cached
 from jurymeter.pipeline.config import RunConfig, load_config
-from jurymeter.pipeline.nightly import (
-    FIT_MODULES,
-    SCHEMAS,
-    fit_and_tabulate,
-    plan_fits,
-    read_cached_figures,
-    read_cached_fit,
-    write_cached_fit,
-)
+from jurymeter.pipeline.fit import fit_and_tabulate, fit_modules, run_fit
+from jurymeter.pipeline.jobs import plan_fits
+from jurymeter.pipeline.tables import schemas
 from jurymeter.simulate import SimulationParams, simulate_dump, write_dump
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -115,14 +110,14 @@ def _config(store: Store, **fit: object) -> RunConfig:
 
 def test_fit_keys_follow_inputs_and_request_not_location(small_store: Store) -> None:
     config = _config(small_store)
-    jobs = plan_fits(small_store, config)
+    jobs = plan_fits(small_store, config).jobs
     assert [(j.item_set, j.universe, j.population) for j in jobs] == [
         ("sim-chat", "all", "all"), ("sim-chat", "three", "all")
     ]
     assert len({j.key() for j in jobs}) == 2
-    again = plan_fits(small_store, config)
+    again = plan_fits(small_store, config).jobs
     assert [j.key() for j in again] == [j.key() for j in jobs]
-    more_boot = plan_fits(small_store, _config(small_store, n_boot=61))
+    more_boot = plan_fits(small_store, _config(small_store, n_boot=61)).jobs
     assert {j.key() for j in more_boot}.isdisjoint({j.key() for j in jobs})
     from dataclasses import replace
 
@@ -134,7 +129,7 @@ def test_fit_keys_follow_inputs_and_request_not_location(small_store: Store) -> 
 
 @pytest.fixture(scope="module")
 def fitted(small_store: Store):
-    job = plan_fits(small_store, _config(small_store))[0]
+    job = plan_fits(small_store, _config(small_store)).jobs[0]
     result = fit_and_tabulate(job, figures=True)
     assert result.error is None, result.trace
     return job, result
@@ -144,7 +139,7 @@ def test_a_fit_read_in_item_chunks_gives_the_report_of_one_scan_and_of_a_scan_pe
     small_store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import jurymeter.stats.blocks as blocks
-    from jurymeter.pipeline.nightly import run_fit
+    from jurymeter.analyses import analysis
 
     presence = blocks._presence
     scans: list[int] = []
@@ -153,33 +148,35 @@ def test_a_fit_read_in_item_chunks_gives_the_report_of_one_scan_and_of_a_scan_pe
         scans.append(1)
         return presence(*args)  # type: ignore[arg-type]
 
-    for job in plan_fits(small_store, _config(small_store)):
-        shared = run_fit(job)
+    def reports(job: object) -> dict[str, object]:
+        return {name: analysis(name).report(o.result) for name, o in run_fit(job).items()}  # type: ignore[arg-type]
+
+    for job in plan_fits(small_store, _config(small_store)).jobs:
+        shared = reports(job)
         assert shared["cyclic"] is not None  # the simulated panel has generations: both blocks ran
         assert "systems" in shared["cyclic"], shared["cyclic"]
         scans.clear()
         with monkeypatch.context() as patched:
             patched.setattr(blocks, "CHUNK_CELLS", 1)  # one item per chunk
             patched.setattr(blocks, "_presence", counted_presence)
-            chunked = run_fit(job)
+            chunked = reports(job)
         assert scans == [1]  # the chunked path ran: a presence scan, then the chunks
         with monkeypatch.context() as patched:  # no dense path: each block by polars, a scan each
             patched.setattr(blocks, "_cell_levels", lambda lazy, keys: None)
-            separate = run_fit(job)
-        for report in (shared, chunked, separate):
-            report.pop("seconds")
+            separate = reports(job)
         _assert_close(shared, chunked)
         _assert_close(shared, separate)
 
 
 def test_generations_as_a_facet_fit_with_the_native_d_study_of_generations_averaged(small_store: Store) -> None:
-    from jurymeter.pipeline.nightly import fit_tables, run_fit
+    from jurymeter.pipeline.tables import fit_tables
 
-    averaged = plan_fits(small_store, _config(small_store))
-    facet = plan_fits(small_store, _config(small_store, generations="facet"))
-    assert [job.generations for job in facet] == ["facet"] * len(averaged)
+    averaged = plan_fits(small_store, _config(small_store)).jobs
+    facet = plan_fits(small_store, _config(small_store, generations="facet")).jobs
+    assert [job.settings.generations for job in facet] == ["facet"] * len(averaged)
     for job_a, job_f in zip(averaged, facet, strict=True):
-        a, f = run_fit(job_a), run_fit(job_f)
+        outcomes_f = run_fit(job_f)
+        a, f = run_fit(job_a)["gstudy"].result.report, outcomes_f["gstudy"].result.report
         assert f["design"] == "s x i x j x g:si x r:sijg"
         assert a["design"] == "s x i x j x r:sij"
         assert f["sizes"]["g"] == 2  # the small store simulates two generations
@@ -187,7 +184,7 @@ def test_generations_as_a_facet_fit_with_the_native_d_study_of_generations_avera
         for key in ("erho2", "mdd95", "sigma2_delta"):
             assert f[key] == pytest.approx(a[key], rel=1e-9), key
         assert f["ceiling"] == pytest.approx(a["ceiling"], rel=1e-9)
-        tables = fit_tables(job_f, f)
+        tables = fit_tables(job_f, outcomes_f)
         assert tables["components"].height == 10  # every effect of the facet design
 
 
@@ -212,7 +209,7 @@ def _assert_close(a: object, b: object, path: str = "") -> None:
 def test_tables_have_the_documented_schemas(fitted) -> None:
     _, result = fitted
     names = {"item_set": pl.String, "universe": pl.String, "population": pl.String}
-    for table, schema in SCHEMAS.items():
+    for table, schema in schemas().items():
         assert dict(result.tables[table].schema) == {**names, **schema}, table
         if table not in ("cyclic_systems", "cyclic_strategies", "judge_offsets"):
             assert result.tables[table].height > 0, table
@@ -251,18 +248,38 @@ def test_leaderboard_means_and_groups(fitted, small_store: Store) -> None:
     _, result = fitted
     board = result.tables["leaderboard"]
     # The simulated panel is complete, so the block's means are the plain means.
-    assert result.report["block"]["completeness"] == 1.0
+    assert result.report["analyses"]["gstudy"]["block"]["completeness"] == 1.0
     means = small_store.scan("pointwise", "sim-chat").group_by("system_id").agg(pl.col("score").mean()).collect()
     expected = dict(means.iter_rows())
     assert dict(board.select("system_id", "mean").iter_rows()) == pytest.approx(expected)
     assert board["rank"].to_list() == list(range(1, board.height + 1))
-    assert board["mdd95"].unique().item() == pytest.approx(result.report["mdd95"])
+    assert board["mdd95"].unique().item() == pytest.approx(result.report["analyses"]["gstudy"]["mdd95"])
+
+
+def test_a_universe_or_population_naming_an_unknown_id_is_one_clear_error(small_store: Store) -> None:
+    config = _config(small_store)
+    from dataclasses import replace
+
+    typo = replace(config, universes={"three": ("judge-a", "judge-bb", "judge-c")})
+    with pytest.raises(ConfigError, match=r"universe 'three' names judge id\(s\) 'judge-bb'.*known: judge-a"):
+        plan_fits(small_store, typo)
+    ghosts = replace(config, populations={"ghosts": ("nobody",)},
+                     fit=replace(config.fit, populations=("ghosts",)))
+    with pytest.raises(ConfigError, match=r"population 'ghosts' names system id\(s\) 'nobody'"):
+        plan_fits(small_store, ghosts)
+
+
+def test_item_sets_no_analysis_can_fit_are_named_with_the_reason(small_store: Store) -> None:
+    plan = plan_fits(small_store, _config(small_store))
+    assert [(s.item_set, s.protocol) for s in plan.skipped] == [("sim-chat", "pairwise")]
+    assert "gstudy fits pointwise item sets, not pairwise" in plan.skipped[0].reason
 
 
 def test_a_fit_that_cannot_run_comes_back_as_one_line(small_store: Store) -> None:
     from dataclasses import replace
 
-    job = replace(plan_fits(small_store, _config(small_store))[0], systems=("nobody", "none"))
+    job = plan_fits(small_store, _config(small_store)).jobs[0]
+    job = replace(job, settings=replace(job.settings, systems=("nobody", "none")))
     result = fit_and_tabulate(job)
     assert result.report is None
     assert result.tables is None
@@ -272,26 +289,32 @@ def test_a_fit_that_cannot_run_comes_back_as_one_line(small_store: Store) -> Non
 
 
 def test_cache_round_trip_keeps_inf_and_schemas(fitted, small_store: Store) -> None:
+    from dataclasses import replace
+
     job, result = fitted
-    assert read_cached_fit(small_store, job) is None
+    assert read_cached(small_store, job, figures=True) is None
     tables = {**result.tables}
     dstudy = tables["dstudy"].with_columns(
         pl.when(pl.col("quantity") == "items_needed").then(math.inf).otherwise(pl.col("estimate")).alias("estimate")
     )
     tables["dstudy"] = dstudy
-    assert read_cached_figures(small_store, job) == {}
-    write_cached_fit(small_store, job, result.report, tables, result.figures)
-    assert read_cached_figures(small_store, job) == result.figures
-    back = read_cached_fit(small_store, job)
+    write_cached(small_store, job, replace(result, tables=tables))
+    back = read_cached(small_store, job, figures=True)
     assert back is not None
-    assert set(back) == set(tables)
+    assert back.status == "reused"
+    assert back.figures == result.figures
+    assert read_cached(small_store, job, figures=False).figures is None  # type: ignore[union-attr]
+    # A reused fit carries the summary and report of the fitted one.
+    assert back.summary == result.summary
+    assert back.report == orjson.loads(orjson.dumps(result.report, option=orjson.OPT_SERIALIZE_NUMPY))
+    assert set(back.tables) == set(tables)  # type: ignore[arg-type]
     for name, frame in tables.items():
-        assert back[name].equals(frame), name
-    assert np.isinf(back["dstudy"].filter(pl.col("quantity") == "items_needed")["estimate"].item())
+        assert back.tables[name].equals(frame), name  # type: ignore[index]
+    assert np.isinf(back.tables["dstudy"].filter(pl.col("quantity") == "items_needed")["estimate"].item())  # type: ignore[index]
 
 
 def test_a_worker_draws_the_fits_report_figures_only_when_asked(fitted, small_store: Store) -> None:
-    from jurymeter.render.report import figure_file_name
+    from jurymeter.render.html import figure_file_name
 
     job, result = fitted
     fit = (job.item_set, job.universe, job.population)
@@ -393,10 +416,11 @@ scale = [1, 10]
 [universes]
 three = ["judge-a", "judge-b", "judge-c"]
 [populations]
-ghosts = ["nobody", "no-one"]
+# One system: its fits fail (no system variance to estimate), the others go on.
+solo = ["sys-01"]
 [fit]
 universes = ["all", "three"]
-populations = ["all", "ghosts"]
+populations = ["all", "solo"]
 n_boot = 100
 [dask]
 workers = 2
@@ -413,7 +437,7 @@ def test_flow_on_a_local_cluster_fits_reuses_isolates_failures_and_refits(
     statuses = _statuses(first)
     assert len(statuses) == 8
     failed = {k for k, v in statuses.items() if v == "failed"}
-    assert failed == {(s, u, "ghosts") for s in ("sim-chat", "sim-code") for u in ("all", "three")}
+    assert failed == {(s, u, "solo") for s in ("sim-chat", "sim-code") for u in ("all", "three")}
     assert all(v == "fitted" for k, v in statuses.items() if k not in failed)
     assert first["status"] == "partial"
     assert first["ingest"]["totals"]["read"] > 0
@@ -531,7 +555,7 @@ if __name__ == "__main__":
 @pytest.mark.slow
 def test_a_transient_io_error_is_retried(tmp_path: Path, prefect_server: str) -> None:
     _landing(tmp_path)
-    config = LOCAL_CONFIG.format(root=tmp_path).replace('populations = ["all", "ghosts"]', "")
+    config = LOCAL_CONFIG.format(root=tmp_path).replace('populations = ["all", "solo"]', "")
     (tmp_path / "jm.toml").write_text(config.replace("n_boot = 100", "n_boot = 20"))
     (tmp_path / "retry.py").write_text(RETRY_SCRIPT)
     result = subprocess.run(
@@ -557,7 +581,7 @@ def test_flow_on_a_multi_process_cluster_whose_workers_never_import_prefect(
         "DASK_SCHEDULER_ADDRESS=", _venv_env(), tmp_path,
     )
     try:
-        config = LOCAL_CONFIG.format(root=tmp_path).replace('populations = ["all", "ghosts"]', "")
+        config = LOCAL_CONFIG.format(root=tmp_path).replace('populations = ["all", "solo"]', "")
         summary = _run(tmp_path, prefect_server, config, "--scheduler", address)
         assert set(_statuses(summary).values()) == {"fitted"}
         with Client(address, timeout=30) as client:
@@ -606,11 +630,11 @@ def test_local_cluster_workers_keep_a_fixed_mmap_threshold() -> None:
     with run_cluster(None, 1, 1) as address, Client(address, set_as_default=False) as client:
         seen = client.run(lambda: {k: os.environ.get(k) for k in WORKER_MALLOC})
         # The preload: a worker has the fits' modules before its first fit.
-        preloaded = client.run(lambda: [m for m in FIT_MODULES if m in sys.modules])
+        preloaded = client.run(lambda: [m for m in fit_modules() if m in sys.modules])
         settings = client.run(lambda: {k: dask.config.get(k) for k in LOCAL_CLUSTER_CONFIG})
         filters = client.run(lambda: [type(f).__name__ for f in logging.getLogger("distributed.worker").filters])
     assert list(seen.values()) == [{k: str(v) for k, v in WORKER_MALLOC.items()}]
-    assert list(preloaded.values()) == [list(FIT_MODULES)]
+    assert list(preloaded.values()) == [list(fit_modules())]
     assert list(settings.values()) == [LOCAL_CLUSTER_CONFIG]  # the quiet batch settings reached the worker
     assert list(filters.values()) == [["ClosingWorkerHeartbeatFilter"]]  # dask_setup ran in the worker
 

@@ -21,8 +21,11 @@ from matplotlib import cbook
 from matplotlib.text import Text
 
 from jurymeter.cyclic.fit import cyclic_report
-from jurymeter.render import report as report_module
-from jurymeter.render.report import RenderedReport, figure_file_name, render_report
+from jurymeter.errors import ReportError
+from jurymeter.analyses.cyclic import section as cyclic_section
+from jurymeter.render import figures as figures_module
+from jurymeter.render.html import figure_file_name, fit_token
+from jurymeter.render.page import RenderedReport, fit_figures, render_report
 from jurymeter.simulate import SimulationParams, simulate_dump
 from jurymeter.stats.design import Design
 from jurymeter.stats.dstudy import PAPER_ROLES, erho2, mdd95
@@ -146,10 +149,16 @@ def run() -> tuple[RenderedReport, dict[str, pl.DataFrame], dict[str, Any], bool
         "ingest": {"totals": {"read": 1000, "accepted": 990, "quarantined": 7, "duplicates_dropped": 3}},
         "fits": [
             {"item_set": REAL_FIT[0], "universe": REAL_FIT[1], "population": REAL_FIT[2], "status": "fitted",
-             "error": None, "seconds": 1.5, "design": fit["design"], "systems": 6, "items": 20, "judges": 4,
-             "mdd95": fit["mdd95"], "erho2": fit["erho2"], "ceiling": fit["ceiling"], "cyclic": True},
+             "error": None, "seconds": 1.5, "analyses": {
+                 "gstudy": {"status": "fitted", "reason": None, "design": fit["design"], "systems": 6,
+                            "items": 20, "judges": 4, "mdd95": fit["mdd95"], "erho2": fit["erho2"],
+                            "ceiling": fit["ceiling"]},
+                 "cyclic": {"status": "fitted", "reason": None, "generations": 2, "strongest_offset": 0.5}}},
             {"item_set": HOSTILE_FIT[0], "universe": HOSTILE_FIT[1], "population": HOSTILE_FIT[2],
-             "status": "reused", "error": None, "design": fit["design"], "systems": 6, "items": 20, "judges": 4},
+             "status": "reused", "error": None, "analyses": {
+                 "gstudy": {"status": "fitted", "reason": None, "design": fit["design"], "systems": 6,
+                            "items": 20, "judges": 4, "mdd95": fit["mdd95"], "erho2": fit["erho2"],
+                            "ceiling": fit["ceiling"]}}},
             {"item_set": FAILED_FIT[0], "universe": FAILED_FIT[1], "population": FAILED_FIT[2],
              "status": "failed", "error": ERROR, "seconds": 0.1},
         ],
@@ -250,7 +259,7 @@ def test_hostile_names_appear_only_escaped(run) -> None:
 
 def test_data_strings_in_figures_are_never_mathtext() -> None:
     # Control: the raw id as a title makes matplotlib's mathtext parser fail at draw time.
-    control = report_module._new_figure(3, 2)
+    control = figures_module.new_figure(3, 2)
     control.add_subplot().set_title(BAD_MATH)
     with pytest.raises(ValueError, match="notacommand"):
         control.canvas.draw()
@@ -258,7 +267,7 @@ def test_data_strings_in_figures_are_never_mathtext() -> None:
         {"system_id": [BAD_MATH, MATH, "sys-$x"], "judge_id": [SCRIPT, "judge-$b$", SCRIPT],
          "offset": [0.2, -0.1, 0.05]}
     )
-    fig = report_module._figure_judge_offsets(offsets, f"{MATH} / {BAD_MATH}")
+    fig = cyclic_section._figure_judge_offsets(offsets, f"{MATH} / {BAD_MATH}")
     assert fig is not None
     fig.canvas.draw()  # would raise as above if any data string were parsed as math
     texts = [t.get_text() for t in fig.findobj(Text) if t.get_text()]
@@ -281,7 +290,7 @@ def test_figure_file_names_are_safe_and_distinct() -> None:
         assert "\\" not in f
         assert ".." not in f
         assert len(f) < 200
-    with pytest.raises(ValueError, match="kind"):
+    with pytest.raises(ReportError, match="kind"):
         figure_file_name(REAL_FIT, "../x")
 
 
@@ -326,10 +335,10 @@ def test_summary_leaderboard_and_tables(run) -> None:
     # The tie sentence names the MDD to 3 significant digits.
     board = tables["leaderboard"].filter(pl.col("item_set") == REAL_FIT[0]).sort("rank")
     mdd = board["mdd95"][0]
-    real = page.text_by_id[f"fit-{report_module._fit_token(REAL_FIT)}"]
+    real = page.text_by_id[f"fit-{fit_token(REAL_FIT)}"]
     assert f"differ by less than the MDD ({mdd:.3g} points) and should not be ranked against each other" in real
     # Rows are shaded by group parity, with a border where a new group starts.
-    section = rendered.html.split('id="fit-sim-chat', 1)[1].split("<h3>Variance components", 1)[0]
+    section = rendered.html.split('id="fit-sim-chat', 1)[1].split("<h4>Variance components", 1)[0]
     classes = re.findall(r'<tr class="([^"]+)"><td class="n">(\d+)</td>', section)
     assert [int(rank) for _, rank in classes] == board["rank"].to_list()
     for (cls, _), group, previous in zip(classes, board["tie_group"], [None, *board["tie_group"][:-1]], strict=True):
@@ -356,7 +365,7 @@ def test_figures_drawn_per_fit_are_embedded_as_given(run) -> None:
     """fit_figures (what a worker draws) gives exactly the report's figures of that fit, and
     render_report embeds figures handed to it instead of drawing them again."""
     rendered, tables, summary, _ = run
-    per_fit = report_module.fit_figures(tables, REAL_FIT)
+    per_fit = fit_figures(tables, REAL_FIT)
     ours = {n: png for n, png in rendered.figures.items() if n.startswith(figure_file_name(REAL_FIT, "x")[:-6])}
     assert set(per_fit) == set(ours)
     assert len(per_fit) >= 4

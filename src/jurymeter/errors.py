@@ -41,3 +41,11 @@ class OrchestrationError(JurymeterError):
 
 class SimulationError(JurymeterError, ValueError):
     """Invalid simulation parameters or an impossible fault request."""
+
+
+class ReportError(JurymeterError):
+    """A report cannot be rendered as asked (an unsafe figure kind, say)."""
+
+
+class NotApplicableError(JurymeterError):
+    """An analysis does not apply to the fit it was planned for; the fit goes on without it."""

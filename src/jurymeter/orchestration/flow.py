@@ -1,7 +1,7 @@
 """The nightly reliability flow: ingest what landed, fit every item set in parallel, publish.
 
-Thin orchestration over :mod:`jurymeter.pipeline.nightly`. Prefect runs in this process
-only: the Dask workers receive plain functions (:func:`jurymeter.pipeline.nightly.fit_and_tabulate`)
+Thin orchestration over :mod:`jurymeter.pipeline`. Prefect runs in this process
+only: the Dask workers receive plain functions (:func:`jurymeter.pipeline.fit.fit_and_tabulate`)
 and never talk to a Prefect API, so no worker starts a server of its own and
 the workers need no Prefect at all. Per-fit retries are Dask's (they also
 cover a lost worker); stage retries on transient I/O are Prefect's.
@@ -17,29 +17,20 @@ import contextlib
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
-import polars as pl
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 from prefect.utilities.annotations import quote
 
 from jurymeter.io.store import Store
+from jurymeter.pipeline.cache import FitOutcome, record, reuse
 from jurymeter.pipeline.config import DaskConfig, RunConfig, load_config
-from jurymeter.pipeline.nightly import (
-    FitJob,
-    combine_tables,
-    fit_and_tabulate,
-    fit_summary,
-    new_run_id,
-    one_line,
-    plan_fits,
-    publish_run,
-    read_cached_figures,
-    read_cached_fit,
-    write_cached_fit,
-)
+from jurymeter.pipeline.fit import fit_and_tabulate, one_line
+from jurymeter.pipeline.jobs import FitJob, Plan, new_run_id, plan_fits
+from jurymeter.pipeline.landing import ingest_landing as _ingest_landing
+from jurymeter.pipeline.publish import publish_run
 
 # Transient I/O (a flaky S3 call, a busy disk) gets a second and third chance;
 # a configuration error or a bug does not, since it would only fail again.
@@ -63,20 +54,6 @@ IO_TASK = {
 }
 
 
-@dataclass(slots=True)
-class FitOutcome:
-    """What became of one fit."""
-
-    job: FitJob
-    status: str  # "fitted" | "reused" | "failed"
-    tables: dict[str, pl.DataFrame] | None
-    report: dict[str, Any] | None
-    error: str | None
-    seconds: float
-    trace: str | None = None
-    figures: dict[str, bytes] | None = None
-
-
 @contextlib.contextmanager
 def dask_client(settings: DaskConfig) -> Iterator[Any]:
     """A client of the configured scheduler, or of a LocalCluster started for the run."""
@@ -92,20 +69,8 @@ def dask_client(settings: DaskConfig) -> Iterator[Any]:
 
 
 def _ingest(config: RunConfig) -> dict[str, Any] | None:
-    """Ingest every dump in the landing location (already ingested files are no-ops)."""
-    from jurymeter.io.ingest import ingest
-    from jurymeter.io.validate import ValidationOptions
-    from jurymeter.pipeline.nightly import landing_sources
-
-    started = time.perf_counter()
-    store = Store(config.store, config.storage_options)
-    sources = landing_sources(config)
-    if not sources:
-        return None
-    options = ValidationOptions(column_map=config.column_map, scale=config.scale)
-    report = ingest(store, sources, options).to_json()
-    report["seconds"] = round(time.perf_counter() - started, 3)  # its own duration, wherever it ran
-    return report
+    """The landing ingest (:func:`jurymeter.pipeline.landing.ingest_landing`); a seam tests patch."""
+    return _ingest_landing(config)
 
 
 # Ingests begun before the flow (start_ingest_early), by the configuration they ingest for.
@@ -152,25 +117,34 @@ def ingest_landing(config: RunConfig) -> dict[str, Any] | None:
 
 
 @task(**IO_TASK)
-def plan(config: RunConfig) -> list[FitJob]:
+def plan(config: RunConfig) -> Plan:
     return plan_fits(Store(config.store, config.storage_options), config)
 
 
 _listeners: list[Callable[[FitOutcome], None]] = []
+_ingest_listeners: list[Callable[[dict[str, Any] | None], None]] = []
 
 
 @contextlib.contextmanager
-def listening(callback: Callable[[FitOutcome], None]) -> Iterator[None]:
-    """Call ``callback`` in this process as each fit finishes (the CLI's progress bar).
+def listening(
+    callback: Callable[[FitOutcome], None],
+    on_ingest: Callable[[dict[str, Any] | None], None] | None = None,
+) -> Iterator[None]:
+    """Call ``callback`` in this process as each fit finishes (the CLI's progress bar), and
+    ``on_ingest`` when the landing ingest is done (the CLI prints its line then, not after the fits).
 
-    A listener, not a flow parameter: Prefect records parameters, and a
+    Listeners, not flow parameters: Prefect records parameters, and a
     function is not a value it can record.
     """
     _listeners.append(callback)
+    if on_ingest is not None:
+        _ingest_listeners.append(on_ingest)
     try:
         yield
     finally:
         _listeners.remove(callback)
+        if on_ingest is not None:
+            _ingest_listeners.remove(on_ingest)
 
 
 def _tell(outcome: FitOutcome) -> None:
@@ -180,18 +154,12 @@ def _tell(outcome: FitOutcome) -> None:
 
 @task(cache_policy=NO_CACHE)
 def fit_all(jobs: list[FitJob], config: RunConfig, force: bool) -> list[FitOutcome]:
-    """Reuse cached fits, send the rest to Dask; one failure never stops the others."""
+    """Reuse cached fits (:func:`jurymeter.pipeline.cache.reuse`), send the rest to Dask;
+    one failure never stops the others."""
     store = Store(config.store, config.storage_options)
-    outcomes: dict[int, FitOutcome] = {}
-    todo: list[int] = []
-    for k, job in enumerate(jobs):
-        cached = None if force else read_cached_fit(store, job)
-        if cached is not None:
-            figures = read_cached_figures(store, job) if config.report else None
-            outcomes[k] = FitOutcome(job, "reused", cached, None, None, 0.0, figures=figures)
-            _tell(outcomes[k])
-        else:
-            todo.append(k)
+    outcomes, todo = reuse(store, jobs, force=force, figures=config.report)
+    for outcome in outcomes.values():
+        _tell(outcome)
     if todo:
         from distributed import as_completed
 
@@ -208,18 +176,9 @@ def fit_all(jobs: list[FitJob], config: RunConfig, force: bool) -> list[FitOutco
                 try:
                     result = future.result()
                 except Exception as exc:  # the worker died past its retries: this fit only
-                    outcomes[k] = FitOutcome(jobs[k], "failed", None, None, one_line(exc), seconds)
+                    outcomes[k] = FitOutcome(jobs[k], "failed", None, None, None, one_line(exc), seconds)
                 else:
-                    if result.error is None:
-                        write_cached_fit(store, jobs[k], result.report, result.tables, result.figures)
-                        outcomes[k] = FitOutcome(
-                            jobs[k], "fitted", result.tables, result.report, None, seconds,
-                            figures=result.figures,
-                        )
-                    else:
-                        outcomes[k] = FitOutcome(
-                            jobs[k], "failed", None, None, result.error, seconds, result.trace
-                        )
+                    outcomes[k] = record(store, jobs[k], result, seconds)
                 _tell(outcomes[k])
         from jurymeter.orchestration.runtime import retire_cluster
 
@@ -236,22 +195,13 @@ def publish(
     ingest_report: dict[str, Any] | None,
     outcomes: list[FitOutcome],
     timings: dict[str, float],
+    planned: Plan,
 ) -> dict[str, Any]:
     """Write the run folder (tables, summary, fit reports, HTML report); return the summary."""
     store = Store(config.store, config.storage_options)
-    fits = [fit_summary(o.job, o.status, o.report, o.error, o.seconds, o.trace) for o in outcomes]
-    tables = combine_tables([o.tables for o in outcomes if o.tables is not None])
     return publish_run(
-        store,
-        run_id,
-        config=config,
-        started=started,
-        ingest_report=ingest_report,
-        fits=fits,
-        tables=tables,
-        reports={o.job.key(): o.report for o in outcomes if o.report is not None},
-        timings=timings,
-        figures={name: png for o in outcomes for name, png in (o.figures or {}).items()},
+        store, run_id, config=config, started=started, ingest_report=ingest_report,
+        outcomes=outcomes, timings=timings, skipped=planned.skipped,
     )
 
 
@@ -284,13 +234,15 @@ def nightly(
     timings: dict[str, float] = {}
     clock = time.perf_counter()
     ingest_report = ingest_landing(config)
+    for callback in list(_ingest_listeners):
+        callback(ingest_report)
     # What the flow waited for, and what the ingest took (more, when it began before the flow).
     timings["ingest_wait"] = time.perf_counter() - clock
     timings["ingest"] = ingest_report["seconds"] if ingest_report else timings["ingest_wait"]
     clock = time.perf_counter()
-    jobs = plan(config)
-    outcomes = fit_all(jobs, config, force)
+    planned = plan(config)
+    outcomes = fit_all(planned.jobs, config, force)
     timings["fits"] = time.perf_counter() - clock
     # quote: Prefect walks every task argument looking for futures; the fits'
     # tables, reports and figures took it 1.3 s (two walks of 200,000 objects).
-    return publish(config, run_id, started, ingest_report, quote(outcomes), timings)
+    return publish(config, run_id, started, ingest_report, quote(outcomes), timings, quote(planned))

@@ -11,7 +11,7 @@ from typing import Any
 
 from distributed.core import Status
 
-from jurymeter.pipeline.nightly import import_fit_modules
+from jurymeter.pipeline.fit import import_fit_modules
 
 import_fit_modules()
 

@@ -46,9 +46,13 @@ class DaskConfig:
 
 @dataclass(frozen=True, slots=True)
 class FitConfig:
-    """Which fits to run and how (see :class:`jurymeter.stats.reliability.GStudyRequest`)."""
+    """Which fits to run and how (the shared settings: :class:`jurymeter.analyses.base.FitSettings`).
 
-    item_sets: tuple[str, ...] = ()  # empty: every pointwise item set in the store
+    ``analyses``: the registered analyses to run (empty: all of them);
+    ``options``: each analysis's own options, from its ``[fit.<name>]`` table.
+    """
+
+    item_sets: tuple[str, ...] = ()  # empty: every item set in the store
     universes: tuple[str, ...] = ("all",)  # names from [universes]; "all" = every judge
     populations: tuple[str, ...] = ("all",)  # names from [populations]; "all" = every system
     n_boot: int = 800
@@ -57,6 +61,8 @@ class FitConfig:
     generations: str = "average"
     interval: str = "pivotal"
     cyclic: bool = True  # CyclicJudge where the data have generations
+    analyses: tuple[str, ...] = ()
+    options: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +151,7 @@ def _build(settings: dict[str, Any], where: str) -> RunConfig:
     if unknown:
         msg = f"{where}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(_TOP))})"
         raise ConfigError(msg)
-    fit = _section(settings.get("fit", {}), FitConfig(), f"{where} [fit]")
+    fit = _fit_section(settings.get("fit", {}), f"{where} [fit]")
     dask = _section(settings.get("dask", {}), DaskConfig(), f"{where} [dask]")
     universes = _levels(settings.get("universes", {}), f"{where} [universes]")
     populations = _levels(settings.get("populations", {}), f"{where} [populations]")
@@ -177,6 +183,66 @@ def _build(settings: dict[str, Any], where: str) -> RunConfig:
         dask=dask,
         report=_as(settings.get("report", True), bool, f"{where}: report"),
     )
+
+
+GENERATION_MODES = ("average", "facet")
+INTERVAL_METHODS = ("pivotal", "percentile")
+
+
+def _fit_section(table: Any, where: str) -> FitConfig:
+    """``[fit]``: the shared settings, checked here (not on the workers), and ``[fit.<analysis>]`` tables."""
+    from jurymeter.analyses import registered
+
+    if not isinstance(table, dict):
+        msg = f"{where} must be a table"
+        raise ConfigError(msg)
+    known = {a.name: a for a in registered()}
+    subtables = {k: v for k, v in table.items() if isinstance(v, dict)}
+    for name in subtables:
+        if name not in known:
+            msg = f"{where}: [fit.{name}] names no analysis (analyses: {', '.join(known)})"
+            raise ConfigError(msg)
+    fit = _section({k: v for k, v in table.items() if k not in subtables}, FitConfig(), where)
+    problems = []
+    if fit.generations not in GENERATION_MODES:
+        problems.append(f"generations must be one of {', '.join(GENERATION_MODES)}, got {fit.generations!r}")
+    if fit.interval not in INTERVAL_METHODS:
+        problems.append(f"interval must be one of {', '.join(INTERVAL_METHODS)}, got {fit.interval!r}")
+    if fit.n_boot < 1:
+        problems.append(f"n_boot must be at least 1, got {fit.n_boot}")
+    if not 0 < fit.target < 1:
+        problems.append(f"target must be in (0, 1), got {fit.target}")
+    unknown = [a for a in fit.analyses if a not in known]
+    if unknown:
+        problems.append(f"analyses names {', '.join(map(repr, unknown))} (registered: {', '.join(known)})")
+    if problems:
+        msg = f"{where}: {problems[0]}"
+        raise ConfigError(msg)
+    options = {
+        name: _options(values, known[name].default_options(), f"{where[:-1]}.{name}]")
+        for name, values in subtables.items()
+    }
+    return replace(fit, options=options)
+
+
+def _options(table: dict[str, Any], default: Any, where: str) -> Any:
+    """An analysis's options dataclass from its TOML table (types follow the defaults)."""
+    fields = {f: getattr(default, f) for f in default.__dataclass_fields__}
+    unknown = sorted(set(table) - set(fields))
+    if unknown:
+        msg = f"{where}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(fields))})"
+        raise ConfigError(msg)
+    values = {}
+    for name, value in table.items():
+        current = fields[name]
+        if current is None or isinstance(current, tuple):
+            if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+                msg = f"{where}: {name} must be a list of integers, got {value!r}"
+                raise ConfigError(msg)
+            values[name] = tuple(value)
+        else:
+            values[name] = _as(value, type(current), f"{where}: {name}")
+    return replace(default, **values)
 
 
 def _levels(table: Any, where: str) -> dict[str, tuple[str, ...]]:

@@ -1,0 +1,203 @@
+"""The analysis seam: what every analysis of a fit implements.
+
+A *fit* is one item set under one judge universe and one system population
+(:class:`jurymeter.pipeline.jobs.FitJob`). Planning, the fit cache, the run
+summary, the tidy tables, the report page and the CLI iterate over the
+registered analyses (:mod:`jurymeter.analyses`) and know none of them by name.
+An analysis says:
+
+- which item sets it applies to (:attr:`Analysis.protocols`, :meth:`Analysis.applies`);
+- which blocks of the fit's records it reads (:meth:`Analysis.modes`): the
+  pipeline decides every analysis's block at once and reads the records in one
+  scan, or one scan per item chunk (:func:`jurymeter.stats.blocks.fit_chunks`),
+  feeding each chunk to every analysis that asked for it;
+- how one fit becomes a frozen, typed result (:meth:`Analysis.start` returns a
+  :class:`Fitting`, fed chunk by chunk, whose ``finish`` gives the result);
+- its tidy tables and their schemas (:attr:`Analysis.tables`, :meth:`Analysis.tabulate`);
+- its entry in the run summary (:attr:`Analysis.headline`, :meth:`Analysis.summarize`);
+- its section of the report page and its figures (:meth:`Analysis.section`);
+- its CLI command (:meth:`Analysis.register_command`).
+
+An analysis that does not apply to a fit it was planned for (CyclicJudge on
+data with one generation) raises :class:`jurymeter.errors.NotApplicableError`
+from ``start`` or ``finish``: the fit goes on, and the summary records the
+reason. Any other :class:`~jurymeter.errors.JurymeterError` fails the fit.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, TypeVar
+
+import polars as pl
+
+if TYPE_CHECKING:
+    import numpy as np
+    import typer
+
+    from jurymeter.io.store import Store
+    from jurymeter.render.html import SectionBuilder
+    from jurymeter.stats.blocks import FitChunks, GenerationMode
+
+Result = TypeVar("Result")
+Options = TypeVar("Options")
+HeadlineKind = Literal["number", "count", "text", "flag"]
+
+
+@dataclass(frozen=True, slots=True)
+class Table:
+    """One tidy table an analysis publishes (``results/<run_id>/<name>.parquet``).
+
+    ``schema`` lists the analysis's own columns, in order; every published row
+    also starts with the fit's names (``item_set``, ``universe``, ``population``).
+    """
+
+    name: str
+    schema: Mapping[str, pl.DataType]
+    doc: str
+
+
+@dataclass(frozen=True, slots=True)
+class Headline:
+    """One headline number of an analysis: a key of its summary entry and a column of the Fits tables."""
+
+    key: str
+    label: str
+    kind: HeadlineKind = "number"
+
+
+@dataclass(frozen=True, slots=True)
+class FitSettings:
+    """The settings every analysis of a fit shares (``[fit]`` in the configuration)."""
+
+    judges: tuple[str, ...] | None = None  # the judge universe (None = every judge)
+    systems: tuple[str, ...] | None = None  # the system population (None = every system)
+    n_boot: int = 800
+    seed: int = 0
+    target: float = 0.8
+    generations: str = "average"
+    interval: str = "pivotal"
+
+
+@dataclass(frozen=True, slots=True)
+class ItemSet:
+    """What planning knows of an item set before any fit: its protocol and name."""
+
+    protocol: str
+    name: str
+
+
+@dataclass(slots=True)
+class FitScope:
+    """What one fit reads: its records (universe and population applied) and the metadata tables.
+
+    Built by the pipeline where the fit runs; the records are a lazy scan, so
+    an analysis that reads them itself pushes its projection down.
+    """
+
+    store: Store
+    item_set: str
+    records: pl.LazyFrame
+    systems: pl.DataFrame
+    settings: FitSettings
+    _judges: pl.DataFrame | None = field(default=None, repr=False)
+
+    def judges(self) -> pl.DataFrame:
+        """The judges metadata table (read once, on first use)."""
+        if self._judges is None:
+            self._judges = self.store.scan("judges").collect()
+        return self._judges
+
+
+class Fitting(Protocol[Result]):  # type: ignore[misc]
+    """An analysis's fit in progress: fed its blocks' chunks, then finished into a result."""
+
+    def feeds(self) -> Mapping[GenerationMode, Callable[[np.ndarray], object]]:
+        """Where each block's chunks go (an empty mapping: the fitting reads no block)."""
+        ...
+
+    def finish(self) -> Result:
+        """The frozen result, once every chunk was fed."""
+        ...
+
+
+class Analysis(ABC, Generic[Result, Options]):
+    """One analysis of a fit. Subclasses set the class attributes and implement the methods.
+
+    Class attributes
+    ----------------
+    name : str
+        Registry key, summary key, CLI command name (letters, digits, ``_``).
+    title : str
+        Heading of its report section.
+    protocols : tuple of str
+        Record protocols whose item sets it can fit (``"pointwise"``, ``"pairwise"``).
+    order : int
+        Position of its section on the report page and of its columns in the Fits tables.
+    tables : tuple of Table
+        Every table it publishes (names unique across the registry).
+    headline : tuple of Headline
+        The keys of :meth:`summarize`, in order.
+    options_type : type
+        A frozen dataclass of the analysis's own options (``[fit.<name>]``, or
+        its CLI command's flags), every field with a default.
+    """
+
+    name: ClassVar[str]
+    title: ClassVar[str]
+    protocols: ClassVar[tuple[str, ...]] = ("pointwise",)
+    order: ClassVar[int] = 100
+    tables: ClassVar[tuple[Table, ...]]
+    headline: ClassVar[tuple[Headline, ...]]
+    options_type: ClassVar[type]
+    figure_modules: ClassVar[tuple[str, ...]] = ()  # heavy modules a fit imports (preloaded by workers)
+
+    def applies(self, item_set: ItemSet) -> str | None:
+        """``None`` when the analysis can fit this item set; else why not (said once by the run)."""
+        if item_set.protocol not in self.protocols:
+            return f"{self.name} fits {' or '.join(self.protocols)} item sets, not {item_set.protocol}"
+        return None
+
+    def modes(self, settings: FitSettings, options: Options) -> tuple[GenerationMode, ...]:
+        """The blocks (generation modes) of the fit's records this analysis is fed."""
+        return ()
+
+    @abstractmethod
+    def start(
+        self, scope: FitScope, chunked: FitChunks | None, options: Options
+    ) -> Fitting[Result]:
+        """Begin one fit: decide what to read from ``chunked`` (the fit's blocks, when asked for)."""
+
+    @abstractmethod
+    def report(self, result: Result) -> dict[str, Any]:
+        """The result as JSON-ready data (``fits/<key>.json`` and the command's ``--json``)."""
+
+    @abstractmethod
+    def tabulate(self, result: Result) -> dict[str, list[dict[str, Any]]]:
+        """Rows of each of :attr:`tables` (without the fit's names), by table name."""
+
+    @abstractmethod
+    def summarize(self, result: Result) -> dict[str, Any]:
+        """Headline numbers: exactly the keys of :attr:`headline`, JSON-ready (null when not estimable)."""
+
+    @abstractmethod
+    def section(self, page: SectionBuilder) -> None:
+        """Write this analysis's part of one fit's report section (tables from ``page.rows``)."""
+
+    @abstractmethod
+    def register_command(self, app: typer.Typer) -> None:
+        """Add this analysis's command to the CLI."""
+
+    # ------------------------------------------------------------ helpers
+
+    def default_options(self) -> Options:
+        return self.options_type()  # type: ignore[no-any-return]
+
+    def table(self, name: str) -> Table:
+        for table in self.tables:
+            if table.name == name:
+                return table
+        msg = f"{self.name} has no table {name!r}"
+        raise KeyError(msg)

@@ -1,0 +1,105 @@
+"""The ``jurymeter cyclic`` command: CyclicJudge on one item set."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import orjson
+import typer
+from rich.table import Table
+
+from jurymeter.cli.common import (
+    ConfigOpt,
+    StorageOpt,
+    StoreOpt,
+    int_list,
+    out,
+    run_command,
+    store_with_item_set,
+)
+
+
+def register(app: typer.Typer) -> None:
+    app.command(name="cyclic")(cyclic)
+
+
+def cyclic(
+    item_set: Annotated[str, typer.Option("--item-set", help="Item set to decompose")],
+    store: StoreOpt = None,
+    storage_option: StorageOpt = None,
+    config: ConfigOpt = None,
+    budgets: Annotated[
+        str | None,
+        typer.Option("--budgets", help="Per-scenario judge-call budgets, e.g. 5,10,20 (multiples of K)"),
+    ] = None,
+    at_generations: Annotated[int, typer.Option("--at-generations", help="Operating point m")] = 1,
+    at_judges: Annotated[int, typer.Option("--at-judges", help="Operating point K")] = 1,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
+) -> None:
+    """CyclicJudge: per-system judge offsets, F-test and allocation-strategy variances."""
+    run_command(_cyclic, item_set, store, storage_option, config, budgets, at_generations, at_judges, as_json)
+
+
+
+
+def _cyclic(item_set, store, storage_option, config, budgets, at_generations, at_judges, as_json) -> None:
+    from jurymeter.analyses.base import FitSettings
+    from jurymeter.analyses.cyclic import CyclicOptions
+    from jurymeter.errors import DesignError
+    from jurymeter.pipeline.fit import run_fit
+    from jurymeter.pipeline.jobs import FitJob
+
+    target_store = store_with_item_set(store, storage_option, config, item_set)
+    given = int_list(budgets, "--budgets")
+    job = FitJob(
+        store=target_store.url,
+        storage_options=tuple(sorted(target_store.storage_options.items())),
+        item_set=item_set, universe="all", population="all", settings=FitSettings(),
+        analyses=(("cyclic", CyclicOptions(budgets=tuple(given) if given else None,
+                                           at_generations=at_generations, at_judges=at_judges)),),
+        inputs=(),
+    )
+    outcome = run_fit(job)["cyclic"]  # the nightly run's own fit path
+    if outcome.result is None:
+        msg = f"CyclicJudge cannot run on {item_set}: {outcome.reason}"
+        raise DesignError(msg)
+    report = dict(outcome.result.report)
+    report["item_set"] = item_set
+    if as_json:
+        sys.stdout.write(orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode() + "\n")
+        return
+    block = report["block"]
+    out.print(
+        f"item set {item_set}: {block['systems']} systems x {block['items']} scenarios x "
+        f"{block['generations']} generations x {block['judges']} judges "
+        f"(replicates averaged; completeness {block['completeness']:.3f})",
+        markup=False,
+    )
+    table = Table(title="per-system decomposition", title_justify="left")
+    for col in ("system", "sigma2_scenario", "sigma2_generation", "sigma2_judge", "sigma2_residual", "F", "p", "A vs B"):
+        table.add_column(col, justify="left" if col in ("system", "A vs B") else "right")
+    for system, r in report["systems"].items():
+        table.add_row(
+            system, f"{r['sigma2_scenario']:.4f}", f"{r['sigma2_generation']:.4f}",
+            f"{r['sigma2_judge']:.4f}", f"{r['sigma2_residual']:.4f}", f"{r['f_statistic']:.2f}",
+            f"{r['p_value']:.2g}", str(r["strategies"].get("winner_ab", "")),
+        )
+    out.print(table)
+    offsets = report["judge_system_offsets"]
+    judges = list(next(iter(offsets.values())).keys()) if offsets else []
+    heat = Table(title="judge offsets by system (judge mean - panel mean)", title_justify="left")
+    heat.add_column("system")
+    for j in judges:
+        heat.add_column(j, justify="right")
+    for system, row in offsets.items():
+        heat.add_row(system, *[f"{row[j]:+.3f}" for j in judges])
+    out.print(heat)
+    for p in report.get("self_preference", []):
+        out.print(
+            f"self-preference: {p['judge_id']} on {p['system_id']} ({p['family']}): offset "
+            f"{p['offset']:+.3f}, on other families {p['other_offset']:+.3f}, excess {p['excess']:+.3f}",
+            markup=False,
+        )
+
+

@@ -1,0 +1,236 @@
+"""The G-study analysis: variance components, D-study, bootstrap intervals, diagnostics, leaderboard.
+
+One fit is :class:`jurymeter.stats.reliability.GStudyChunks` fed the block of
+the fit's records (generations averaged or as a facet), then the curves of
+figures 1 and 2 and the leaderboard's tie groups (:mod:`jurymeter.stats.curves`).
+The statistics live in :mod:`jurymeter.stats`; this module is the seam's
+adapter: tables, summary, section and command.
+
+References
+----------
+.. [Anand2026] A. Anand, "Ask Which, Not How Good: Sizing Benchmarks Scored by
+   an LLM", 2026 (``papers/ask-which-not-how-good.txt`` and its appendix).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from jurymeter.analyses.base import Analysis, FitScope, FitSettings, Headline, Table
+
+if TYPE_CHECKING:
+    import numpy as np
+    import typer
+
+    from jurymeter.render.html import SectionBuilder
+    from jurymeter.stats.blocks import FitChunks, GenerationMode
+    from jurymeter.stats.reliability import GStudyRequest
+
+# The D-study quantities of the ``dstudy`` table, in order.
+DSTUDY_QUANTITIES = (
+    "erho2", "phi", "mdd95", "erho2_30", "mdd95_30", "mdd95_unlimited_items",
+    "ceiling", "ceiling_3_judges", "mdd95_in_sd_of_system_means",
+    "judges_needed", "items_needed",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class GStudyOptions:
+    """The G-study's own options (``[fit.gstudy]``; the ``gstudy`` command's flags)."""
+
+    screen_threshold: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class GStudyResult:
+    """One fit's G-study: the headline numbers, typed, and the whole report (JSON-ready).
+
+    ``erho2``, ``ceiling`` and ``mdd95`` are ``None`` where they cannot be
+    estimated (the report says why).
+    """
+
+    design: str
+    systems: int
+    items: int
+    judges: int
+    erho2: float | None
+    ceiling: float | None
+    mdd95: float | None
+    report: Mapping[str, Any] = field(repr=False)
+
+
+def _finite(value: Any) -> float | None:
+    if value is None:
+        return None
+    x = float(value)
+    return x if math.isfinite(x) else None
+
+
+def request_of(item_set: str, settings: FitSettings, options: GStudyOptions) -> GStudyRequest:
+    """The statistics' request for one fit (validated by :class:`GStudyRequest`)."""
+    from jurymeter.stats.reliability import GStudyRequest
+
+    return GStudyRequest(
+        item_set=item_set,
+        judges=settings.judges,
+        systems=settings.systems,
+        generations=settings.generations,  # type: ignore[arg-type]
+        n_boot=settings.n_boot,
+        seed=settings.seed,
+        target=settings.target,
+        interval_method=settings.interval,
+        screen_threshold=options.screen_threshold,
+    )
+
+
+class _GStudyFitting:
+    def __init__(self, scope: FitScope, chunked: FitChunks | None, options: GStudyOptions) -> None:
+        from jurymeter.stats.reliability import GStudyChunks
+
+        self.scope = scope
+        self.request = request_of(scope.item_set, scope.settings, options)
+        self.mode: GenerationMode = self.request.generations
+        layout = chunked.layout(self.mode) if chunked is not None else None
+        population = scope.systems if scope.systems.height else None
+        self.sink = GStudyChunks(layout, self.request, systems=population) if layout is not None else None
+
+    def feeds(self) -> Mapping[GenerationMode, Callable[[np.ndarray], object]]:
+        return {self.mode: self.sink.add} if self.sink is not None else {}
+
+    def finish(self) -> GStudyResult:
+        from jurymeter.stats.curves import curves, leaderboard
+
+        if self.sink is not None:
+            report = self.sink.report()
+        else:  # the polars path decides this block
+            from jurymeter.stats.blocks import balanced_block
+            from jurymeter.stats.reliability import assess_block, restrict
+
+            population = self.scope.systems if self.scope.systems.height else None
+            block = balanced_block(restrict(self.scope.records, self.request), generations=self.mode)
+            report = assess_block(block, self.request, systems=population)
+        report.update(curves(report))
+        report["leaderboard"] = leaderboard(report)
+        block = report["block"]
+        return GStudyResult(
+            design=str(report["design"]),
+            systems=int(block["systems"]),
+            items=int(block["items"]),
+            judges=int(block["judges"]),
+            erho2=_finite(report.get("erho2")),
+            ceiling=_finite(report.get("ceiling")),
+            mdd95=_finite(report.get("mdd95")),
+            report=report,
+        )
+
+
+def _number(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+class GStudyAnalysis(Analysis[GStudyResult, GStudyOptions]):
+    """Generalizability theory for one pointwise item set ([Anand2026] sections 3-5 and appendix)."""
+
+    name = "gstudy"
+    title = "G-study and D-study"
+    protocols = ("pointwise",)
+    order = 10
+    options_type = GStudyOptions
+    figure_modules = ("jurymeter.stats.reliability", "jurymeter.stats.dstudy", "jurymeter.analyses.gstudy.section")
+    tables = (
+        Table("components", {"component": pl.String, "estimate": pl.Float64, "share": pl.Float64,
+                             "df": pl.Float64, "ms": pl.Float64, "low": pl.Float64, "high": pl.Float64},
+              "variance components with bootstrap intervals"),
+        Table("dstudy", {"quantity": pl.String, "estimate": pl.Float64, "low": pl.Float64, "high": pl.Float64},
+              "D-study quantities with intervals"),
+        Table("ceilings", {"judges": pl.Int64, "ceiling": pl.Float64}, "E rho^2 with unlimited items by judge count"),
+        Table("erho2_curve", {"judges": pl.Int64, "items": pl.Int64, "erho2": pl.Float64}, "figure 1"),
+        Table("nomogram", {"judges": pl.Int64, "items": pl.Int64, "erho2": pl.Float64}, "figure 4"),
+        Table("budget", {"budget": pl.Int64, "judges": pl.Int64, "items": pl.Int64, "replicates": pl.Int64,
+                         "mdd95": pl.Float64, "optimal": pl.Boolean}, "appendix figure 2"),
+        Table("leaderboard", {"system_id": pl.String, "mean": pl.Float64, "rank": pl.Int64,
+                              "tie_group": pl.Int64, "mdd95": pl.Float64}, "system means and tie groups"),
+        Table("items", {"item_id": pl.String, "discrimination": pl.Float64, "screened": pl.Boolean},
+              "item discrimination and screen"),
+    )
+    headline = (
+        Headline("design", "design", "text"),
+        Headline("systems", "systems", "count"),
+        Headline("items", "items", "count"),
+        Headline("judges", "judges", "count"),
+        Headline("erho2", "E\u03c1\u00b2"),
+        Headline("ceiling", "single-judge ceiling"),
+        Headline("mdd95", "MDD95 (points)"),
+    )
+
+    def modes(self, settings: FitSettings, options: GStudyOptions) -> tuple[GenerationMode, ...]:
+        return (settings.generations,)  # type: ignore[return-value]
+
+    def start(self, scope: FitScope, chunked: FitChunks | None, options: GStudyOptions) -> _GStudyFitting:
+        return _GStudyFitting(scope, chunked, options)
+
+    def report(self, result: GStudyResult) -> dict[str, Any]:
+        return dict(result.report)
+
+    def summarize(self, result: GStudyResult) -> dict[str, Any]:
+        return {
+            "design": result.design, "systems": result.systems, "items": result.items,
+            "judges": result.judges, "erho2": result.erho2, "ceiling": result.ceiling,
+            "mdd95": result.mdd95,
+        }
+
+    def tabulate(self, result: GStudyResult) -> dict[str, list[dict[str, Any]]]:
+        report = result.report
+        rows: dict[str, list[dict[str, Any]]] = {}
+        rows["components"] = [
+            {
+                "component": name, "estimate": c["raw"], "share": c["share"], "df": c["df"],
+                "ms": c["ms"], "low": c["interval"].get("low"), "high": c["interval"].get("high"),
+            }
+            for name, c in report["components"].items()
+        ]
+        intervals = report["intervals"]
+        rows["dstudy"] = [
+            {
+                "quantity": q,
+                "estimate": _number(report.get(q, intervals.get(q, {}).get("estimate"))),
+                "low": _number(intervals.get(q, {}).get("low")),
+                "high": _number(intervals.get(q, {}).get("high")),
+            }
+            for q in DSTUDY_QUANTITIES
+        ]
+        rows["ceilings"] = [{"judges": int(j), "ceiling": v} for j, v in report["ceiling_by_judges"].items()]
+        rows["erho2_curve"] = list(report["erho2_curve"])
+        nomo = report["nomogram"]
+        rows["nomogram"] = [
+            {"judges": j, "items": n, "erho2": nomo["erho2"][a][b]}
+            for a, j in enumerate(nomo["judges"])
+            for b, n in enumerate(nomo["items"])
+        ]
+        rows["budget"] = list(report["budget_curve"])
+        rows["leaderboard"] = list(report["leaderboard"])
+        items = report.get("items") or {}
+        screened = set(items.get("screened_items", []))
+        rows["items"] = [
+            {"item_id": item, "discrimination": d, "screened": item in screened}
+            for item, d in items.get("discrimination", {}).items()
+        ]
+        return rows
+
+    def section(self, page: SectionBuilder) -> None:
+        from jurymeter.analyses.gstudy.section import gstudy_section
+
+        gstudy_section(page)
+
+    def register_command(self, app: typer.Typer) -> None:
+        from jurymeter.analyses.gstudy.command import register
+
+        register(app)
+
+
+GSTUDY = GStudyAnalysis()

@@ -1,0 +1,194 @@
+"""The ``jurymeter gstudy`` command: one item set's G-study and D-study, through the nightly fit path."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import orjson
+import typer
+from rich.table import Table
+
+from jurymeter.analyses.gstudy import GStudyOptions
+from jurymeter.cli.common import (
+    ConfigOpt,
+    StorageOpt,
+    StoreOpt,
+    err,
+    fmt,
+    fmt_bound,
+    load_config,
+    named_levels,
+    out,
+    run_command,
+    store_with_item_set,
+)
+
+
+def register(app: typer.Typer) -> None:
+    app.command(name="gstudy")(gstudy)
+
+
+def gstudy(
+    item_set: Annotated[str, typer.Option("--item-set", help="Item set to fit")],
+    store: StoreOpt = None,
+    storage_option: StorageOpt = None,
+    config: ConfigOpt = None,
+    universe: Annotated[
+        str | None, typer.Option("--universe", help="Judge universe named in the config file")
+    ] = None,
+    population: Annotated[
+        str | None, typer.Option("--population", help="System population named in the config file")
+    ] = None,
+    generations: Annotated[
+        str, typer.Option("--generations", help="'average' (default) or 'facet'")
+    ] = "average",
+    boot: Annotated[int, typer.Option("--boot", help="Parametric bootstrap resamples")] = 800,
+    seed: Annotated[int, typer.Option(help="Random seed")] = 0,
+    target: Annotated[float, typer.Option(help="Target E rho^2 for sizing")] = 0.8,
+    interval: Annotated[
+        str, typer.Option("--interval", help="'pivotal' (default) or 'percentile' (the paper's)")
+    ] = "pivotal",
+    as_json: Annotated[bool, typer.Option("--json", help="Print the full report as JSON")] = False,
+    screen_threshold: Annotated[
+        float, typer.Option("--screen-threshold", help="Keep items with between-system variance >= this")
+    ] = 1.0,
+    screened_out: Annotated[
+        Path | None, typer.Option("--screened-out", help="Write the screened item ids here, one per line")
+    ] = None,
+) -> None:
+    """G-study and D-study of one pointwise item set, with bootstrap intervals."""
+    run_command(_gstudy, item_set, store, storage_option, config, universe, population, generations,
+         boot, seed, target, as_json, screen_threshold, screened_out, interval)
+
+
+
+
+def _gstudy(item_set, store, storage_option, config, universe, population, generations,
+            boot, seed, target, as_json, screen_threshold=1.0, screened_out=None,
+            interval="pivotal") -> None:
+    from jurymeter.analyses.base import FitSettings
+    from jurymeter.pipeline.fit import run_fit
+    from jurymeter.pipeline.jobs import FitJob
+
+    settings = load_config(config)
+    target_store = store_with_item_set(store, storage_option, config, item_set)
+    job = FitJob(
+        store=target_store.url,
+        storage_options=tuple(sorted(target_store.storage_options.items())),
+        item_set=item_set,
+        universe=universe or "all",
+        population=population or "all",
+        settings=FitSettings(
+            judges=named_levels(settings, "universes", universe),
+            systems=named_levels(settings, "populations", population),
+            n_boot=boot, seed=seed, target=target, generations=generations, interval=interval,
+        ),
+        analyses=(("gstudy", GStudyOptions(screen_threshold=screen_threshold)),),
+        inputs=(),
+    )
+    # The nightly run's own fit path (one scan, or item chunks: memory follows the cells).
+    with err.status(f"fitting {item_set} and {boot} bootstrap resamples") if err.is_terminal else contextlib.nullcontext():
+        outcome = run_fit(job)["gstudy"]
+    report = dict(outcome.result.report)
+    report["universe"], report["population"] = job.universe, job.population
+    if screened_out is not None:
+        kept = report["items"]["screened_items"] if report["items"] else []
+        screened_out.write_text("".join(f"{item}\n" for item in kept))
+    if as_json:
+        sys.stdout.write(orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode() + "\n")
+        return
+    print_gstudy(report)
+
+
+def print_gstudy(report: dict[str, Any]) -> None:
+    block = report["block"]
+    out.print(
+        f"item set {report['item_set']}  universe {report['universe']}  population "
+        f"{report['population']}  design {report['design']}  "
+        f"({block['systems']} systems x {block['items']} items x {block['judges']} judges x "
+        f"{block['replicates']} replicates; completeness {block['completeness']:.3f})",
+        markup=False,
+    )
+    for kind in ("systems", "items", "judges"):
+        if block[f"dropped_{kind}"]:
+            out.print(f"dropped {kind} to balance: {', '.join(block[f'dropped_{kind}'])}", markup=False)
+    for note in block["notes"]:
+        out.print(f"note: {note}", markup=False)
+    table = Table(title="variance components", title_justify="left")
+    for col in ("component", "raw", "share", "95% interval"):
+        table.add_column(col, justify="left" if col == "component" else "right")
+    for name, c in report["components"].items():
+        i = c["interval"]
+        table.add_row(name, f"{c['raw']:.4f}", f"{100 * c['share']:.1f}%", f"[{i['low']:.4f}, {i['high']:.4f}]")
+    out.print(table)
+    iv = report["intervals"]
+    rows = [
+        ("E rho^2 (native)", report["erho2"], iv["erho2"]),
+        ("Phi (native)", report["phi"], iv["phi"]),
+        ("single-judge ceiling", report["ceiling"], iv["ceiling"]),
+        ("MDD95 (native)", report["mdd95"], iv["mdd95"]),
+        ("MDD95 @30 items, 1 judge, 1 run", report["mdd95_30"], iv["mdd95_30"]),
+        ("MDD95, unlimited items, 1 judge", report["mdd95_unlimited_items"], iv["mdd95_unlimited_items"]),
+        ("MDD95 in SD of system means", report["mdd95_in_sd_of_system_means"], iv.get("mdd95_in_sd_of_system_means")),
+        ("judges needed (30 items, 3 runs)", report["judges_needed"], iv["judges_needed"]),
+        ("items needed (1 judge, 1 run)", report["items_needed"], iv["items_needed"]),
+    ]
+    d = Table(title="D-study", title_justify="left")
+    for col in ("quantity", "estimate", "95% interval"):
+        d.add_column(col, justify="left" if col == "quantity" else "right")
+    for name, value, interval in rows:
+        d.add_row(
+            name, fmt(value),
+            f"[{fmt_bound(interval['low'])}, {fmt_bound(interval['high'])}]" if interval else "",
+        )
+    out.print(d)
+    out.print(
+        f"P(ceiling >= 0.8) = {report['p_ceiling_at_least_0_8']:.3f}; judges needed for "
+        f"E rho^2 >= {report['target']} at 30 items, 3 runs: {fmt(report['judges_needed'])}; "
+        f"items needed at 1 judge, 1 run: {fmt(report['items_needed'])}",
+        markup=False,
+    )
+    for budget, best in report["budget_optimum"].items():
+        out.print(
+            f"budget {budget} calls: {best['n_i']} items x {best['n_j']} judges x {best['n_r']} runs "
+            f"(MDD95 {best['mdd95']:.3f})"
+        )
+    naive = report["naive_item_bootstrap"]
+    out.print(
+        f"naive item bootstrap half-width {naive['halfwidth']:.3f} vs single-judge MDD95 "
+        f"{naive['mdd95_single_judge']:.3f}: understates {fmt(naive['mdd95_over_halfwidth'], 2)}x"
+    )
+    rank = report["rank_reliability"]
+    out.print(
+        f"adjacent top-10 pairs in the wrong order: {rank['wrong_order_top10_1_judge']:.3f} at 1 judge, "
+        f"{rank['wrong_order_top10_3_judges']:.3f} at 3 judges; MDD rule false-positive rate "
+        f"{fmt(rank['mdd_false_positive_rate'])}"
+    )
+    for k, e in report["ensembles"].items():
+        out.print(
+            f"ensembles of {k}: observed/predicted sigma2_sj median {e['median']:.2f} "
+            f"[{e['low']:.2f}, {e['high']:.2f}] over {e['partitions']} partitions"
+        )
+    nested = report.get("nested")
+    if nested:
+        share = nested["config_share_of_system_variance"]
+        out.print(
+            f"nested ({nested['design']}, {len(nested['models'])} models x "
+            f"{nested['configs_per_model']} configs): sigma2_m {nested['sigma2_m']:.4f}, "
+            f"sigma2_c:m {nested['sigma2_c_m']:.4f}, configuration share "
+            f"{fmt(None if share is None else 100 * share, 1)}%, ceiling with the model as object "
+            f"{nested['ceiling_model_as_object']:.3f}"
+        )
+    if report["items"]:
+        it = report["items"]
+        out.print(
+            f"item split-half Spearman {it['split_half_rho_median']:.3f} "
+            f"[{it['split_half_rho_low']:.3f}, {it['split_half_rho_high']:.3f}]; "
+            f"{len(it['screened_items'])} of {block['items']} items pass the screen "
+            f"(between-system variance >= {it['screen_threshold']})"
+        )
+
+

@@ -1,0 +1,233 @@
+"""The G-study's report section: leaderboard, variance components, D-study and figures 1, 2, 4.
+
+References
+----------
+.. [Anand2026] A. Anand, "Ask Which, Not How Good: Sizing Benchmarks Scored by
+   an LLM", 2026 (``papers/ask-which-not-how-good.txt`` and its appendix).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import matplotlib
+import numpy as np
+import polars as pl
+from matplotlib.figure import Figure
+
+from jurymeter.render.figures import ROUND_TICKS
+from jurymeter.render.figures import draw as _draw
+from jurymeter.render.figures import matrix as _matrix
+from jurymeter.render.figures import mpl_text as _mpl
+from jurymeter.render.figures import new_figure as _new_figure
+from jurymeter.render.html import SectionBuilder
+from jurymeter.render.html import escape as _e
+from jurymeter.render.html import interval_text as _interval
+from jurymeter.render.html import number as _num
+from jurymeter.render.html import table_html as _table
+
+CONVENTIONAL_THRESHOLD = 0.8
+NOMOGRAM_CONTOURS = (0.7, 0.8, 0.9)
+DSTUDY_LABELS = {
+    "erho2": "E\u03c1\u00b2 at the observed sizes",
+    "phi": "\u03a6 at the observed sizes",
+    "mdd95": "MDD95 at the observed sizes (points)",
+    "erho2_30": "E\u03c1\u00b2 at 30 items, 1 judge, 1 run",
+    "mdd95_30": "MDD95 at 30 items, 1 judge, 1 run",
+    "mdd95_unlimited_items": "MDD95 with unlimited items, 1 judge",
+    "ceiling": "single-judge ceiling (unlimited items)",
+    "ceiling_3_judges": "ceiling with 3 judges",
+    "mdd95_in_sd_of_system_means": "MDD95 in SDs of the system means",
+    "judges_needed": "judges needed for the target (30 items, 3 runs)",
+    "items_needed": "items needed for the target (1 judge, 1 run)",
+}
+
+
+def gstudy_section(page: SectionBuilder) -> None:
+    """Leaderboard, components, D-study, then figures 1, 4 and appendix figure 2 of [Anand2026]."""
+    page.add(_leaderboard_html(page.rows("leaderboard"), page.summary))
+    page.add(_components_html(page.rows("components")))
+    page.add(_dstudy_html(page.rows("dstudy")))
+    title = page.title
+    page.figure(
+        "erho2", lambda: _figure_erho2_curve(page.rows("erho2_curve"), page.rows("ceilings"), title),
+        "E\u03c1\u00b2 against the number of items, one curve per judge count; dashed: the ceiling "
+        "(unlimited items) at that judge count; grey: the conventional 0.8 (after [Anand2026] figure 1).",
+    )
+    page.figure(
+        "nomogram", lambda: _figure_nomogram(page.rows("nomogram"), title),
+        "Sizing nomogram: E\u03c1\u00b2 over judges \u00d7 items with the 0.7, 0.8 and 0.9 contours "
+        "(after [Anand2026] figure 4).",
+    )
+    page.figure(
+        "budget", lambda: _figure_budget(page.rows("budget"), title),
+        "MDD95 against how a budget of judge calls per system is split between judges and items; "
+        "\u2605 the optimum (after [Anand2026] appendix figure 2).",
+    )
+
+
+def _leaderboard_html(rows: pl.DataFrame, entry: Mapping[str, Any]) -> str:
+    parts = ["<h4>Leaderboard</h4>"]
+    if rows.height == 0:
+        parts.append('<p class="note">No leaderboard rows.</p>')
+        return "\n".join(parts)
+    rows = rows.sort("rank")
+    mdd = rows["mdd95"][0] if "mdd95" in rows.columns else entry.get("mdd95")
+    groups = rows["tie_group"].to_list()
+    n_groups = len(set(groups))
+    parts.append(
+        f"<p>{rows.height} systems in {n_groups} tie group{'s' if n_groups != 1 else ''}. "
+        f"Systems in one group differ by less than the MDD ({_e(_num(mdd))} points) "
+        "and should not be ranked against each other.</p>"
+    )
+    cells, classes, previous = [], [], None
+    for rank, system, mean, group in rows.select("rank", "system_id", "mean", "tie_group").iter_rows():
+        shade = "tie-a" if group % 2 == 1 else "tie-b"
+        classes.append(f"{shade} group-start" if previous is not None and group != previous else shade)
+        previous = group
+        cells.append([_e(rank), _e(system), _e(_num(mean)), _e(group)])
+    parts.append(_table(["rank", "system", "mean", "tie group"], cells, numeric=[True, False, True, True], row_classes=classes))
+    return "\n".join(parts)
+
+
+def _components_html(rows: pl.DataFrame) -> str:
+    parts = ["<h4>Variance components</h4>"]
+    if rows.height == 0:
+        parts.append('<p class="note">No variance components.</p>')
+        return "\n".join(parts)
+    cells = [
+        [f"<code>{_e(r['component'])}</code>", _e(_num(r.get("estimate"))),
+         _e(_num(None if r.get("share") is None else 100 * r["share"])) + " %",
+         _e(_interval(r.get("low"), r.get("high")))]
+        for r in rows.iter_rows(named=True)
+    ]
+    parts.append(_table(["component", "estimate", "share", "95 % interval"], cells, numeric=[False, True, True, True]))
+    parts.append('<p class="note">Shares truncate negative estimates at zero; the D-study uses the raw values.</p>')
+    return "\n".join(parts)
+
+
+def _dstudy_html(rows: pl.DataFrame) -> str:
+    parts = ["<h4>D-study</h4>"]
+    if rows.height == 0:
+        parts.append('<p class="note">No D-study quantities.</p>')
+        return "\n".join(parts)
+    cells = [
+        [_e(DSTUDY_LABELS.get(r["quantity"], r["quantity"])), f"<code>{_e(r['quantity'])}</code>",
+         _e(_num(r.get("estimate"), inf="never")), _e(_interval(r.get("low"), r.get("high"), inf="never"))]
+        for r in rows.iter_rows(named=True)
+    ]
+    parts.append(_table(["quantity", "name", "estimate", "95 % interval"], cells, numeric=[False, False, True, True]))
+    return "\n".join(parts)
+
+
+def _figure_erho2_curve(curve: pl.DataFrame, ceilings: pl.DataFrame, title: str) -> Figure | None:
+    """E rho^2 against items, one line per judge count ([Anand2026] figure 1)."""
+    if curve.height == 0:
+        return None
+
+    def build() -> Figure:
+        fig = _new_figure(6.4, 4.0)
+        ax = fig.add_subplot()
+        ceiling_of = (
+            {int(j): float(c) for j, c in ceilings.select("judges", "ceiling").iter_rows() if c is not None}
+            if ceilings.height
+            else {}
+        )
+        values = []
+        for k, (judges,) in enumerate(curve.select("judges").unique().sort("judges").iter_rows()):
+            line = curve.filter(pl.col("judges") == judges).sort("items")
+            colour = matplotlib.colormaps["tab10"](k % 10)
+            y = line["erho2"].cast(pl.Float64).to_numpy()
+            values.append(y)
+            ax.plot(line["items"].to_numpy(), y, color=colour, label=f"{judges} judge{'s' if judges != 1 else ''}")
+            ceiling = ceiling_of.get(int(judges))
+            if ceiling is not None and math.isfinite(ceiling):
+                ax.axhline(ceiling, color=colour, linestyle="--", linewidth=1)
+                values.append(np.array([ceiling]))
+        ax.axhline(CONVENTIONAL_THRESHOLD, color="0.4", linewidth=1)
+        ax.set_xscale("log")
+        items = curve["items"].to_numpy()
+        ticks = [v for v in ROUND_TICKS if items.min() <= v <= items.max()]
+        if len(ticks) >= 2:
+            ax.set_xticks(ticks, [str(v) for v in ticks])
+            ax.minorticks_off()
+        data = np.concatenate(values)
+        data = data[np.isfinite(data)]
+        ax.set_ylim(min(0.0, float(data.min())) if data.size else 0.0, max(1.0, float(data.max())) if data.size else 1.0)
+        ax.set_xlabel("items")
+        ax.set_ylabel("E\u03c1\u00b2")
+        ax.set_title(_mpl(title))
+        ax.legend(loc="lower right", fontsize=8)
+        ax.grid(True, which="major", alpha=0.3)
+        return fig
+
+    return _draw(build)
+
+
+def _figure_nomogram(grid: pl.DataFrame, title: str) -> Figure | None:
+    """Filled contours of E rho^2 over judges x items, 0.7/0.8/0.9 labelled ([Anand2026] figure 4)."""
+    if grid.height == 0:
+        return None
+    judge_list, item_list, z = _matrix(grid, "judges", "items", "erho2")
+    judges, items = np.array(judge_list), np.array(item_list)
+
+    def build() -> Figure:
+        fig = _new_figure(6.4, 4.2)
+        ax = fig.add_subplot()
+        finite = z[np.isfinite(z)]
+        low = min(0.0, float(finite.min())) if finite.size else 0.0
+        high = max(1.0, float(finite.max())) if finite.size else 1.0
+        masked = np.ma.masked_invalid(z)
+        if len(judges) >= 2 and len(items) >= 2 and finite.size:
+            filled = ax.contourf(items, judges, masked, levels=np.linspace(low, high, 21), cmap="viridis")
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_xticks(items, [str(v) for v in items])
+            ax.set_yticks(judges, [str(v) for v in judges])
+            ax.minorticks_off()
+            levels = [v for v in NOMOGRAM_CONTOURS if finite.min() <= v <= finite.max()]
+            if levels:
+                lines = ax.contour(items, judges, masked, levels=levels, colors="white", linewidths=1.2)
+                ax.clabel(lines, fmt="%.1f", fontsize=8)
+        else:
+            filled = ax.imshow(masked, origin="lower", aspect="auto", cmap="viridis", vmin=low, vmax=high)
+            ax.set_xticks(range(len(items)), [str(v) for v in items])
+            ax.set_yticks(range(len(judges)), [str(v) for v in judges])
+        fig.colorbar(filled, ax=ax, label="E\u03c1\u00b2")
+        ax.set_xlabel("items")
+        ax.set_ylabel("judges")
+        ax.set_title(_mpl(title))
+        return fig
+
+    return _draw(build)
+
+
+def _figure_budget(budget: pl.DataFrame, title: str) -> Figure | None:
+    """MDD95 against judges per item for each call budget, optimum marked ([Anand2026] appendix figure 2)."""
+    if budget.height == 0:
+        return None
+
+    def build() -> Figure:
+        fig = _new_figure(6.4, 4.0)
+        ax = fig.add_subplot()
+        for k, (calls,) in enumerate(budget.select("budget").unique().sort("budget").iter_rows()):
+            split = budget.filter(pl.col("budget") == calls).sort("judges")
+            colour = matplotlib.colormaps["tab10"](k % 10)
+            ax.plot(split["judges"].to_numpy(), split["mdd95"].cast(pl.Float64).to_numpy(), "o-",
+                    color=colour, markersize=4, label=f"{calls} calls per system")
+            best = split.filter(pl.col("optimal"))
+            if best.height:
+                ax.plot(best["judges"].to_numpy(), best["mdd95"].cast(pl.Float64).to_numpy(), "*",
+                        color=colour, markersize=14, markeredgecolor="black")
+                for j, n, m in best.select("judges", "items", "mdd95").iter_rows():
+                    ax.annotate(f"{j} \u00d7 {n}", (j, m), textcoords="offset points", xytext=(6, -10), fontsize=7)
+        ax.set_xlabel("judges per item (items = budget / judges)")
+        ax.set_ylabel("MDD95 (score points)")
+        ax.set_title(_mpl(title))
+        ax.legend(fontsize=8)
+        ax.grid(True, alpha=0.3)
+        return fig
+
+    return _draw(build)

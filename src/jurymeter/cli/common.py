@@ -1,0 +1,156 @@
+"""What every command of the ``jurymeter`` command line shares: consoles, options, the store, errors.
+
+Every :class:`~jurymeter.errors.JurymeterError` becomes one line on stderr and a
+non-zero exit status: 1 for a fatal problem (missing source, unreadable store),
+3 when ``--strict`` rejected a source, 4 when ``jurymeter run`` published a run
+in which some fits failed. Other exceptions are bugs and keep their traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from jurymeter.errors import ConfigError, JurymeterError, StrictModeError
+
+# Outside a terminal rich would wrap tables at 80 columns; logs read better wide.
+_WIDTH = None if sys.stdout.isatty() else 160
+out = Console(highlight=False, width=_WIDTH)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+StoreOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--store",
+        help="Store folder or s3://bucket/prefix [default: $JURYMETER_STORE or ./jurymeter-store]",
+    ),
+]
+StorageOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--storage-option",
+        help="KEY=VALUE for S3 (endpoint_url, region, key, secret...); repeatable",
+    ),
+]
+ConfigOpt = Annotated[
+    Path | None,
+    typer.Option("--config", help="TOML file with `store` and a \\[storage_options] table"),
+]
+
+
+def pairs(values: list[str] | None, what: str) -> dict[str, str]:
+    out_: dict[str, str] = {}
+    for value in values or []:
+        name, sep, rest = value.partition("=")
+        if not sep or not name.strip() or not rest.strip():
+            # Never echo the value: it may be a credential typed without its name.
+            msg = f"{what} expects NAME=VALUE (argument {len(out_) + 1} is not of that form)"
+            raise ConfigError(msg)
+        out_[name.strip()] = rest.strip()
+    return out_
+
+
+def load_config(path: Path | None) -> dict[str, Any]:
+    path = path or (Path(p) if (p := os.environ.get("JURYMETER_CONFIG")) else None)
+    if path is None:
+        return {}
+    from jurymeter.pipeline.config import read_toml
+
+    return read_toml(path)
+
+
+def open_store(store: str | None, storage_option: list[str] | None, config: Path | None):
+    from jurymeter.io.store import Store, default_store_url
+
+    settings = load_config(config)
+    options = {
+        **{str(k): v for k, v in settings.get("storage_options", {}).items()},
+        **pairs(storage_option, "--storage-option"),
+    }
+    return Store(store or settings.get("store") or default_store_url(), options)
+
+
+def run_command(fn, *args: Any, **kwargs: Any) -> Any:
+    try:
+        return fn(*args, **kwargs)
+    except StrictModeError as exc:
+        err.print(f"error: {exc}", markup=False)
+        raise typer.Exit(3) from None
+    except JurymeterError as exc:
+        err.print(f"error: {exc}", markup=False)
+        raise typer.Exit(1) from None
+
+
+def progress_bar(label: str, *, bytes_: bool = False) -> Any:
+    """A progress bar on stderr, shown only on a terminal (quiet in CI and in logs)."""
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    count = DownloadColumn() if bytes_ else MofNCompleteColumn()
+    return Progress(
+        TextColumn(label), BarColumn(), count, TimeElapsedColumn(),
+        console=err, disable=not err.is_terminal,
+    )
+
+
+def store_with_item_set(store, storage_option, config, item_set: str):
+    """The store, checked readable and holding the pointwise item set asked for."""
+    target_store = open_store(store, storage_option, config)
+    target_store.check()
+    if item_set not in target_store.item_sets("pointwise"):
+        known = ", ".join(target_store.item_sets("pointwise")) or "none"
+        msg = f"no pointwise item set {item_set!r} in {target_store.url} (item sets: {known})"
+        raise ConfigError(msg)
+    return target_store
+
+
+def named_levels(settings: dict[str, Any], table: str, name: str | None) -> tuple[str, ...] | None:
+    if name is None or name == "all":
+        return None
+    entries = settings.get(table, {})
+    if name not in entries:
+        known = ", ".join(sorted(entries)) or "none"
+        msg = f"no {table[:-1]} {name!r} in the config file (known: {known})"
+        raise ConfigError(msg)
+    values = entries[name]
+    if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+        msg = f"{table}.{name} must be a list of ids"
+        raise ConfigError(msg)
+    return tuple(values)
+
+
+def fmt(value: Any, digits: int = 3) -> str:
+    if value is None:
+        return "never"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def fmt_bound(value: float) -> str:
+    if value == float("inf"):
+        return "never"
+    return f"{value:.0f}" if float(value).is_integer() and abs(value) >= 2 else f"{value:.3f}"
+
+
+def int_list(text: str | None, what: str) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        return [int(p) for p in text.split(",") if p.strip()]
+    except ValueError:
+        msg = f"{what} expects integers separated by commas, got {text!r}"
+        raise ConfigError(msg) from None
+
+

@@ -1,0 +1,171 @@
+"""One fit, free of any orchestrator: every analysis of a job from one read of its records.
+
+:func:`fit_and_tabulate` is what a Dask worker runs (the flow sends it as a
+plain function: workers need no Prefect) and what the CLI's analysis commands,
+the tests and the benchmarks call directly, so every fit takes one path.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from jurymeter.analyses import analysis as analysis_named
+from jurymeter.analyses import registered
+from jurymeter.analyses.base import FitScope
+from jurymeter.errors import NotApplicableError
+from jurymeter.io.store import Store
+from jurymeter.pipeline.jobs import FitJob
+from jurymeter.pipeline.tables import fit_tables
+
+FITTED, SKIPPED = "fitted", "skipped"
+
+
+@dataclass(frozen=True, slots=True)
+class AnalysisOutcome:
+    """What one analysis made of one fit: its typed result, or why it did not apply."""
+
+    name: str
+    status: str  # "fitted" | "skipped"
+    result: Any | None
+    reason: str | None = None
+
+
+def fit_modules() -> tuple[str, ...]:
+    """The modules a fit imports beyond this one (scipy and matplotlib among them), every analysis's included."""
+    return ("jurymeter.stats.blocks", "jurymeter.render.page",
+            *(m for a in registered() for m in a.figure_modules))
+
+
+def import_fit_modules() -> None:
+    """Import every module a fit needs (2.7-2.9 s), so a Dask worker can do it before its first fit."""
+    import importlib
+
+    for module in fit_modules():
+        importlib.import_module(module)
+
+
+def fit_scope(job: FitJob) -> FitScope:
+    """The fit's records (its universe and population applied) and metadata, opened where it runs."""
+    store = Store(job.store, dict(job.storage_options))
+    records = store.scan(job.protocol, job.item_set)  # type: ignore[arg-type]
+    settings = job.settings
+    if job.protocol == "pointwise":
+        if settings.judges is not None:
+            records = records.filter(pl.col("judge_id").is_in(list(settings.judges)))
+        if settings.systems is not None:
+            records = records.filter(pl.col("system_id").is_in(list(settings.systems)))
+    elif settings.judges is not None:
+        records = records.filter(pl.col("judge_id").is_in(list(settings.judges)))
+    return FitScope(store=store, item_set=job.item_set, records=records,
+                    systems=store.scan("systems").collect(), settings=settings)
+
+
+def run_fit(job: FitJob) -> dict[str, AnalysisOutcome]:
+    """Run every analysis of ``job`` and return their outcomes, by analysis name.
+
+    Every analysis's blocks are decided first, then read from one scan of the
+    fit's records, or one scan per item chunk when the cells are many
+    (:data:`jurymeter.stats.blocks.CHUNK_CELLS`); each chunk goes to every
+    analysis that asked for its block, so no block is held whole and memory
+    follows systems x items, not records.
+    """
+    scope = fit_scope(job)
+    analyses = [(analysis_named(name), options) for name, options in job.analyses]
+    modes = tuple(dict.fromkeys(m for a, o in analyses for m in a.modes(job.settings, o)))
+    chunked = None
+    if modes:
+        from jurymeter.stats.blocks import fit_chunks
+
+        chunked = fit_chunks(scope.records, modes)  # type: ignore[arg-type]
+    outcomes: dict[str, AnalysisOutcome] = {}
+    fittings = {}
+    for a, options in analyses:
+        try:
+            fittings[a.name] = a.start(scope, chunked, options)
+        except NotApplicableError as exc:
+            outcomes[a.name] = AnalysisOutcome(a.name, SKIPPED, None, str(exc))
+    feeds = [(mode, add) for f in fittings.values() for mode, add in f.feeds().items()]
+    if feeds and chunked is not None:
+        for _, parts in chunked.parts():
+            for mode, add in feeds:
+                add(parts[mode])
+    for a, _ in analyses:
+        if a.name in fittings:
+            try:
+                outcomes[a.name] = AnalysisOutcome(a.name, FITTED, fittings[a.name].finish())
+            except NotApplicableError as exc:
+                outcomes[a.name] = AnalysisOutcome(a.name, SKIPPED, None, str(exc))
+    return {a.name: outcomes[a.name] for a, _ in analyses}
+
+
+@dataclass(frozen=True, slots=True)
+class FitResult:
+    """A fit's reports, tables, summaries and figures (PNG by file name, when drawn), or its error.
+
+    ``report``: ``{"analyses": {name: report or {"skipped": why}}, "seconds": s}``;
+    ``summary``: ``{name: {"status", "reason", **headline}}``, what the run's
+    summary says of each analysis (and what a reused fit says again).
+    """
+
+    report: dict[str, Any] | None
+    tables: dict[str, pl.DataFrame] | None
+    summary: dict[str, Any] | None
+    error: str | None
+    trace: str | None
+    figures: dict[str, bytes] | None = None
+
+
+def summarize(outcomes: Mapping[str, AnalysisOutcome]) -> dict[str, Any]:
+    """Each analysis's part of a fit's summary entry: its status, the reason if skipped, its headline."""
+    out: dict[str, Any] = {}
+    for name, outcome in outcomes.items():
+        a = analysis_named(name)
+        part: dict[str, Any] = {"status": outcome.status, "reason": outcome.reason}
+        headline = a.summarize(outcome.result) if outcome.result is not None else {}
+        part.update({h.key: headline.get(h.key) for h in a.headline})
+        out[name] = part
+    return out
+
+
+def fit_and_tabulate(job: FitJob, figures: bool = False) -> FitResult:
+    """Fit and tabulate one job, and draw its report figures if asked: what a Dask worker returns.
+
+    A fit's own error comes back as a value (one line, and the traceback for
+    the summary), so that Dask's retries are left for what they are for, a
+    lost worker, and a deterministic failure is not run three times. The
+    figures are drawn here, beside the fit, so the workers draw them in
+    parallel and the cache keeps them.
+    """
+    started = time.perf_counter()
+    try:
+        outcomes = run_fit(job)
+        report: dict[str, Any] = {
+            "analyses": {
+                name: analysis_named(name).report(o.result) if o.result is not None else {"skipped": o.reason}
+                for name, o in outcomes.items()
+            },
+        }
+        tables = fit_tables(job, outcomes)
+        drawn = None
+        if figures:
+            from jurymeter.render.page import fit_figures
+
+            drawn = fit_figures(tables, (job.item_set, job.universe, job.population))
+        report["seconds"] = time.perf_counter() - started
+        return FitResult(report=report, tables=tables, summary=summarize(outcomes), error=None,
+                         trace=None, figures=drawn)
+    except Exception as exc:  # reported per fit; the other fits go on
+        return FitResult(report=None, tables=None, summary=None, error=one_line(exc),
+                         trace=traceback.format_exc())
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception as one line for the summary (no traceback, no newlines)."""
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{type(exc).__name__}: {text}"[:300]

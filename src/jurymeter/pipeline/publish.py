@@ -1,0 +1,125 @@
+"""Publishing a run folder: tidy tables, each fit's report, the HTML report, then ``summary.json``.
+
+The layout is documented in ``docs/results.md``. ``summary.json`` is written
+after everything else of the run folder, and ``results/latest.json`` after
+that, so a reader following either never sees half a run.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Mapping
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
+
+import orjson
+import polars as pl
+
+from jurymeter.io.store import Store
+from jurymeter.pipeline.cache import FAILED, FitOutcome, dumps, tables_of
+from jurymeter.pipeline.tables import combine_tables, schemas
+
+if TYPE_CHECKING:
+    from jurymeter.pipeline.config import RunConfig
+    from jurymeter.pipeline.jobs import Skipped
+
+
+def fit_entry(outcome: FitOutcome) -> dict[str, Any]:
+    """One entry of ``summary.json``'s ``fits`` list: the fit, its status, and each analysis's headline."""
+    job = outcome.job
+    entry: dict[str, Any] = {
+        **job.names,
+        "key": job.key(),
+        "status": outcome.status,
+        "error": outcome.error,
+        "seconds": round(outcome.seconds, 3),
+        "analyses": outcome.summary or {},
+    }
+    if outcome.trace:
+        entry["traceback"] = outcome.trace
+    return entry
+
+
+def publish_run(
+    store: Store,
+    run_id: str,
+    *,
+    config: RunConfig,
+    started: str,
+    ingest_report: dict[str, Any] | None,
+    outcomes: list[FitOutcome],
+    timings: dict[str, float],
+    skipped: list[Skipped] | None = None,
+) -> dict[str, Any]:
+    """Write ``results/<run_id>/`` and point ``results/latest.json`` at it; return the summary.
+
+    Figures already drawn with the fits are embedded as they are; the report draws the rest.
+    """
+    folder = f"results/{run_id}"
+    clock = time.perf_counter()
+    tables = combine_tables(tables_of(outcomes))
+    for table, frame in tables.items():
+        store.write_parquet(f"{folder}/{table}.parquet", frame)
+    for o in outcomes:
+        if o.report is not None:
+            store.write_bytes(f"{folder}/fits/{o.job.key()}.json", dumps(o.report))
+    timings["write"] = time.perf_counter() - clock
+    fits = [fit_entry(o) for o in outcomes]
+    failed = sum(f["status"] == FAILED for f in fits)
+    summary: dict[str, Any] = {
+        "run_id": run_id,
+        "started": started,
+        "finished": None,
+        "status": "partial" if failed else "complete",
+        "store": store.url,
+        "landing": config.landing,
+        "config_digest": config.digest(),
+        "ingest": ingest_report,
+        "fits": fits,
+        "skipped": [asdict(s) for s in skipped or []],
+        "timings": timings,
+    }
+    if config.report:
+        clock = time.perf_counter()
+        figures = {name: png for o in outcomes for name, png in (o.figures or {}).items()}
+        write_report(store, folder, tables, summary, figures)
+        timings["report"] = time.perf_counter() - clock
+    summary["timings"] = {k: round(v, 3) for k, v in timings.items()}
+    summary["finished"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    store.write_bytes(f"{folder}/summary.json", dumps(summary))
+    store.write_json("results/latest.json", {"run_id": run_id, "path": store.path(folder)})
+    return summary
+
+
+def write_report(
+    store: Store,
+    folder: str,
+    tables: Mapping[str, pl.DataFrame],
+    summary: Mapping[str, Any],
+    figures: Mapping[str, bytes] | None = None,
+) -> str:
+    """Render the HTML report and its figures into ``<folder>/report/``; the page's path."""
+    from jurymeter.render.page import render_report
+
+    rendered = render_report(tables, summary, figures)
+    for name, png in rendered.figures.items():
+        store.write_bytes(f"{folder}/report/{name}", png)
+    store.write_bytes(f"{folder}/report/index.html", rendered.html.encode())
+    return store.path(f"{folder}/report/index.html")
+
+
+def read_run(store: Store, folder: str) -> tuple[dict[str, pl.DataFrame], dict[str, Any]]:
+    """The tables and summary of a published run folder (relative to the store).
+
+    Tables of analyses registered now but absent from the folder (a run of
+    older code) are empty.
+    """
+    summary = orjson.loads(store.fs.cat_file(store.path(f"{folder}/summary.json")))
+    tables = {}
+    for table, schema in schemas().items():
+        try:
+            tables[table] = store.read_parquet(store.path(f"{folder}/{table}.parquet"))
+        except FileNotFoundError:
+            tables[table] = pl.DataFrame(schema=schema)
+    return tables, summary

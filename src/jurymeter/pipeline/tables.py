@@ -1,0 +1,59 @@
+"""The run's tidy tables: every registered analysis's tables, each row starting with the fit's names.
+
+The schemas are the analyses' own (:attr:`jurymeter.analyses.base.Analysis.tables`);
+``docs/results.md`` documents them and ``tests/test_results_doc.py`` holds the
+two together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from jurymeter.analyses import analysis as analysis_named
+from jurymeter.analyses import registered
+
+if TYPE_CHECKING:
+    from jurymeter.pipeline.fit import AnalysisOutcome
+    from jurymeter.pipeline.jobs import FitJob
+
+NAMES: dict[str, pl.DataType] = {"item_set": pl.String(), "universe": pl.String(), "population": pl.String()}
+
+
+def schemas() -> dict[str, dict[str, pl.DataType]]:
+    """Every published table's columns (the fit's names first), by table name, in registry order."""
+    return {t.name: {**NAMES, **t.schema} for a in registered() for t in a.tables}
+
+
+def empty(table: str) -> pl.DataFrame:
+    return pl.DataFrame(schema=schemas()[table])
+
+
+def frame(table: str, names: Mapping[str, str], rows: list[dict[str, Any]]) -> pl.DataFrame:
+    """One fit's rows of ``table`` in its documented schema."""
+    schema = schemas()[table]
+    if not rows:
+        return empty(table)
+    return pl.DataFrame([{**names, **row} for row in rows], schema_overrides=schema).select(list(schema)).cast(schema)
+
+
+def fit_tables(job: FitJob, outcomes: Mapping[str, AnalysisOutcome]) -> dict[str, pl.DataFrame]:
+    """The tidy tables of one fit: every table of every analysis of the job (empty where it did not run)."""
+    out: dict[str, pl.DataFrame] = {}
+    for name, outcome in outcomes.items():
+        a = analysis_named(name)
+        rows = a.tabulate(outcome.result) if outcome.result is not None else {}
+        for table in a.tables:
+            out[table.name] = frame(table.name, job.names, rows.get(table.name, []))
+    return out
+
+
+def combine_tables(parts: list[dict[str, pl.DataFrame]]) -> dict[str, pl.DataFrame]:
+    """Concatenate the per-fit tables into the run's tables (every table present; empty ones keep their schema)."""
+    out = {}
+    for table, schema in schemas().items():
+        frames = [p[table].select(list(schema)).cast(schema) for p in parts if table in p]
+        out[table] = pl.concat(frames) if frames else empty(table)
+    return out

@@ -1,0 +1,81 @@
+"""Shared matplotlib helpers of the report's figures.
+
+Figures are drawn under matplotlib's default style with ``text.usetex`` off,
+whatever the user's ``matplotlibrc`` says, on an explicit Agg canvas
+(``FigureCanvasAgg``) without importing ``pyplot``: no window can open, and
+the process-wide backend is left alone. In figures, ``$`` in data strings is
+escaped as ``\\$`` so matplotlib never reads them as mathtext.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+from typing import Any
+
+import matplotlib
+import matplotlib.style
+import numpy as np
+import polars as pl
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+ROUND_TICKS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000)
+FIGURE_TEXT_MAX = 40
+FIGURE_DPI = 100
+STYLE = {"text.usetex": False, "font.size": 9, "axes.titlesize": 10, "axes.titley": 1.0}
+
+
+def _mpl(text: Any) -> str:
+    """A data string made literal for matplotlib: shortened, ``$`` escaped (no mathtext)."""
+    s = str(text)
+    if len(s) > FIGURE_TEXT_MAX:
+        s = s[: FIGURE_TEXT_MAX - 1] + "\u2026"
+    return s.replace("$", r"\$")
+
+
+def _new_figure(width: float, height: float, *, constrained: bool = False) -> Figure:
+    """A figure on its own Agg canvas (no pyplot, no window, no global backend change).
+
+    Fixed margins by default (the heatmap sets its own from its labels);
+    constrained layout, two to four times slower to draw, on request.
+    """
+    if constrained:
+        fig = Figure(figsize=(width, height), dpi=FIGURE_DPI, layout="constrained")
+    else:
+        fig = Figure(figsize=(width, height), dpi=FIGURE_DPI)
+        fig.subplots_adjust(left=0.14, right=0.97, bottom=0.12, top=0.92)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _png(fig: Figure) -> bytes:
+    buffer = io.BytesIO()
+    with matplotlib.style.context(["default", STYLE]):
+        fig.savefig(buffer, format="png", dpi=FIGURE_DPI, metadata={"Software": None})
+    return buffer.getvalue()
+
+
+def _draw(build: Callable[[], Figure]) -> Figure:
+    """Run a figure builder under matplotlib's default style with usetex off."""
+    with matplotlib.style.context(["default", STYLE]):
+        return build()
+
+
+def _matrix(frame: pl.DataFrame, rows: str, cols: str, value: str) -> tuple[list[Any], list[Any], np.ndarray]:
+    """Long table -> (sorted row labels, sorted column labels, matrix with NaN where absent)."""
+    row_labels = sorted(frame[rows].unique().to_list())
+    col_labels = sorted(frame[cols].unique().to_list())
+    z = np.full((len(row_labels), len(col_labels)), np.nan)
+    row = {v: k for k, v in enumerate(row_labels)}
+    col = {v: k for k, v in enumerate(col_labels)}
+    for r, c, v in frame.select(rows, cols, value).iter_rows():
+        z[row[r], col[c]] = np.nan if v is None else v
+    return row_labels, col_labels, z
+
+
+mpl_text = _mpl
+new_figure = _new_figure
+png_bytes = _png
+draw = _draw
+matrix = _matrix

@@ -1,0 +1,229 @@
+"""HTML building blocks of the report: escaping, numbers, tables, safe file names, one fit's section.
+
+Every string that comes from data (ids, names, error messages, run ids) is
+HTML-escaped with ``html.escape(..., quote=True)`` wherever it lands. Figure
+file names are a sanitized slug of the fit's names plus a hash of the exact
+names, so they never hold a path separator or ``..`` and names that differ
+only in case or punctuation do not collide.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+import json
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from jurymeter.errors import ReportError
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+FitName = tuple[str, str, str]
+FIT_COLUMNS = ("item_set", "universe", "population")
+
+CSS = """
+body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:0 auto;max-width:1100px;
+padding:1rem 1.5rem;color:#222;line-height:1.4}
+h1{font-size:1.5rem}h2{font-size:1.25rem;border-bottom:2px solid #ccc;padding-bottom:.2rem;margin-top:2.5rem}
+h3{font-size:1.05rem;margin-top:1.5rem}
+table{border-collapse:collapse;margin:.5rem 0;font-size:.9rem}
+th,td{border:1px solid #ddd;padding:.2rem .5rem;text-align:left;vertical-align:top}
+th{background:#f3f3f3}td.n{text-align:right;font-variant-numeric:tabular-nums}
+tr.tie-a td{background:#eef4fb}tr.tie-b td{background:#fff}
+tr.group-start td{border-top:2px solid #6a8fbf}
+.failed{background:#fdecea;border:1px solid #e0a39b;padding:.5rem 1rem}
+.status-failed{color:#a12}.status-reused{color:#666}.note{color:#555;font-size:.9rem}
+figure{margin:1rem 0}figure img{max-width:100%;height:auto;border:1px solid #eee}
+figcaption{font-size:.85rem;color:#555}code{font-size:.85em}
+"""
+
+
+def figure_file_name(fit: FitName, kind: str) -> str:
+    """A safe, collision-free PNG file name for one figure of one fit.
+
+    Parameters
+    ----------
+    fit : tuple of str
+        ``(item_set, universe, population)``.
+    kind : str
+        The figure, e.g. ``"erho2"`` (letters, digits, ``-`` and ``_`` only).
+
+    Returns
+    -------
+    str
+        ``<slug>__<hash>__<kind>.png``: the slug keeps lowercase ASCII letters,
+        digits, ``-`` and ``_`` of the names (anything else becomes ``-``); the
+        hash is the first 12 hex digits of the SHA-256 of the exact names, so
+        names differing only in case or punctuation get different files, also
+        on case-insensitive file systems.
+
+    Raises
+    ------
+    ReportError
+        ``kind`` holds a character other than letters, digits, ``-``, ``_``.
+
+    Examples
+    --------
+    >>> figure_file_name(("mt-bench", "all", "all"), "erho2")
+    'mt-bench__all__all__0a036048bb70__erho2.png'
+    """
+    if not re.fullmatch(r"[A-Za-z0-9_-]+", kind):
+        msg = f"kind must hold only letters, digits, '-' and '_', got {kind!r}"
+        raise ReportError(msg)
+    return f"{_fit_token(fit)}__{kind}.png"
+
+
+def _rows(tables: Mapping[str, pl.DataFrame], table: str, fit: FitName) -> pl.DataFrame:
+    frame = tables.get(table)
+    if frame is None or frame.height == 0 or not all(c in frame.columns for c in FIT_COLUMNS):
+        return pl.DataFrame()
+    return frame.filter(
+        (pl.col("item_set") == fit[0]) & (pl.col("universe") == fit[1]) & (pl.col("population") == fit[2])
+    )
+
+
+def _has_rows(tables: Mapping[str, pl.DataFrame], fit: FitName) -> bool:
+    return any(_rows(tables, t, fit).height for t in tables)
+
+
+def _fit_label(fit: FitName) -> str:
+    return " / ".join(fit)
+
+
+def _fit_token(fit: FitName) -> str:
+    exact = json.dumps(list(fit), ensure_ascii=True).encode("ascii")
+    digest = hashlib.sha256(exact).hexdigest()[:12]
+    slug = "__".join(_slug(part) for part in fit)
+    return f"{slug}__{digest}"
+
+
+def _slug(text: str) -> str:
+    slug = re.sub(r"[^a-z0-9_-]+", "-", text.lower()).strip("-_")
+    return slug[:40].strip("-_") or "x"
+
+
+def _e(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _num(value: Any, *, inf: str = "\u221e") -> str:
+    """A number to 3 significant digits (thousands and up: whole, with separators)."""
+    if value is None:
+        return "\u2014"
+    x = float(value)
+    if math.isnan(x):
+        return "n/a"
+    if math.isinf(x):
+        return inf if x > 0 else f"-{inf}"
+    if x == 0:
+        return "0"
+    if abs(x) >= 1000:
+        return f"{x:,.0f}"
+    return f"{x:.3g}"
+
+
+def _interval(low: Any, high: Any, *, inf: str = "\u221e") -> str:
+    if low is None and high is None:
+        return "\u2014"
+    return f"{_num(low, inf=inf)} \u2013 {_num(high, inf=inf)}"
+
+
+def _table(header: Sequence[str] | None, rows: Sequence[Sequence[str]], *, numeric: Sequence[bool] = (), row_classes: Sequence[str] = ()) -> str:
+    """An HTML table from already escaped cells."""
+    head = "<thead><tr>" + "".join(f"<th>{h}</th>" for h in header) + "</tr></thead>" if header else ""
+    body = []
+    for k, row in enumerate(rows):
+        cls = f' class="{row_classes[k]}"' if k < len(row_classes) and row_classes[k] else ""
+        cells = "".join(
+            f'<td class="n">{c}</td>' if (j < len(numeric) and numeric[j]) else f"<td>{c}</td>"
+            for j, c in enumerate(row)
+        )
+        body.append(f"<tr{cls}>{cells}</tr>")
+    return f"<table>{head}<tbody>{''.join(body)}</tbody></table>"
+
+
+class SectionBuilder:
+    """One fit's report section as an analysis writes it: headings, paragraphs, tables, figures.
+
+    ``rows(table)`` gives the fit's rows of a run table; ``entry`` is the fit's
+    summary entry and ``summary`` that analysis's own part of it. Figures are
+    taken from ``drawn`` (already drawn with the fit, on a worker) or drawn
+    now, and recorded in ``figures`` under their safe file names.
+    """
+
+    def __init__(
+        self,
+        tables: Mapping[str, pl.DataFrame],
+        fit: FitName,
+        entry: Mapping[str, Any] | None,
+        figures: dict[str, bytes],
+        drawn: Mapping[str, bytes],
+    ) -> None:
+        self.tables, self.fit, self.entry = tables, fit, dict(entry or {})
+        self.figures, self.drawn = figures, drawn
+        self.parts: list[str] = []
+        self.summary: dict[str, Any] = {}
+
+    @property
+    def title(self) -> str:
+        return _fit_label(self.fit)
+
+    def rows(self, table: str) -> pl.DataFrame:
+        return _rows(self.tables, table, self.fit)
+
+    def add(self, html_text: str) -> None:
+        """Append already escaped HTML."""
+        if html_text:
+            self.parts.append(html_text)
+
+    def figure(self, kind: str, draw: Callable[[], Figure | None], caption: str) -> None:
+        """Embed the figure ``kind`` (drawn by ``draw`` unless already drawn); no data, no element."""
+        self.add(_embed(self.fit, kind, draw, caption, self.figures, self.drawn))
+
+    def html(self) -> str:
+        return "\n".join(self.parts)
+
+
+def _embed(
+    fit: FitName,
+    kind: str,
+    draw: Callable[[], Figure | None],
+    caption: str,
+    figures: dict[str, bytes],
+    drawn: Mapping[str, bytes],
+) -> str:
+    """Record a figure's PNG under its file name and return its ``<figure>`` element.
+
+    The PNG is taken from ``drawn`` when it is there, else drawn now; no
+    figure (no data for it) gives no element.
+    """
+    name = figure_file_name(fit, kind)
+    png = drawn.get(name)
+    if png is None:
+        fig = draw()
+        if fig is None:
+            return ""
+        from jurymeter.render.figures import png_bytes
+
+        png = png_bytes(fig)
+    figures[name] = png
+    data = base64.b64encode(png).decode("ascii")
+    return (
+        f'<figure><img src="data:image/png;base64,{data}" alt="{_e(kind)}: {_e(_fit_label(fit))}">'
+        f"<figcaption>{_e(caption)} File <code>{_e(name)}</code>.</figcaption></figure>"
+    )
+
+
+escape = _e
+number = _num
+interval_text = _interval
+table_html = _table
+fit_label = _fit_label
+fit_token = _fit_token

@@ -1,0 +1,287 @@
+"""The nightly run's HTML report: one self-contained page and its figures as PNG.
+
+Pure rendering: the run's tidy tables (``docs/results.md``) and its
+``summary.json`` in, a :class:`RenderedReport` out. Nothing here reads or writes
+files; the caller stores ``html`` as ``report/index.html`` and each entry of
+``figures`` as ``report/<name>``.
+
+The page knows no analysis by name: the Fits table has one column per
+headline of every registered analysis (:mod:`jurymeter.analyses`), and each
+fit's section holds the section of every analysis, in registry order, that
+has rows for that fit or a summary entry.
+
+Safety. Every string that comes from data (ids, names, error messages, run
+ids) is HTML-escaped with ``html.escape(..., quote=True)`` wherever it lands,
+attributes and ``<title>`` included. In figures, ``$`` in data strings is
+escaped as ``\\$`` so matplotlib never reads them as mathtext, and figures are
+drawn under matplotlib's default style with ``text.usetex`` off, whatever the
+user's ``matplotlibrc`` says. Figures are drawn on an explicit Agg canvas
+(``FigureCanvasAgg``) without importing ``pyplot``: no window can open, and
+the process-wide backend is left alone. Figure file names are a sanitized slug
+of the fit's names plus a hash of the exact names, so they never hold a path
+separator or ``..`` and names that differ only in case or punctuation do not
+collide.
+
+References
+----------
+.. [Anand2026] A. Anand, "Ask Which, Not How Good: Sizing Benchmarks Scored by
+   an LLM", 2026 (``papers/ask-which-not-how-good.txt`` and its appendix).
+.. [Zhu2026] Z. Zhu et al., "CyclicJudge: Mitigating Judge Bias Efficiently in
+   LLM-based Evaluation", 2026 (``papers/cyclicjudge.txt``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from jurymeter.analyses import registered
+from jurymeter.render.html import (
+    CSS,
+    FIT_COLUMNS,
+    FitName,
+    SectionBuilder,
+    _e,
+    _fit_label,
+    _fit_token,
+    _has_rows,
+    _num,
+    _table,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RenderedReport:
+    """The rendered page and its figures.
+
+    Attributes
+    ----------
+    html : str
+        One self-contained HTML page (CSS inline, every figure inlined as a
+        ``data:image/png;base64,...`` URI).
+    figures : dict[str, bytes]
+        File name (safe: no path separator, no ``..``) to the same figure's
+        PNG bytes, in page order.
+    """
+
+    html: str
+    figures: dict[str, bytes]
+
+
+def render_report(
+    tables: Mapping[str, pl.DataFrame],
+    summary: Mapping[str, Any],
+    figures: Mapping[str, bytes] | None = None,
+) -> RenderedReport:
+    """Render a nightly run's tables and summary as one HTML page with figures.
+
+    Parameters
+    ----------
+    tables : Mapping[str, polars.DataFrame]
+        The run's tidy tables by name (``components``, ``dstudy``, ``ceilings``,
+        ... every registered analysis's tables; columns as in
+        ``docs/results.md``). Missing or empty tables leave their part of the
+        page out.
+    summary : Mapping[str, Any]
+        The run's ``summary.json`` (``run_id``, ``started``, ``finished``,
+        ``status``, ``ingest``, ``fits``, ...). Fits whose ``status`` is
+        ``"failed"`` are listed at the top with their one-line error.
+    figures : Mapping[str, bytes], optional
+        PNGs already drawn (by :func:`fit_figures`, on the workers), by file
+        name; a figure found here is embedded as it is, the others are drawn.
+
+    Returns
+    -------
+    RenderedReport
+        The page and the figures (file name to PNG bytes).
+
+    Notes
+    -----
+    Figures reproduce [Anand2026]_ figure 1 (E rho^2 against items, one curve
+    per judge count, dashed asymptotes at the ceilings
+    :math:`\\sigma^2_s / (\\sigma^2_s + \\sigma^2_{sj}/n_j)`), figure 4 (the
+    sizing nomogram) and appendix figure 2 (MDD against the split of a call
+    budget, optimum marked), and [Zhu2026]_ figure 1 (Var of the benchmark
+    score against budget for strategies A, B, C) and figure 2 (judge biases
+    per system).
+
+    Examples
+    --------
+    >>> page = render_report({}, {"run_id": "<r1>", "fits": []})
+    >>> "<title>jurymeter run &lt;r1&gt;</title>" in page.html, page.figures
+    (True, {})
+    """
+    fits = _fits(tables, summary)
+    drawn = dict(figures or {})
+    used: dict[str, bytes] = {}
+    sections = []
+    for name, entry in fits:
+        if entry is not None and entry.get("status") == "failed" and not _has_rows(tables, name):
+            continue
+        sections.append(_fit_section(tables, name, entry, used, drawn))
+    run_id = str(summary.get("run_id", ""))
+    body = "\n".join(
+        [
+            f"<h1>jurymeter run {_e(run_id)}</h1>",
+            _summary_section(summary),
+            _failed_section(summary),
+            _fit_index(fits, tables),
+            *sections,
+        ]
+    )
+    page = (
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+        f"<title>jurymeter run {_e(run_id)}</title>\n<style>{CSS}</style>\n</head>\n"
+        f"<body>\n{body}\n</body>\n</html>\n"
+    )
+    return RenderedReport(html=page, figures=used)
+
+
+def fit_figures(tables: Mapping[str, pl.DataFrame], fit: FitName) -> dict[str, bytes]:
+    """The PNG figures of one fit, by file name: what :func:`render_report` would draw for it.
+
+    Called where the fit runs (a Dask worker), so the figures are drawn in
+    parallel and cached with the fit; :func:`render_report` then embeds them.
+    """
+    figures: dict[str, bytes] = {}
+    _fit_section(tables, fit, None, figures, {})
+    return figures
+
+
+def _fits(tables: Mapping[str, pl.DataFrame], summary: Mapping[str, Any]) -> list[tuple[FitName, dict[str, Any] | None]]:
+    """Fits in summary order, then fits found only in the tables (sorted)."""
+    out: list[tuple[FitName, dict[str, Any] | None]] = []
+    seen: set[FitName] = set()
+    for entry in summary.get("fits") or []:
+        name = (str(entry.get("item_set", "")), str(entry.get("universe", "")), str(entry.get("population", "")))
+        if name not in seen:
+            seen.add(name)
+            out.append((name, dict(entry)))
+    extra: set[FitName] = set()
+    for frame in tables.values():
+        if frame.height and all(c in frame.columns for c in FIT_COLUMNS):
+            for row in frame.select(FIT_COLUMNS).unique().iter_rows():
+                name = (str(row[0]), str(row[1]), str(row[2]))
+                if name not in seen:
+                    extra.add(name)
+    out.extend((name, None) for name in sorted(extra))
+    return out
+
+
+def _summary_section(summary: Mapping[str, Any]) -> str:
+    fits = summary.get("fits") or []
+    counts = {s: sum(1 for f in fits if f.get("status") == s) for s in ("fitted", "reused", "failed")}
+    facts = [
+        ("run id", summary.get("run_id")),
+        ("status", summary.get("status")),
+        ("started", summary.get("started")),
+        ("finished", summary.get("finished")),
+        ("store", summary.get("store")),
+        ("landing", summary.get("landing")),
+        ("config digest", summary.get("config_digest")),
+        ("fits", f"{counts['fitted']} fitted, {counts['reused']} reused, {counts['failed']} failed"),
+    ]
+    timings = summary.get("timings") or {}
+    if timings:
+        facts.append(("timings (s)", ", ".join(f"{k} {_num(v)}" for k, v in timings.items())))
+    rows = [[_e(k), _e(v)] for k, v in facts if v is not None]
+    parts = ['<section id="summary"><h2>Run</h2>', _table(None, rows)]
+    ingest = summary.get("ingest")
+    totals = ingest.get("totals") if isinstance(ingest, Mapping) else None
+    if totals:
+        parts.append("<h3>Ingest reconciliation</h3>")
+        parts.append(_table([_e(k) for k in totals], [[_e(_num(v)) for v in totals.values()]], numeric=[True] * len(totals)))
+        read = totals.get("read")
+        rest = [totals.get(k) for k in ("accepted", "quarantined", "duplicates_dropped")]
+        if read is not None and all(v is not None for v in rest):
+            balanced = read == sum(rest)
+            parts.append(
+                f'<p class="note">read = accepted + quarantined + duplicates dropped: '
+                f"{'balanced' if balanced else '<strong>NOT balanced</strong>'}.</p>"
+            )
+    elif ingest is None and "ingest" in summary:
+        parts.append('<p class="note">Nothing new to ingest.</p>')
+    parts.append("</section>")
+    return "\n".join(parts)
+
+
+def _failed_section(summary: Mapping[str, Any]) -> str:
+    failed = [f for f in summary.get("fits") or [] if f.get("status") == "failed"]
+    if not failed:
+        return ""
+    items = "".join(
+        f"<li><strong>{_e(_fit_label((str(f.get('item_set', '')), str(f.get('universe', '')), str(f.get('population', '')))))}"
+        f"</strong>: <code>{_e(f.get('error') or 'no error message')}</code></li>"
+        for f in failed
+    )
+    return (
+        f'<section id="failed" class="failed"><h2>Failed fits ({len(failed)})</h2>'
+        f"<p>These fits produced no tables; their error is shown as recorded.</p><ul>{items}</ul></section>"
+    )
+
+
+def _headline(entry: Mapping[str, Any], analysis: str, key: str) -> Any:
+    part = (entry.get("analyses") or {}).get(analysis) or {}
+    return part.get(key)
+
+
+def _fit_index(fits: Sequence[tuple[FitName, dict[str, Any] | None]], tables: Mapping[str, pl.DataFrame]) -> str:
+    if not fits:
+        return '<p class="note">This run has no fits.</p>'
+    columns = [(a.name, h) for a in registered() for h in a.headline]
+    rows = []
+    for name, entry in fits:
+        e = entry or {}
+        status = str(e.get("status", "unknown"))
+        shown = status != "failed" or _has_rows(tables, name)
+        link = f'<a href="#fit-{_e(_fit_token(name))}">{_e(_fit_label(name))}</a>' if shown else _e(_fit_label(name))
+        cells = [link, f'<span class="status-{_e(status)}">{_e(status)}</span>']
+        for analysis, h in columns:
+            value = _headline(e, analysis, h.key)
+            cells.append(_e(_num(value) if h.kind == "number" else ("" if value is None else value)))
+        rows.append(cells)
+    header = ["fit (item set / universe / population)", "status", *(_e(h.label) for _, h in columns)]
+    numeric = [False, False, *(h.kind in ("number", "count") for _, h in columns)]
+    return '<section id="fits"><h2>Fits</h2>' + _table(header, rows, numeric=numeric) + "</section>"
+
+
+def _fit_section(
+    tables: Mapping[str, pl.DataFrame],
+    fit: FitName,
+    entry: dict[str, Any] | None,
+    figures: dict[str, bytes],
+    drawn: Mapping[str, bytes],
+) -> str:
+    e = entry or {}
+    parts = [f'<section id="fit-{_e(_fit_token(fit))}">', f"<h2>{_e(_fit_label(fit))}</h2>"]
+    facts = [
+        f"item set <strong>{_e(fit[0])}</strong>",
+        f"universe <strong>{_e(fit[1])}</strong>",
+        f"population <strong>{_e(fit[2])}</strong>",
+    ]
+    status = str(e.get("status", "not in summary"))
+    facts.append(f'status <span class="status-{_e(status)}">{_e(status)}</span>')
+    if e.get("seconds") is not None:
+        facts.append(f"{_e(_num(e['seconds']))} s")
+    parts.append(f"<p>{'; '.join(facts)}.</p>")
+    for analysis in registered():
+        page = SectionBuilder(tables, fit, e, figures, drawn)
+        part = (e.get("analyses") or {}).get(analysis.name)
+        page.summary = dict(part or {})
+        has_rows = any(page.rows(t.name).height for t in analysis.tables)
+        if part is not None and part.get("status") == "skipped" and not has_rows:
+            parts.append(f"<h3>{_e(analysis.title)}</h3>")
+            parts.append(f'<p class="note">Not fitted: {_e(part.get("reason") or "no reason given")}.</p>')
+            continue
+        if part is None and not has_rows:
+            continue
+        analysis.section(page)
+        if page.parts:
+            parts.append(f"<h3>{_e(analysis.title)}</h3>")
+            parts.append(page.html())
+    parts.append("</section>")
+    return "\n".join(parts)
