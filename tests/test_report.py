@@ -20,9 +20,9 @@ import pytest
 from matplotlib import cbook
 from matplotlib.text import Text
 
+from jurymeter.analyses.cyclic import section as cyclic_section
 from jurymeter.cyclic.fit import cyclic_report
 from jurymeter.errors import ReportError
-from jurymeter.analyses.cyclic import section as cyclic_section
 from jurymeter.render import figures as figures_module
 from jurymeter.render.html import figure_file_name, fit_token
 from jurymeter.render.page import RenderedReport, fit_figures, render_report
