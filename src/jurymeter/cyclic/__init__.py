@@ -716,15 +716,15 @@ def scenario_coverage(
     Notes
     -----
     [Zhu2026] appendix F, eq. 35: with :math:`n = B_{gen}/m` scenarios,
-    :math:`V_C = (m\sigma^2_lpha + \sigma^2_eta + \sigma^2_arepsilon)/B_{gen}`, increasing
+    :math:`V_C = (m\sigma^2_\alpha + \sigma^2_\beta + \sigma^2_\varepsilon)/B_{gen}`, increasing
     in :math:`m`: use as many scenarios as the dataset has, then add generations.
     When :math:`B_{gen}` is not a multiple of :math:`n`, scenario :math:`i` gets
     :math:`m_i \in \{m, m+1\}` generations and the score (the grand mean over generations) has
 
     .. math::
 
-        \mathrm{Var}(ar X) = \sigma^2_lpha rac{\sum_i m_i^2}{B_{gen}^2}
-        + rac{\sigma^2_eta + \sigma^2_arepsilon}{B_{gen}},
+        \mathrm{Var}(\bar X) = \sigma^2_\alpha \frac{\sum_i m_i^2}{B_{gen}^2}
+        + \frac{\sigma^2_\beta + \sigma^2_\varepsilon}{B_{gen}},
 
     which reduces to eq. 35 for an even split. The second term does not depend on the
     split and :math:`\sum_i m_i^2` is smallest for the most scenarios and the most even
