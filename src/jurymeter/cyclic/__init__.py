@@ -151,7 +151,7 @@ class VarianceComponents:
 # --------------------------------------------------------------------------- Proposition 1
 @dataclass(frozen=True, slots=True)
 class VarianceContributions:
-    """Each component's share of :math:`\\mathrm{Var}(\\bar X)` at an operating point (table 3).
+    r"""Each component's share of :math:`\mathrm{Var}(\bar X)` at an operating point (table 3).
 
     Attributes
     ----------
@@ -160,10 +160,10 @@ class VarianceContributions:
     fpc
         Finite-population correction :math:`(K_{tot} - K)/(K_{tot} - 1)` (eq. 19).
     scenario, generation, judge, residual
-        :math:`\\sigma^2_\\alpha/n`, :math:`\\sigma^2_\\beta/(nm)`,
-        :math:`\\sigma^2_\\gamma \\mathrm{FPC}/K`, :math:`\\sigma^2_\\varepsilon/(nmK)`.
+        :math:`\sigma^2_\alpha/n`, :math:`\sigma^2_\beta/(nm)`,
+        :math:`\sigma^2_\gamma \mathrm{FPC}/K`, :math:`\sigma^2_\varepsilon/(nmK)`.
     total
-        Their sum, :math:`\\mathrm{Var}(\\bar X)` of eq. 2.
+        Their sum, :math:`\mathrm{Var}(\bar X)` of eq. 2.
     """
 
     components: VarianceComponents
@@ -358,7 +358,7 @@ class CyclicSums:
 # --------------------------------------------------------------------------- section 3.3
 @dataclass(frozen=True, slots=True)
 class StrategyComparison:
-    """Variance of the three allocation strategies against the per-scenario budget.
+    r"""Variance of the three allocation strategies against the per-scenario budget.
 
     Attributes
     ----------
@@ -369,11 +369,11 @@ class StrategyComparison:
     exact_a, exact_b, exact_c
         Appendix G predictions from the empirical pools (``None`` without data).
     ab_margin
-        :math:`(K_{tot}-1)\\sigma^2_\\beta - \\sigma^2_\\gamma`; its sign picks the winner of A vs B (eq. 34).
+        :math:`(K_{tot}-1)\sigma^2_\beta - \sigma^2_\gamma`; its sign picks the winner of A vs B (eq. 34).
     winner_ab
         ``"A"`` when the margin is negative, ``"B"`` when positive, ``"tie"`` at zero.
     reduction_vs_a, reduction_vs_b, reduction_vs_best
-        :math:`1 - V_C/V_A`, :math:`1 - V_C/V_B`, :math:`1 - V_C/\\min(V_A, V_B)`; independent of B.
+        :math:`1 - V_C/V_A`, :math:`1 - V_C/V_B`, :math:`1 - V_C/\min(V_A, V_B)`; independent of B.
     """
 
     components: VarianceComponents
@@ -516,11 +516,11 @@ def strategy_variances(
 # --------------------------------------------------------------------------- Monte Carlo check
 @dataclass(frozen=True, slots=True)
 class SubsampleCheck:
-    """Empirical against predicted variance of the three strategies at one budget (section 4.4).
+    r"""Empirical against predicted variance of the three strategies at one budget (section 4.4).
 
     ``var_*`` are the variances of the benchmark score over ``reps`` subsamples,
     ``pred_*`` the appendix G predictions, ``se_*`` the Monte Carlo standard error
-    of each ``var_*`` (standard deviation of the squared deviations over :math:`\\sqrt{reps}`).
+    of each ``var_*`` (standard deviation of the squared deviations over :math:`\sqrt{reps}`).
     """
 
     budget: int
@@ -655,7 +655,7 @@ def subsample_strategy_curve(
 # --------------------------------------------------------------------------- appendix F
 @dataclass(frozen=True, slots=True)
 class CoverageSplit:
-    """Split of a total generation budget between scenarios and generations (appendix F).
+    r"""Split of a total generation budget between scenarios and generations (appendix F).
 
     Attributes
     ----------
@@ -664,15 +664,15 @@ class CoverageSplit:
     n_available
         Scenarios in the dataset, :math:`N`.
     n_scenarios
-        Recommended number of scenarios, :math:`n = \\min(N, B_{gen})`.
+        Recommended number of scenarios, :math:`n = \min(N, B_{gen})`.
     generations
-        Generations per scenario, :math:`m = \\lfloor B_{gen}/n \\rfloor`.
+        Generations per scenario, :math:`m = \lfloor B_{gen}/n \rfloor`.
     extra
         Scenarios that get one generation more, :math:`r = B_{gen} - n m`.
     variance
-        Predicted :math:`\\mathrm{Var}(\\bar X)` under cycling at that split (scenario term included).
+        Predicted :math:`\mathrm{Var}(\bar X)` under cycling at that split (scenario term included).
     curve
-        The same at every :math:`n \\le \\min(N, B_{gen})` (generations spread evenly):
+        The same at every :math:`n \le \min(N, B_{gen})` (generations spread evenly):
         columns ``n_scenarios, generations, extra, variance``.
     """
 
@@ -792,7 +792,7 @@ def sigma2_judge_from_offsets(
 
 @dataclass(frozen=True, slots=True)
 class CyclicDecomposition:
-    """Variance decomposition of one system's crossed scores (section 3, appendix D and H).
+    r"""Variance decomposition of one system's crossed scores (section 3, appendix D and H).
 
     Attributes
     ----------
@@ -801,7 +801,7 @@ class CyclicDecomposition:
     judges
         Judge ids, in the order of ``judge_offsets``.
     grand_mean
-        :math:`\\hat\\mu_\\theta = \\bar X_{\\cdots}`.
+        :math:`\hat\mu_\theta = \bar X_{\cdots}`.
     ms_scenario, ms_generation, ms_judge, ms_residual
         :math:`MS_S` (eq. 22), :math:`MS_G` (eq. 21), :math:`MS_J` (appendix H), :math:`MS_W` (eq. 20).
     df_scenario, df_generation, df_judge, df_residual
@@ -813,7 +813,7 @@ class CyclicDecomposition:
     truncated
         Keys of the components that were negative and set to zero.
     judge_offsets
-        :math:`\\hat\\gamma_\\ell = \\bar X_{\\cdot\\cdot\\ell} - \\bar X_{\\cdots}`.
+        :math:`\hat\gamma_\ell = \bar X_{\cdot\cdot\ell} - \bar X_{\cdots}`.
     f_statistic, p_value
         :math:`F = MS_J/MS_W` on :math:`(K-1, (nm-1)(K-1))` d.f., ``scipy.stats.f.sf``.
     contributions
@@ -1037,17 +1037,17 @@ def fit_cyclic_sums(
 # --------------------------------------------------------------------------- appendix A
 @dataclass(frozen=True, slots=True)
 class JudgeSystemOffsets:
-    """Judge biases for every judge and system (appendix A, figure 2).
+    r"""Judge biases for every judge and system (appendix A, figure 2).
 
     Attributes
     ----------
     systems, judges
         Ids, in the order of the rows and columns of ``offsets``.
     offsets
-        ``offsets[s, l]`` :math:`= \\bar X_{\\cdot\\cdot\\ell}(s) - \\bar X_{\\cdots}(s)`, system ``s``'s
+        ``offsets[s, l]`` :math:`= \bar X_{\cdot\cdot\ell}(s) - \bar X_{\cdots}(s)`, system ``s``'s
         panel-relative judge offsets (each row sums to zero).
     system_means
-        :math:`\\hat\\mu_\\theta` per system, the panel mean (table 3's mean score).
+        :math:`\hat\mu_\theta` per system, the panel mean (table 3's mean score).
     self_preference
         One row per (system, judge) pair of the same identity or family:
         ``system_id, judge_id, family, offset`` (the self-bias), ``other_offset``

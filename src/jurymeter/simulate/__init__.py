@@ -240,7 +240,7 @@ _SIGMA_FIELDS: tuple[str, ...] = (
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SimulationParams:
-    """Design and true parameters of a simulated judgment dump.
+    r"""Design and true parameters of a simulated judgment dump.
 
     All standard deviations are on the score scale (pointwise) or the logit
     scale (pairwise).  The defaults give 14,400 pointwise and 72,000 pairwise
@@ -274,40 +274,40 @@ class SimulationParams:
         Round to the nearest integer (half to even) and clip to ``scale``;
         ``False`` keeps continuous, unclipped scores (the exact linear model).
     grand_mean : float, default 6.5
-        :math:`\\mu`, the expected score over the system, item and judge
+        :math:`\mu`, the expected score over the system, item and judge
         populations.
     sigma_s : float, default 0.6
-        SD of the system effect :math:`\\nu_s` (:math:`\\sigma^2_s`).
+        SD of the system effect :math:`\nu_s` (:math:`\sigma^2_s`).
     config_share : float, default 0.3
-        Share of :math:`\\sigma^2_s` carried by configuration within model:
-        :math:`\\sigma^2_{c:m} = q\\sigma^2_s`, :math:`\\sigma^2_m = (1-q)\\sigma^2_s`.
+        Share of :math:`\sigma^2_s` carried by configuration within model:
+        :math:`\sigma^2_{c:m} = q\sigma^2_s`, :math:`\sigma^2_m = (1-q)\sigma^2_s`.
     sigma_i : float, default 0.9
-        SD of the item effect :math:`\\nu_i` (scenario :math:`\\alpha_i` of
+        SD of the item effect :math:`\nu_i` (scenario :math:`\alpha_i` of
         [Zhu2026]_ when one system is looked at).
     sigma_j : float, default 0.6
-        SD of the judge effect :math:`\\nu_j`; its panel-centred values are
-        the judge offsets :math:`\\gamma_\\ell` of [Zhu2026]_ Eq. 1.
+        SD of the judge effect :math:`\nu_j`; its panel-centred values are
+        the judge offsets :math:`\gamma_\ell` of [Zhu2026]_ Eq. 1.
     sigma_si : float, default 0.6
         SD of the system x item interaction.
     sigma_sj : float, default 0.3
         SD of the system x judge interaction; with ``sigma_s`` it fixes the
-        single-judge ceiling :math:`\\sigma^2_s/(\\sigma^2_s+\\sigma^2_{sj})`.
+        single-judge ceiling :math:`\sigma^2_s/(\sigma^2_s+\sigma^2_{sj})`.
     sigma_ij : float, default 0.4
         SD of the item x judge interaction.
     sigma_sij : float, default 0.4
         SD of the system x item x judge interaction.
     sigma_g : float, default 0.4
-        SD of the generation effect nested in system x item, :math:`\\nu_{g:si}`
-        (:math:`\\beta_{ij}` of [Zhu2026]_).
+        SD of the generation effect nested in system x item, :math:`\nu_{g:si}`
+        (:math:`\beta_{ij}` of [Zhu2026]_).
     sigma_gj : float, default 0.2
-        SD of the generation x judge interaction :math:`\\nu_{gj:si}`.
+        SD of the generation x judge interaction :math:`\nu_{gj:si}`.
     sigma_e : float, default 0.5
-        SD of the replicate residual :math:`\\varepsilon_{r:sijg}`.
+        SD of the replicate residual :math:`\varepsilon_{r:sijg}`.
     self_preference : float, default 0.25
-        :math:`\\pi`, points added when the judge's family equals the system's.
+        :math:`\pi`, points added when the judge's family equals the system's.
     carry_over : float, default 0.1
-        :math:`\\lambda`, share of the previous score's deviation from
-        :math:`\\mu` carried into the next call of the same batch;
+        :math:`\lambda`, share of the previous score's deviation from
+        :math:`\mu` carried into the next call of the same batch;
         ``|carry_over| < 1``.
     batch_size : int, default 10
         Calls per batch; a judge run is cut into batches of consecutive calls.
@@ -328,20 +328,20 @@ class SimulationParams:
         judges all pairs.  A random spanning path is taken first, so any value
         of at least ``n_systems - 1`` gives a connected comparison graph.
     theta_per_point : float, default 1.0
-        :math:`\\kappa`, logits of pairwise quality per point of system effect:
-        :math:`\\theta_s = \\kappa\\nu_s`.
+        :math:`\kappa`, logits of pairwise quality per point of system effect:
+        :math:`\theta_s = \kappa\nu_s`.
     sigma_pair_si : float, default 0.0
         SD of the pairwise system x item term :math:`u_{si}`.  Nonzero values
         make the marginal Bradley-Terry model an attenuated approximation.
     position_bias : float, default 0.35
-        :math:`\\delta`, mean logit shift in favour of the system shown first
+        :math:`\delta`, mean logit shift in favour of the system shown first
         (about +8.6 points of win rate, [Anand2026]_ Table 3).
     sigma_position : float, default 0.2
-        SD of the judge-specific position bias :math:`\\delta_j`.
+        SD of the judge-specific position bias :math:`\delta_j`.
     family_preference : float, default 0.3
-        :math:`\\varphi`, logit bonus for a system of the judge's family.
+        :math:`\varphi`, logit bonus for a system of the judge's family.
     tie_threshold : float, default 0.4
-        :math:`\\tau >= 0` of the ordered-logit tie model; 0 means no ties.
+        :math:`\tau >= 0` of the ordered-logit tie model; 0 means no ties.
     weighted_fraction : float, default 0.1
         Share of pairwise records (rounded to a count) that carry
         ``preference`` instead of ``winner``.
