@@ -58,7 +58,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from jurymeter.cyclic import VarianceComponents
+from jurymeter.cyclic.components import VarianceComponents
 from jurymeter.errors import DesignError
 
 PLAN_SCHEMA = {
