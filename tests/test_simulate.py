@@ -10,8 +10,10 @@ the design; the constants below say why each multiple was chosen.
 from __future__ import annotations
 
 import doctest
+import importlib
 import json
 import math
+import pkgutil
 import re
 
 import numpy as np
@@ -708,6 +710,11 @@ def test_params_are_frozen_and_keyword_only() -> None:
 
 
 def test_docstring_examples() -> None:
-    result = doctest.testmod(sim, verbose=False)
-    assert result.attempted > 0
-    assert result.failed == 0
+    # The package and each of its modules (doctest skips names a module only imports).
+    modules = [sim] + [
+        importlib.import_module(info.name)
+        for info in pkgutil.iter_modules(sim.__path__, prefix=f"{sim.__name__}.")
+    ]
+    results = [doctest.testmod(module, verbose=False) for module in modules]
+    assert sum(r.attempted for r in results) > 0
+    assert sum(r.failed for r in results) == 0

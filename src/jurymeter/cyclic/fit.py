@@ -15,7 +15,9 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from jurymeter.cyclic import CyclicSums, fit_cyclic_sums, offsets_from_judge_means
+from jurymeter.cyclic.decomposition import fit_cyclic_sums
+from jurymeter.cyclic.offsets import offsets_from_judge_means
+from jurymeter.cyclic.sums import CyclicSums
 from jurymeter.errors import DesignError
 from jurymeter.stats.blocks import BalancedBlock, BlockLayout, balanced_block
 

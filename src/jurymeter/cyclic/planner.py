@@ -58,7 +58,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from jurymeter.cyclic import VarianceComponents
+from jurymeter.cyclic.components import VarianceComponents
 from jurymeter.errors import DesignError
 
 PLAN_SCHEMA = {
@@ -318,9 +318,9 @@ def _relaxed(noise: np.ndarray, prices: np.ndarray, budget: float) -> np.ndarray
 def _branch_and_bound(
     noise: np.ndarray, prices: np.ndarray, budget: float, incumbent: np.ndarray, max_nodes: int
 ) -> tuple[np.ndarray, bool]:
-    """Exact integer optimum by depth-first search, pruned with the continuous bound.
+    r"""Exact integer optimum by depth-first search, pruned with the continuous bound.
 
-    The bound for judges ``k..`` with money ``R`` is :math:`(\\sum \\sqrt{v c})^2 / R`; along one
+    The bound for judges ``k..`` with money ``R`` is :math:`(\sum \sqrt{v c})^2 / R`; along one
     judge's count it is convex, so each direction stops at the first count it prunes.
     Returns the best allocation and whether the search finished within ``max_nodes``.
     """
@@ -370,14 +370,14 @@ def _branch_and_bound(
 
 @dataclass(frozen=True, slots=True)
 class CallAllocation:
-    """Integer calls per judge under a money budget.
+    r"""Integer calls per judge under a money budget.
 
     Attributes
     ----------
     calls
-        :math:`N_\\ell \\ge 1` per judge.
+        :math:`N_\ell \ge 1` per judge.
     objective
-        :math:`\\sum_\\ell v_\\ell / N_\\ell`.
+        :math:`\sum_\ell v_\ell / N_\ell`.
     bound
         The same at the continuous optimum (a lower bound on any integer plan).
     optimal
@@ -463,7 +463,7 @@ def _interleave(calls: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True, slots=True)
 class CostPlan:
-    """A cost-weighted plan beside the uniform round robin for the same money (per system).
+    r"""A cost-weighted plan beside the uniform round robin for the same money (per system).
 
     Attributes
     ----------
@@ -472,9 +472,9 @@ class CostPlan:
     plan, uniform_plan
         ``system_id, item_id, generation, judge_id`` tables.
     calls_per_item, uniform_calls_per_item
-        Calls of each judge on every item, :math:`b_\\ell` and :math:`q`.
+        Calls of each judge on every item, :math:`b_\ell` and :math:`q`.
     calls, uniform_calls
-        Calls of each judge per system, :math:`n b_\\ell` and :math:`n q`.
+        Calls of each judge per system, :math:`n b_\ell` and :math:`n q`.
     cost, uniform_cost
         Money spent per system.
     variance, uniform_variance

@@ -1,0 +1,399 @@
+"""Drawing the effects of the generative model and the records in run order.
+
+:func:`simulate_dump` draws every effect of the pointwise and pairwise models
+(equations in :mod:`jurymeter.simulate`), lays the calls out in judge runs and
+batches with the within-batch carry-over, and hands the drawn effects to
+:mod:`jurymeter.simulate.truth`.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+
+import numpy as np
+import polars as pl
+
+from jurymeter.simulate.params import (
+    PAIRWISE_COLUMNS,
+    POINTWISE_COLUMNS,
+    SimulatedDump,
+    SimulationParams,
+    _normalised,
+    _validate,
+)
+from jurymeter.simulate.registries import _registries, _width
+from jurymeter.simulate.truth import _truth
+
+# Session clock: replicate r of judge j starts at _T0 + r days + j * 30 min.
+_T0 = int(datetime(2026, 3, 2, 8, 0, 0, tzinfo=UTC).timestamp())
+_RUN_STAGGER_S = 1800
+_REPLICATE_STAGGER_S = 86400
+_BATCH_PAUSE_S = 20
+
+# Independent child streams of default_rng(seed), one per component, so that
+# e.g. changing the pairwise design never changes the pointwise draws.
+_STREAMS: tuple[str, ...] = (
+    "system",
+    "item",
+    "judge",
+    "si",
+    "sj",
+    "ij",
+    "sij",
+    "g",
+    "gj",
+    "e",
+    "length",
+    "point_order",
+    "point_clock",
+    "pairs",
+    "pair_si",
+    "pair_order",
+    "pair_outcome",
+    "pair_weighted",
+)
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 0.5 * (1.0 + np.tanh(0.5 * x))
+
+
+def _run_order(
+    rng: np.random.Generator, n_runs: int, n_cells: int, batch_size: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Shuffled cell order per run, and batch index / position per call."""
+    perm = np.argsort(rng.random((n_runs, n_cells)), axis=1, kind="stable")
+    pos = np.arange(n_cells)
+    return perm, pos // batch_size, pos % batch_size
+
+
+def _emit(z: np.ndarray, p: SimulationParams) -> np.ndarray:
+    if not p.round_scores:
+        return z
+    return np.clip(np.rint(z), p.scale[0], p.scale[1])
+
+
+def _carry_over(x: np.ndarray, p: SimulationParams) -> np.ndarray:
+    """Apply the within-batch Markov carry-over to run-ordered latent scores.
+
+    ``x`` has shape (runs, calls).  The loop runs over the positions of a
+    batch, all batches of all runs at once.
+    """
+    if p.carry_over == 0.0:
+        return _emit(x, p)
+    y = np.empty_like(x)
+    b = p.batch_size
+    y[:, 0::b] = _emit(x[:, 0::b], p)
+    for t in range(1, b):
+        cur = x[:, t::b]
+        n = cur.shape[1]
+        prev = y[:, t - 1 :: b][:, :n]
+        y[:, t::b] = _emit(cur + p.carry_over * (prev - p.grand_mean), p)
+    return y
+
+
+def _batch_ids(
+    prefix: str, judge_id: pl.Expr, replicate: pl.Expr, batch: pl.Expr, width: int
+) -> pl.Expr:
+    return pl.concat_str(
+        [
+            pl.lit(prefix),
+            judge_id,
+            pl.lit("-r"),
+            replicate.cast(pl.String),
+            pl.lit("-b"),
+            batch.cast(pl.String).str.zfill(width),
+        ]
+    )
+
+
+def _select_pairs(rng: np.random.Generator, p: SimulationParams) -> np.ndarray:
+    """Unordered pairs (a < b) as an (k, 2) array, lexicographically sorted."""
+    n = p.n_systems
+    a_all, b_all = np.triu_indices(n, 1)
+    if p.pairwise_pairs is None:
+        return np.column_stack([a_all, b_all]).astype(np.int64)
+    perm = rng.permutation(n)
+    lo = np.minimum(perm[:-1], perm[1:])
+    hi = np.maximum(perm[:-1], perm[1:])
+    path = lo * n + hi
+    rest = np.setdiff1d(a_all * n + b_all, path)
+    codes = np.concatenate([path, rng.permutation(rest)])[: p.pairwise_pairs]
+    codes = np.sort(codes)
+    return np.column_stack([codes // n, codes % n]).astype(np.int64)
+
+
+def simulate_dump(params: SimulationParams = SimulationParams()) -> SimulatedDump:
+    r"""Simulate pointwise and pairwise judgments with known truth.
+
+    Parameters
+    ----------
+    params : SimulationParams, default SimulationParams()
+        Design and true parameters; validated before anything is drawn.
+
+    Returns
+    -------
+    SimulatedDump
+        Record frames, system and judge registries, and ``truth``.
+
+    Raises
+    ------
+    SimulationError
+        If a parameter is outside its documented range.
+
+    Notes
+    -----
+    Pointwise: Eq. 1 of [Zhu2026]_ per system, written as the crossed
+    s x i x j G-theory model of [Anand2026]_ with generations nested in
+    system x item and replicates as the residual facet, plus self-preference,
+    optional length bias and the first-order carry-over of [LiDing2026]_.
+    Pairwise: Bradley-Terry with ties as an ordered logit ([RaoKupper1967]_),
+    position bias ([Anand2026]_ Table 3, [Awuni2026]_ Sec. 8) and family
+    preference ([Awuni2026]_ Sec. 4-5).  The docstring of
+    :mod:`jurymeter.simulate` gives the equations.  Record counts are
+    ``n_systems * n_items * n_judges * n_generations * n_replicates`` and
+    ``2 * pairs * n_items * n_judges * n_generations * n_replicates``.
+
+    Examples
+    --------
+    >>> dump = simulate_dump(SimulationParams(n_systems=3, n_items=4, n_judges=2,
+    ...                                       pairwise_pairs=1))
+    >>> dump.pointwise.height, dump.pairwise.height
+    (96, 64)
+    >>> dump.pointwise.select("item_id", "system_id", "judge_id").row(0)[1].startswith("sys-")
+    True
+    """
+    _validate(params)
+    p = _normalised(params)
+    root = np.random.default_rng(p.seed)
+    rng = dict(zip(_STREAMS, root.spawn(len(_STREAMS)), strict=True))
+
+    n_s, n_i, n_j, n_g, n_r = p.n_systems, p.n_items, p.n_judges, p.n_generations, p.n_replicates
+    systems, judges, model_of = _registries(p)
+    n_m = int(model_of.max()) + 1
+    system_ids = np.asarray(systems["system_id"].to_list())
+    judge_ids = np.asarray(judges["judge_id"].to_list())
+    iw = _width(n_i, 4)
+    item_ids = np.asarray([f"item-{k:0{iw}d}" for k in range(n_i)])
+    sys_fam = np.asarray(systems["family"].to_list())
+    jud_fam = np.asarray(judges["family"].to_list())
+    same_family = (sys_fam[:, None] == jud_fam[None, :]).astype(np.float64)  # (s, j)
+
+    # ---- pointwise effects ------------------------------------------------
+    sd_m = p.sigma_s * math.sqrt(1.0 - p.config_share)
+    sd_cm = p.sigma_s * math.sqrt(p.config_share)
+    nu_m = rng["system"].standard_normal(n_m) * sd_m
+    nu_cm = rng["system"].standard_normal(n_s) * sd_cm
+    nu_s = nu_m[model_of] + nu_cm
+    nu_i = rng["item"].standard_normal(n_i) * p.sigma_i
+    nu_j = rng["judge"].standard_normal(n_j) * p.sigma_j
+    delta_j = p.position_bias + rng["judge"].standard_normal(n_j) * p.sigma_position
+    nu_si = rng["si"].standard_normal((n_s, n_i)) * p.sigma_si
+    nu_sj = rng["sj"].standard_normal((n_s, n_j)) * p.sigma_sj
+    nu_ij = rng["ij"].standard_normal((n_i, n_j)) * p.sigma_ij
+    nu_sij = rng["sij"].standard_normal((n_s, n_i, n_j)) * p.sigma_sij
+    nu_g = rng["g"].standard_normal((n_s, n_i, n_g)) * p.sigma_g
+    nu_gj = rng["gj"].standard_normal((n_s, n_i, n_g, n_j)) * p.sigma_gj
+    eps = rng["e"].standard_normal((n_s, n_i, n_g, n_j, n_r)) * p.sigma_e
+    self_pref = p.self_preference * same_family  # (s, j)
+
+    len_s = rng["length"].standard_normal(n_s) * p.sigma_log_length_s
+    len_i = rng["length"].standard_normal(n_i) * p.sigma_log_length_i
+    len_e = rng["length"].standard_normal((n_s, n_i, n_g)) * p.sigma_log_length_e
+    log_l0 = math.log(p.length_median)
+    lengths = np.maximum(
+        1, np.rint(np.exp(log_l0 + len_s[:, None, None] + len_i[None, :, None] + len_e))
+    ).astype(np.int64)  # (s, i, g)
+    length_term = p.length_bias * (np.log(lengths) - log_l0)
+
+    # ---- pointwise records in run order -----------------------------------
+    n_runs = n_j * n_r
+    n_cells = n_s * n_i * n_g
+    perm, batch_idx, batch_pos = _run_order(rng["point_order"], n_runs, n_cells, p.batch_size)
+    run = np.arange(n_runs)
+    r_run, j_run = run // n_j, run % n_j  # replicate-major runs
+    s_rec = perm // (n_i * n_g)
+    i_rec = (perm // n_g) % n_i
+    g_rec = perm % n_g
+    j_rec = np.broadcast_to(j_run[:, None], perm.shape)
+    r_rec = np.broadcast_to(r_run[:, None], perm.shape)
+    latent = (
+        p.grand_mean
+        + nu_s[s_rec]
+        + nu_i[i_rec]
+        + nu_j[j_rec]
+        + nu_si[s_rec, i_rec]
+        + nu_sj[s_rec, j_rec]
+        + nu_ij[i_rec, j_rec]
+        + nu_sij[s_rec, i_rec, j_rec]
+        + nu_g[s_rec, i_rec, g_rec]
+        + nu_gj[s_rec, i_rec, g_rec, j_rec]
+        + self_pref[s_rec, j_rec]
+        + length_term[s_rec, i_rec, g_rec]
+        + eps[s_rec, i_rec, g_rec, j_rec, r_rec]
+    )
+    score = _carry_over(latent, p)
+
+    gaps = rng["point_clock"].integers(2, 9, size=perm.shape)
+    gaps = gaps + np.where((batch_pos == 0) & (batch_idx > 0), _BATCH_PAUSE_S, 0)[None, :]
+    start = _T0 + r_run * _REPLICATE_STAGGER_S + j_run * _RUN_STAGGER_S
+    seconds = start[:, None] + np.cumsum(gaps, axis=1)
+
+    n_batches = -(-n_cells // p.batch_size)
+    bw = _width(n_batches, 4)
+    pointwise = (
+        pl.DataFrame(
+            {
+                "item_set": pl.Series([p.item_set], dtype=pl.String).gather(
+                    np.zeros(perm.size, dtype=np.int64)
+                ),
+                "item_id": item_ids[i_rec.ravel()],
+                "system_id": system_ids[s_rec.ravel()],
+                "judge_id": judge_ids[j_rec.ravel()],
+                "score": score.ravel().astype(np.float64),
+                "generation": g_rec.ravel().astype(np.int64),
+                "replicate": r_rec.ravel().astype(np.int64),
+                "_batch": np.broadcast_to(batch_idx, perm.shape).ravel().astype(np.int64),
+                "batch_position": np.broadcast_to(batch_pos, perm.shape).ravel().astype(np.int64),
+                "response_length": lengths[s_rec, i_rec, g_rec].ravel(),
+                "_seconds": seconds.ravel().astype(np.int64),
+            }
+        )
+        .with_columns(
+            _batch_ids(
+                "point-", pl.col("judge_id"), pl.col("replicate"), pl.col("_batch"), bw
+            ).alias("batch_id"),
+            (pl.col("_seconds") * 1_000_000)
+            .cast(pl.Datetime("us", "UTC"))
+            .dt.strftime("%Y-%m-%dT%H:%M:%SZ")
+            .alias("timestamp"),
+            pl.concat_str(
+                [
+                    pl.lit(f"sim{p.seed}-"),
+                    pl.col("judge_id"),
+                    pl.lit("-r"),
+                    pl.col("replicate").cast(pl.String),
+                ]
+            ).alias("run_id"),
+        )
+        .select(POINTWISE_COLUMNS)
+    )
+
+    # ---- pairwise ------------------------------------------------------------
+    theta = p.theta_per_point * nu_s
+    u_si = rng["pair_si"].standard_normal((n_s, n_i)) * p.sigma_pair_si
+    pairs = _select_pairs(rng["pairs"], p)
+    k = pairs.shape[0]
+    sys_a = np.column_stack([pairs[:, 0], pairs[:, 1]]).ravel()  # both orders
+    sys_b = np.column_stack([pairs[:, 1], pairs[:, 0]]).ravel()
+    n_o = 2 * k
+    # latent preference in key order (o, i, g, j, r)
+    eta_oij = (
+        (theta[sys_a] - theta[sys_b])[:, None, None]
+        + delta_j[None, None, :]
+        + p.family_preference * (same_family[sys_a] - same_family[sys_b])[:, None, :]
+        + (u_si[sys_a] - u_si[sys_b])[:, :, None]
+    )  # (o, i, j)
+    eta = np.broadcast_to(eta_oij[:, :, None, :, None], (n_o, n_i, n_g, n_j, n_r))
+    tau = p.tie_threshold
+    noise = rng["pair_outcome"].logistic(size=eta.shape)
+    ystar = eta + noise
+    code = np.where(ystar > tau, 0, np.where(ystar < -tau, 1, 2))  # A, B, tie
+    m_a = 0.5 * (_sigmoid(eta - tau) + _sigmoid(eta + tau))
+    kappa = p.preference_concentration
+    pref = rng["pair_outcome"].beta(kappa * m_a, kappa * (1.0 - m_a))
+    n_pair_cells = n_o * n_i * n_g
+    n_pairwise = n_pair_cells * n_runs
+    n_weighted = math.floor(p.weighted_fraction * n_pairwise + 0.5)
+    weighted_key = np.zeros(n_pairwise, dtype=bool)
+    if n_weighted:
+        weighted_key[rng["pair_weighted"].choice(n_pairwise, n_weighted, replace=False)] = True
+    weighted_key = weighted_key.reshape(eta.shape)
+
+    pperm, pbatch, ppos = _run_order(rng["pair_order"], n_runs, n_pair_cells, p.batch_size)
+    o_rec = pperm // (n_i * n_g)
+    pi_rec = (pperm // n_g) % n_i
+    pg_rec = pperm % n_g
+    pj_rec = np.broadcast_to(j_run[:, None], pperm.shape)
+    pr_rec = np.broadcast_to(r_run[:, None], pperm.shape)
+    key = (o_rec, pi_rec, pg_rec, pj_rec, pr_rec)
+    is_weighted = weighted_key[key].ravel()
+    winner_txt = np.asarray(["A", "B", "tie"])[code[key].ravel()]
+    a_rec, b_rec = sys_a[o_rec], sys_b[o_rec]
+    n_pbatches = -(-n_pair_cells // p.batch_size) if n_pair_cells else 1
+    pbw = _width(n_pbatches, 4)
+    pairwise = (
+        pl.DataFrame(
+            {
+                "item_set": pl.Series([p.item_set], dtype=pl.String).gather(
+                    np.zeros(pperm.size, dtype=np.int64)
+                ),
+                "item_id": pl.Series(item_ids[pi_rec.ravel()], dtype=pl.String),
+                "system_a": pl.Series(system_ids[a_rec.ravel()], dtype=pl.String),
+                "system_b": pl.Series(system_ids[b_rec.ravel()], dtype=pl.String),
+                "judge_id": pl.Series(judge_ids[pj_rec.ravel()], dtype=pl.String),
+                "_winner": pl.Series(winner_txt, dtype=pl.String),
+                "_preference": pl.Series(pref[key].ravel(), dtype=pl.Float64),
+                "_weighted": pl.Series(is_weighted, dtype=pl.Boolean),
+                "generation": pl.Series(pg_rec.ravel(), dtype=pl.Int64),
+                "replicate": pl.Series(pr_rec.ravel(), dtype=pl.Int64),
+                "length_a": pl.Series(lengths[a_rec, pi_rec, pg_rec].ravel(), dtype=pl.Int64),
+                "length_b": pl.Series(lengths[b_rec, pi_rec, pg_rec].ravel(), dtype=pl.Int64),
+                "_batch": pl.Series(np.broadcast_to(pbatch, pperm.shape).ravel(), dtype=pl.Int64),
+                "batch_position": pl.Series(
+                    np.broadcast_to(ppos, pperm.shape).ravel(), dtype=pl.Int64
+                ),
+            }
+        )
+        .with_columns(
+            pl.when(pl.col("_weighted")).then(None).otherwise(pl.col("_winner")).alias("winner"),
+            pl.when(pl.col("_weighted"))
+            .then(pl.col("_preference"))
+            .otherwise(None)
+            .alias("preference"),
+            _batch_ids(
+                "pair-", pl.col("judge_id"), pl.col("replicate"), pl.col("_batch"), pbw
+            ).alias("batch_id"),
+        )
+        .select(PAIRWISE_COLUMNS)
+    )
+
+    truth = _truth(
+        p,
+        systems=systems,
+        judges=judges,
+        item_ids=item_ids,
+        model_of=model_of,
+        effects={
+            "nu_m": nu_m,
+            "nu_cm": nu_cm,
+            "nu_s": nu_s,
+            "nu_i": nu_i,
+            "nu_j": nu_j,
+            "nu_si": nu_si,
+            "nu_sj": nu_sj,
+            "nu_ij": nu_ij,
+            "nu_sij": nu_sij,
+            "nu_g": nu_g,
+            "nu_gj": nu_gj,
+            "self_preference": self_pref,
+            "log_length_s": len_s,
+            "log_length_i": len_i,
+            "log_length_e": len_e,
+            "response_length": lengths,
+            "theta": theta,
+            "u_si": u_si,
+            "delta_j": delta_j,
+        },
+        pairs=pairs,
+        counts={
+            "pointwise": int(pointwise.height),
+            "pairwise": int(pairwise.height),
+            "pairwise_weighted": int(n_weighted),
+            "pairwise_hard": int(pairwise.height - n_weighted),
+        },
+    )
+    return SimulatedDump(
+        pointwise=pointwise, pairwise=pairwise, systems=systems, judges=judges, truth=truth
+    )
