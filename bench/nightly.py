@@ -301,10 +301,6 @@ def child_main(argv: list[str]) -> None:
 def direct(config_path: Path) -> dict[str, Any]:
     """The flow's work with no Prefect and no Dask: ingest, 8 fits in turn, publish."""
     t_imp = time.perf_counter()
-    from jurymeter.io.ingest import ingest
-    from jurymeter.io.store import Store
-    from jurymeter.io.validate import ValidationOptions
-    from jurymeter.pipeline.config import load_config
     from jurymeter.pipeline.nightly import (
         combine_tables,
         fit_and_tabulate,
@@ -315,6 +311,11 @@ def direct(config_path: Path) -> dict[str, Any]:
         publish_run,
         write_cached_fit,
     )
+
+    from jurymeter.io.ingest import ingest
+    from jurymeter.io.store import Store
+    from jurymeter.io.validate import ValidationOptions
+    from jurymeter.pipeline.config import load_config
 
     import_seconds = time.perf_counter() - t_imp
     config = load_config(config_path)

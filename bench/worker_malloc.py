@@ -32,6 +32,7 @@ def timed_fit(job: object) -> float:
 
 def main() -> None:
     from distributed import Client, LocalCluster
+    from jurymeter.pipeline.nightly import plan_fits
 
     from jurymeter.io.ingest import ingest
     from jurymeter.io.sources import discover_sources
@@ -39,7 +40,6 @@ def main() -> None:
     from jurymeter.io.validate import ValidationOptions
     from jurymeter.orchestration.runtime import WORKER_MALLOC, run_cluster
     from jurymeter.pipeline.config import load_config
-    from jurymeter.pipeline.nightly import plan_fits
     from nightly import write_panel
 
     work = BENCH / "_work" / "worker-malloc"

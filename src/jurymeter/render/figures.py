@@ -1,10 +1,10 @@
-"""Shared matplotlib helpers of the report's figures.
+r"""Shared matplotlib helpers of the report's figures.
 
 Figures are drawn under matplotlib's default style with ``text.usetex`` off,
 whatever the user's ``matplotlibrc`` says, on an explicit Agg canvas
 (``FigureCanvasAgg``) without importing ``pyplot``: no window can open, and
 the process-wide backend is left alone. In figures, ``$`` in data strings is
-escaped as ``\\$`` so matplotlib never reads them as mathtext.
+escaped as ``\$`` so matplotlib never reads them as mathtext.
 """
 
 from __future__ import annotations

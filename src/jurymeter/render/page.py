@@ -1,4 +1,4 @@
-"""The nightly run's HTML report: one self-contained page and its figures as PNG.
+r"""The nightly run's HTML report: one self-contained page and its figures as PNG.
 
 Pure rendering: the run's tidy tables (``docs/results.md``) and its
 ``summary.json`` in, a :class:`RenderedReport` out. Nothing here reads or writes
@@ -13,7 +13,7 @@ has rows for that fit or a summary entry.
 Safety. Every string that comes from data (ids, names, error messages, run
 ids) is HTML-escaped with ``html.escape(..., quote=True)`` wherever it lands,
 attributes and ``<title>`` included. In figures, ``$`` in data strings is
-escaped as ``\\$`` so matplotlib never reads them as mathtext, and figures are
+escaped as ``\$`` so matplotlib never reads them as mathtext, and figures are
 drawn under matplotlib's default style with ``text.usetex`` off, whatever the
 user's ``matplotlibrc`` says. Figures are drawn on an explicit Agg canvas
 (``FigureCanvasAgg``) without importing ``pyplot``: no window can open, and
@@ -76,7 +76,7 @@ def render_report(
     summary: Mapping[str, Any],
     figures: Mapping[str, bytes] | None = None,
 ) -> RenderedReport:
-    """Render a nightly run's tables and summary as one HTML page with figures.
+    r"""Render a nightly run's tables and summary as one HTML page with figures.
 
     Parameters
     ----------
@@ -102,7 +102,7 @@ def render_report(
     -----
     Figures reproduce [Anand2026]_ figure 1 (E rho^2 against items, one curve
     per judge count, dashed asymptotes at the ceilings
-    :math:`\\sigma^2_s / (\\sigma^2_s + \\sigma^2_{sj}/n_j)`), figure 4 (the
+    :math:`\sigma^2_s / (\sigma^2_s + \sigma^2_{sj}/n_j)`), figure 4 (the
     sizing nomogram) and appendix figure 2 (MDD against the split of a call
     budget, optimum marked), and [Zhu2026]_ figure 1 (Var of the benchmark
     score against budget for strategies A, B, C) and figure 2 (judge biases
