@@ -48,9 +48,28 @@ def test_item_discrimination_is_the_variance_of_system_means() -> None:
         assert result.discrimination[item] == pytest.approx(np.var(means, ddof=1))
     assert result.split_half_rho.shape == (50,)
     assert np.all(np.abs(result.split_half_rho) <= 1)
-    threshold = float(np.median(result.discrimination))
-    kept = result.screened(threshold)
-    assert set(kept) == {k for k in range(9) if result.discrimination[k] >= threshold}
+
+
+def test_the_screen_keeps_the_items_built_to_discriminate() -> None:
+    # Item k scores system s as a[k] * q[s], plus judge and run offsets that cancel
+    # in every item's system means, plus an item difficulty. q has variance 1 (ddof 1:
+    # sum 0, sum of squares 8 over 9 systems), so item k's discrimination is a[k]^2,
+    # exactly: every value is a binary fraction, so no step rounds.
+    a = np.array([0.0, 1.0, 0.5, 2.0, 0.75, 1.5, 0.25, 3.0])
+    q = np.array([1.0, -1.0, 1.0, -1.0, 1.0, -1.0, 1.0, -1.0, 0.0])
+    judge = np.array([0.5, -0.25, -0.25])
+    run = np.array([0.125, -0.125])
+    x = (a[None, :, None, None] * q[:, None, None, None] + 2.0 * np.arange(8)[None, :, None, None]
+         + judge[None, None, :, None] + run[None, None, None, :])
+    result = item_diagnostics(x, DESIGN, splits=5)
+    np.testing.assert_array_equal(result.discrimination, a**2)
+    # Default threshold 1.0 (docs/gstudy.md: the screen is discrimination >= threshold):
+    # a = 1 is on the threshold and kept, 0.75 and below are not.
+    assert result.screened().tolist() == [1, 3, 5, 7]
+    assert result.screened(2.25).tolist() == [3, 5, 7]
+    assert result.screened(2.2).tolist() == [3, 5, 7]
+    assert result.screened(0.0).tolist() == list(range(8))
+    assert result.screened(9.5).tolist() == []
 
 
 def test_split_half_is_high_when_items_differ_in_discrimination() -> None:

@@ -207,15 +207,49 @@ def test_intervals_cover_every_derived_quantity_and_contain_the_estimate() -> No
     for name, interval in result.derived.items():
         if np.isfinite(interval.estimate):
             assert interval.low <= interval.estimate <= interval.high, name
-    # The per-draw sizing agrees with the scalar search on every draw.
-    draws = resample_components(fit, n_boot=25, seed=2)
-    from jurymeter.stats.dstudy import items_needed_draws, judges_needed_draws
 
-    j = judges_needed_draws(draws, DESIGN)
-    i = items_needed_draws(draws, DESIGN, target=0.7)
-    for row, jk, ik in zip(draws, j, i, strict=True):
-        assert (judges_needed(row, DESIGN) or np.inf) == jk
-        assert (items_needed(row, DESIGN, target=0.7) or np.inf) == ik
+    # The per-draw sizing (and the scalar search it serves) against a brute-force
+    # search over every count, E rho^2 from the hand-written crossed-design formula.
+    draws = resample_components(fit, n_boot=25, seed=2)
+    from jurymeter.stats.dstudy import (
+        MAX_ITEMS,
+        MAX_JUDGES,
+        items_needed_draws,
+        judges_needed_draws,
+    )
+
+    judges = {t: [_brute_force_first(lambda k, c=row: _hand_erho2(c, 30, k, 3), t, MAX_JUDGES) for row in draws]
+              for t in (0.8, 0.95)}
+    items = {t: [_brute_force_first(lambda n, c=row: _hand_erho2(c, n, 1, 1), t, MAX_ITEMS) for row in draws]
+             for t in (0.7, 0.85)}
+    # The cases are not all alike: 0.95 needs several judges, their number varying
+    # by draw; 0.85 is above some draws' ceiling ("never") and below others'.
+    assert len(set(judges[0.95])) > 3
+    assert np.inf in items[0.85]
+    assert len(set(items[0.85]) - {np.inf}) > 3
+    for target, want in judges.items():
+        np.testing.assert_array_equal(judges_needed_draws(draws, DESIGN, target=target), want)
+        assert [judges_needed(row, DESIGN, target=target) or np.inf for row in draws] == want
+    for target, want in items.items():
+        np.testing.assert_array_equal(items_needed_draws(draws, DESIGN, target=target), want)
+        assert [items_needed(row, DESIGN, target=target) or np.inf for row in draws] == want
+
+
+def _hand_erho2(c: np.ndarray, n_i: np.ndarray | float, n_j: np.ndarray | float, n_r: float) -> np.ndarray:
+    """E rho^2 of ``s x i x j x r:sij`` written out (paper section 3), raw components."""
+    s, _, _, si, sj, _, sij, e = c  # DESIGN.labels: s, i, j, si, sj, ij, sij, r:sij
+    delta = si / n_i + sj / n_j + sij / (n_i * n_j) + e / (n_i * n_j * n_r)
+    return s / (s + delta)
+
+
+def _brute_force_first(erho2_at, target: float, limit: int) -> float:
+    """Smallest count in 1..limit whose E rho^2 reaches ``target`` (``inf``: none), every count tried."""
+    for stop in (1_000, limit):  # most answers are small; try every count up to the limit otherwise
+        counts = np.arange(1, min(stop, limit) + 1, dtype=np.float64)
+        hit = np.flatnonzero(erho2_at(counts) >= target)
+        if hit.size:
+            return float(counts[hit[0]])
+    return np.inf
 
 
 def _paper_components(s: float, si: float, sij: float, ceiling_1: float, erho2_30: float) -> np.ndarray:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import polars as pl
-import pytest
 
 from jurymeter.stats.blocks import BalancedBlock
 from jurymeter.stats.design import Design
@@ -50,6 +49,53 @@ def test_nested_split_is_unbiased_under_the_nested_model() -> None:
     assert np.all(np.abs(est.mean(axis=0) - [0.4, 0.2]) < 3 * se), (est.mean(axis=0), se)
     assert 0 < result["ceiling_model_as_object"] < 1
     assert result["configs_per_model"] == 3
-    assert result["config_share_of_system_variance"] == pytest.approx(
-        max(result["sigma2_c_m"], 0) / (max(result["sigma2_m"], 0) + max(result["sigma2_c_m"], 0))
-    )
+
+
+NESTED = Design.parse("(c:m) x i x j x r:mcij")
+
+
+def _nested_split(x: np.ndarray) -> dict:
+    """nested_system_split of a (models, configurations, items, judges, runs) array."""
+    n_m, k = x.shape[:2]
+    systems = [f"s{v:03d}" for v in range(n_m * k)]
+    meta = pl.DataFrame({"system_id": systems, "model": [f"m{v // k:03d}" for v in range(n_m * k)]})
+    return nested_system_split(_block(x.reshape(n_m * k, *x.shape[2:]), systems), meta)
+
+
+def test_config_share_recovers_the_simulated_truth() -> None:
+    # Truth: sigma2_c:m / (sigma2_m + sigma2_c:m) = 0.2 / (0.4 + 0.2) = 1/3. A ratio
+    # of estimates is biased at few models (+0.05 at the 8 models above); at 40 models
+    # the bias is below the Monte Carlo SE of 200 data sets (0.005; another seed's
+    # mean was 0.004 off, this seed's is 0.002 off).
+    sizes = {"m": 40, "c": 3, "i": 15, "j": 3, "r": 2}
+    truth = {label: 0.1 for label in NESTED.labels} | {"m": 0.4, "c:m": 0.2}
+    rng = np.random.default_rng(13)
+    shares = np.array([
+        _nested_split(simulate_design(NESTED, sizes, truth, rng))["config_share_of_system_variance"]
+        for _ in range(200)
+    ])
+    se = shares.std(ddof=1) / np.sqrt(len(shares))
+    assert abs(shares.mean() - 0.2 / (0.4 + 0.2)) < 4 * se, (shares.mean(), se)
+
+
+def test_config_share_is_zero_or_one_when_a_level_has_no_spread() -> None:
+    """docs/gstudy.md: shares truncate negative components at zero.
+
+    Built by hand: noise, then every configuration's mean set to its model's
+    mean (no between-configuration spread, so sigma2_c:m estimates negative and
+    the share is 0), or every model's mean set to the grand mean (sigma2_m
+    negative: all of the system variance is configurations', share 1).
+    """
+    rng = np.random.default_rng(7)
+    x = rng.normal(size=(6, 3, 10, 3, 2)) + rng.normal(scale=2.0, size=(6, 3, 1, 1, 1))
+    x = x + rng.normal(scale=2.0, size=(6, 1, 1, 1, 1))
+    config_means = x.mean(axis=(2, 3, 4), keepdims=True)
+    model_means = x.mean(axis=(1, 2, 3, 4), keepdims=True)
+    same_configs = x - config_means + model_means
+    result = _nested_split(same_configs)
+    assert result["sigma2_c_m"] < 0 < result["sigma2_m"]
+    assert result["config_share_of_system_variance"] == 0.0
+    same_models = x - model_means + x.mean()
+    result = _nested_split(same_models)
+    assert result["sigma2_m"] < 0 < result["sigma2_c_m"]
+    assert result["config_share_of_system_variance"] == 1.0

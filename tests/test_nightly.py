@@ -10,6 +10,7 @@ S3 store on moto's standalone server.
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 import os
@@ -34,7 +35,6 @@ from jurymeter.pipeline.cache import read_cached, write_cached
 from jurymeter.pipeline.config import RunConfig, load_config
 from jurymeter.pipeline.fit import fit_and_tabulate, fit_modules, run_fit
 from jurymeter.pipeline.jobs import plan_fits
-from jurymeter.pipeline.tables import schemas
 from jurymeter.simulate import SimulationParams, simulate_dump, write_dump
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -206,33 +206,143 @@ def _assert_close(a: object, b: object, path: str = "") -> None:
         assert a == b, path
 
 
+Columns = list[tuple[str, pl.DataType | None]]
+# docs/results.md's type names.
+DOC_TYPES = {"str": pl.String, "f64": pl.Float64, "i64": pl.Int64, "bool": pl.Boolean}
+
+
+def _doc_columns(cell: str) -> Columns:
+    """Columns of one cell of docs/results.md's table list, in order, with their documented types.
+
+    A cell is backticked names and parentheses, as in ``a (str, e.g. x), b, c (f64)``
+    (names in backticks). A parenthesis whose first word is a type gives that type
+    to the names since the previous parenthesis (``b`` and ``c`` here); names
+    inside a parenthesis are examples, not columns; names no parenthesis follows
+    have no documented type (``None``).
+    """
+    columns: Columns = []
+    pending: list[str] = []
+    depth, k = 0, 0
+    while k < len(cell):
+        char = cell[k]
+        if char == "(":
+            if depth == 0:
+                word = re.match(r"\(\s*(\w+)", cell[k:])
+                kind = DOC_TYPES[word.group(1)] if word and word.group(1) in DOC_TYPES else None
+                assert kind is not None, f"unknown type in {cell[k:k + 30]!r}"
+                columns += [(name, kind) for name in pending]
+                pending = []
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        elif char == "`":
+            end = cell.index("`", k + 1)
+            if depth == 0:
+                pending.append(cell[k + 1 : end])
+            k = end
+        k += 1
+    return columns + [(name, None) for name in pending]
+
+
+def _documented_schemas() -> tuple[Columns, dict[str, Columns]]:
+    """The fit's naming columns and every table's further columns, as docs/results.md writes them."""
+    text = (ROOT / "docs/results.md").read_text()
+    lead = re.search(r"Every table starts with the three columns that name the fit:\s*(.*?)\.\s", text, re.S)
+    assert lead is not None
+    tables = {}
+    for line in text.splitlines():
+        row = re.match(r"^\| `(\w+)` \| (.*?) \| .* \|$", line)
+        if row:
+            tables[row.group(1)] = _doc_columns(row.group(2))
+    return _doc_columns(lead.group(1)), tables
+
+
+def test_the_documented_schemas_are_read_as_written() -> None:
+    # The reader of docs/results.md on cells of its three kinds.
+    assert _doc_columns("`quantity` (str: `erho2`, `phi`), `estimate`, `low` (f64; `inf` = never)") == [
+        ("quantity", pl.String), ("estimate", pl.Float64), ("low", pl.Float64)]
+    assert _doc_columns("`rank` (i64, 1 = best), `ok` (bool: kept)") == [("rank", pl.Int64), ("ok", pl.Boolean)]
+    assert _doc_columns("`system_id`, `p_value`") == [("system_id", None), ("p_value", None)]
+    lead, tables = _documented_schemas()
+    assert lead == [("item_set", pl.String), ("universe", pl.String), ("population", pl.String)]
+    assert len(tables) == 11
+    assert tables["components"][:2] == [("component", pl.String), ("estimate", pl.Float64)]
+
+
 def test_tables_have_the_documented_schemas(fitted) -> None:
+    """The tables a fit writes against docs/results.md: names and order everywhere, types where documented."""
     _, result = fitted
-    names = {"item_set": pl.String, "universe": pl.String, "population": pl.String}
-    for table, schema in schemas().items():
-        assert dict(result.tables[table].schema) == {**names, **schema}, table
+    lead, documented = _documented_schemas()
+    assert set(result.tables) == set(documented)
+    for table, columns in documented.items():
+        frame = result.tables[table]
+        want = lead + columns
+        assert frame.columns == [name for name, _ in want], table
+        for name, kind in want:
+            if kind is not None:
+                assert frame.schema[name] == kind, (table, name, frame.schema[name], kind)
         if table not in ("cyclic_systems", "cyclic_strategies", "judge_offsets"):
-            assert result.tables[table].height > 0, table
+            assert frame.height > 0, table
+    # The run folder's listing names the same tables.
+    listed = re.findall(r"^\s+(\w+)\.parquet", (ROOT / "docs/results.md").read_text(), re.M)
+    assert set(listed) == set(documented)
+
+
+def _erho2_by_hand(c: dict[str, float], n_i: float, n_j: float) -> float:
+    """E rho^2 of ``s x i x j x r:sij`` at one run, written out (paper section 5).
+
+    The convention of docs/gstudy.md: "shares truncate at zero, error variances
+    use the raw values", so the raw components go in as they are, negative or not.
+    """
+    relative_error = (
+        c["sigma2_si"] / n_i + c["sigma2_sj"] / n_j + (c["sigma2_sij"] + c["sigma2_r_sij"]) / (n_i * n_j)
+    )
+    return c["sigma2_s"] / (c["sigma2_s"] + relative_error)
+
+
+def _truncated(c: dict[str, float]) -> dict[str, float]:
+    return {k: max(v, 0.0) for k, v in c.items()}
 
 
 def test_erho2_curve_matches_the_crossed_design_formula(fitted) -> None:
+    from jurymeter.analyses.gstudy import GSTUDY, GStudyResult
+    from jurymeter.stats.curves import curves
+
     _, result = fitted
     c = {r["component"]: r["estimate"] for r in result.tables["components"].iter_rows(named=True)}
     assert set(c) == {"sigma2_s", "sigma2_i", "sigma2_j", "sigma2_si", "sigma2_sj", "sigma2_ij",
                       "sigma2_sij", "sigma2_r_sij"}
     for row in result.tables["erho2_curve"].sample(25, seed=1).iter_rows(named=True):
-        n_i, n_j = row["items"], row["judges"]
-        relative_error = (
-            max(c["sigma2_si"], 0) / n_i + max(c["sigma2_sj"], 0) / n_j
-            + (max(c["sigma2_sij"], 0) + max(c["sigma2_r_sij"], 0)) / (n_i * n_j)
-        )
-        s = max(c["sigma2_s"], 0)
-        assert row["erho2"] == pytest.approx(s / (s + relative_error), rel=1e-9)
+        assert row["erho2"] == pytest.approx(_erho2_by_hand(c, row["items"], row["judges"]), rel=1e-9)
     ceilings = dict(result.tables["ceilings"].select("judges", "ceiling").iter_rows())
     last = result.tables["erho2_curve"].filter(pl.col("items") == pl.col("items").max())
     for judges, at_500 in last.select("judges", "erho2").iter_rows():
         assert at_500 <= ceilings[judges] + 1e-12
         assert at_500 == pytest.approx(ceilings[judges], abs=0.02)
+
+    # The fit above estimates every component positive, where truncating or not is
+    # the same. A fit whose sigma2_sij and sigma2_sj estimate negative (as small
+    # interactions do): its tables must follow the raw values, and a truncating
+    # formula would miss every row by more than the tolerance.
+    report = copy.deepcopy(result.report["analyses"]["gstudy"])
+    report["components"]["sigma2_sij"]["raw"] = -0.10
+    report["components"]["sigma2_sj"]["raw"] = -0.01
+    raw = {name: v["raw"] for name, v in report["components"].items()}
+    assert raw["sigma2_sij"] + raw["sigma2_r_sij"] > 0  # a valid error variance, as estimated
+    report.update(curves(report))
+    rows = GSTUDY.tabulate(GStudyResult(design=report["design"], systems=0, items=0, judges=0,
+                                        erho2=None, ceiling=None, mdd95=None, report=report))
+    tables = {name: pl.DataFrame(rows[name]) for name in ("erho2_curve", "ceilings")}
+    curve = tables["erho2_curve"]
+    assert curve.height == len(result.tables["erho2_curve"])
+    for row in curve.iter_rows(named=True):
+        n_i, n_j = row["items"], row["judges"]
+        assert row["erho2"] == pytest.approx(_erho2_by_hand(raw, n_i, n_j), rel=1e-9)
+        assert abs(row["erho2"] - _erho2_by_hand(_truncated(raw), n_i, n_j)) > 1e-4
+    for judges, value in tables["ceilings"].select("judges", "ceiling").iter_rows():
+        by_hand = raw["sigma2_s"] / (raw["sigma2_s"] + raw["sigma2_sj"] / judges)  # eq. 4, raw
+        assert value == pytest.approx(by_hand, rel=1e-12)
+        assert value > 1.0  # raw sigma2_sj < 0: above 1, where truncation would give exactly 1
 
 
 def test_budget_rows_respect_the_budget_and_mark_the_best_split(fitted) -> None:
