@@ -558,8 +558,20 @@ def test_flow_on_a_local_cluster_fits_reuses_isolates_failures_and_refits(
     assert board.select("item_set", "universe").unique().height == 4  # failed fits hold no rows
     assert store.fs.exists(store.path(f"{folder}/report/index.html"))
 
+    # Piped output arrives in order: the ingest line before the fits' table.
+    out = first["_stdout"]
+    assert out.index("ingest: read") < out.index(f"run {first['run_id']}")
+    assert re.search(r"timings ingest_wait \d+\.\d s, ingest \d+\.\d s", out), out
+
     second = _run(tmp_path, prefect_server, config, ok=False)
     assert second["ingest"]["totals"]["accepted"] == 0  # the landing was already ingested
+    # A reused fit carries the summary of the fitted one: headline numbers, not dashes.
+    firsts = {(f["item_set"], f["universe"], f["population"]): f for f in first["fits"]}
+    for fit in second["fits"]:
+        if fit["status"] == "reused":
+            before = firsts[(fit["item_set"], fit["universe"], fit["population"])]
+            assert fit["analyses"] == before["analyses"]
+            assert isinstance(fit["analyses"]["gstudy"]["erho2"], float)
     assert {k: v for k, v in _statuses(second).items() if k not in failed} == {
         k: "reused" for k in statuses if k not in failed
     }

@@ -35,14 +35,23 @@ NOT_SHAPING = ("cli", "orchestration")
 SHAPING_LIBRARIES = ("numpy", "scipy", "polars", "pyarrow", "matplotlib")
 
 
-@functools.cache
-def code_digest() -> str:
+def code_digest(root: Path | None = None) -> str:
     """SHA-256 (first 16 hex digits) of the code that shapes a fit: the package's sources
     outside ``cli/`` and ``orchestration/``, and the versions of the numerical libraries.
 
-    Computed once per process (a few milliseconds: about 60 files).
+    ``root``: the package folder (default: this installed package, digested once per process).
     """
-    root = Path(__file__).resolve().parents[1]
+    if root is None:
+        return _installed_code_digest()
+    return _digest(root)
+
+
+@functools.cache
+def _installed_code_digest() -> str:
+    return _digest(Path(__file__).resolve().parents[1])
+
+
+def _digest(root: Path) -> str:
     digest = hashlib.sha256()
     for path in sorted(root.rglob("*.py")):
         relative = path.relative_to(root)
