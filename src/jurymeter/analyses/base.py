@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, TypeVar
 
 import polars as pl
@@ -37,7 +37,6 @@ if TYPE_CHECKING:
     import numpy as np
     import typer
 
-    from jurymeter.io.store import Store
     from jurymeter.render.html import SectionBuilder
     from jurymeter.stats.blocks import FitChunks, GenerationMode
 
@@ -89,26 +88,21 @@ class ItemSet:
     name: str
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class FitScope:
     """What one fit reads: its records (universe and population applied) and the metadata tables.
 
-    Built by the pipeline where the fit runs; the records are a lazy scan, so
-    an analysis that reads them itself pushes its projection down.
+    Built by the pipeline where the fit runs (:func:`jurymeter.pipeline.fit.fit_scope`):
+    an analysis does no I/O of its own. The records are a lazy scan of the
+    store, so an analysis that reads them pushes its projection and filters down.
     """
 
-    store: Store
     item_set: str
+    protocol: str
     records: pl.LazyFrame
-    systems: pl.DataFrame
+    systems: pl.DataFrame  # the systems metadata table (may be empty)
+    judges: pl.DataFrame  # the judges metadata table (may be empty)
     settings: FitSettings
-    _judges: pl.DataFrame | None = field(default=None, repr=False)
-
-    def judges(self) -> pl.DataFrame:
-        """The judges metadata table (read once, on first use)."""
-        if self._judges is None:
-            self._judges = self.store.scan("judges").collect()
-        return self._judges
 
 
 class Fitting(Protocol[Result]):  # type: ignore[misc]

@@ -62,8 +62,9 @@ def fit_scope(job: FitJob) -> FitScope:
             records = records.filter(pl.col("system_id").is_in(list(settings.systems)))
     elif settings.judges is not None:
         records = records.filter(pl.col("judge_id").is_in(list(settings.judges)))
-    return FitScope(store=store, item_set=job.item_set, records=records,
-                    systems=store.scan("systems").collect(), settings=settings)
+    return FitScope(item_set=job.item_set, protocol=job.protocol, records=records,
+                    systems=store.scan("systems").collect(), judges=store.scan("judges").collect(),
+                    settings=settings)
 
 
 def run_fit(job: FitJob) -> dict[str, AnalysisOutcome]:

@@ -1,1 +1,1 @@
-
+"""Rendering a run as one HTML page with PNG figures (no file I/O)."""

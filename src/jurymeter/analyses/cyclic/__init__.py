@@ -84,7 +84,7 @@ class _CyclicFitting:
 
         options = self.options
         kwargs: dict[str, Any] = {
-            "systems": self.scope.systems, "judges": self.scope.judges(),
+            "systems": self.scope.systems, "judges": self.scope.judges,
             "budgets": list(options.budgets) if options.budgets else None,
             "at_generations": options.at_generations, "at_judges": options.at_judges,
         }
