@@ -36,6 +36,7 @@ import polars as pl
 if TYPE_CHECKING:
     import numpy as np
     import typer
+    from polars._typing import PolarsDataType
 
     from jurymeter.render.html import SectionBuilder
     from jurymeter.stats.blocks import FitChunks, GenerationMode
@@ -54,7 +55,7 @@ class Table:
     """
 
     name: str
-    schema: Mapping[str, pl.DataType]
+    schema: Mapping[str, PolarsDataType]
     doc: str
 
 

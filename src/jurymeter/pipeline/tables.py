@@ -16,13 +16,15 @@ from jurymeter.analyses import analysis as analysis_named
 from jurymeter.analyses import registered
 
 if TYPE_CHECKING:
+    from polars._typing import PolarsDataType
+
     from jurymeter.pipeline.fit import AnalysisOutcome
     from jurymeter.pipeline.jobs import FitJob
 
-NAMES: dict[str, pl.DataType] = {"item_set": pl.String(), "universe": pl.String(), "population": pl.String()}
+NAMES: dict[str, PolarsDataType] = {"item_set": pl.String(), "universe": pl.String(), "population": pl.String()}
 
 
-def schemas() -> dict[str, dict[str, pl.DataType]]:
+def schemas() -> dict[str, dict[str, PolarsDataType]]:
     """Every published table's columns (the fit's names first), by table name, in registry order."""
     return {t.name: {**NAMES, **t.schema} for a in registered() for t in a.tables}
 
