@@ -219,30 +219,10 @@ def _fit_section(table: Any, where: str) -> FitConfig:
         msg = f"{where}: {problems[0]}"
         raise ConfigError(msg)
     options = {
-        name: _options(values, known[name].default_options(), f"{where[:-1]}.{name}]")
+        name: _section(values, known[name].default_options(), f"{where[:-1]}.{name}]", lists="integers")
         for name, values in subtables.items()
     }
     return replace(fit, options=options)
-
-
-def _options(table: dict[str, Any], default: Any, where: str) -> Any:
-    """An analysis's options dataclass from its TOML table (types follow the defaults)."""
-    fields = {f: getattr(default, f) for f in default.__dataclass_fields__}
-    unknown = sorted(set(table) - set(fields))
-    if unknown:
-        msg = f"{where}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(fields))})"
-        raise ConfigError(msg)
-    values = {}
-    for name, value in table.items():
-        current = fields[name]
-        if current is None or isinstance(current, tuple):
-            if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
-                msg = f"{where}: {name} must be a list of integers, got {value!r}"
-                raise ConfigError(msg)
-            values[name] = tuple(value)
-        else:
-            values[name] = _as(value, type(current), f"{where}: {name}")
-    return replace(default, **values)
 
 
 def _levels(table: Any, where: str) -> dict[str, tuple[str, ...]]:
@@ -258,7 +238,12 @@ def _levels(table: Any, where: str) -> dict[str, tuple[str, ...]]:
     return out
 
 
-def _section(table: Any, default: Any, where: str) -> Any:
+def _section(table: Any, default: Any, where: str, *, lists: str = "names") -> Any:
+    """A dataclass of settings from its TOML table: known keys only, types following the defaults.
+
+    A tuple-valued setting (or, with ``lists="integers"``, one whose default is
+    ``None``) takes a list: of names (a comma-separated string is split), or of integers.
+    """
     if not isinstance(table, dict):
         msg = f"{where} must be a table"
         raise ConfigError(msg)
@@ -270,7 +255,12 @@ def _section(table: Any, default: Any, where: str) -> Any:
     values = {}
     for name, value in table.items():
         current = known[name]
-        if isinstance(current, tuple):
+        if lists == "integers" and (current is None or isinstance(current, tuple)):
+            if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+                msg = f"{where}: {name} must be a list of integers, got {value!r}"
+                raise ConfigError(msg)
+            values[name] = tuple(value)
+        elif isinstance(current, tuple):
             if isinstance(value, str):
                 value = [v.strip() for v in value.split(",") if v.strip()]
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
