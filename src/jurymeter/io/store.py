@@ -42,7 +42,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from jurymeter.errors import ConfigError, StoreError, StoreLockedError
-from jurymeter.io.naming import decode_item_set, encode_item_set
+from jurymeter.io.naming import decode_item_set, is_digested, item_set_folder
 from jurymeter.io.schema import JUDGMENT_PROTOCOLS, PROTOCOLS, SCHEMAS, SOURCE_LINE, Protocol
 from jurymeter.io.sources import filesystem_for
 
@@ -54,6 +54,8 @@ SOURCE_ID_LENGTH = 16
 S3_LOCK_STALE_SECONDS = 6 * 3600
 S3_LOCK_FILE = "_lock.json"
 STAGING = "_staging"
+# In a partition folder whose name is digested (a long item-set name): the full name.
+ITEM_SET_FILE = "_item_set.json"
 # Pause before an S3 lock owner reads its lock back, and between attempts.
 S3_LOCK_CONFIRM_SECONDS = 0.2
 S3_LOCK_POLL_SECONDS = 0.5
@@ -94,6 +96,9 @@ class Store:
     storage_options: dict[str, Any] = field(default_factory=dict, repr=False)
     fs: Any = field(init=False, repr=False)
     root: str = field(init=False)
+    # Full names of digested partition folders: read from (or written to) the
+    # folder's name file once per Store; a folder name determines its name.
+    _names: dict[str, str] = field(init=False, repr=False, compare=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.is_s3:
@@ -218,8 +223,27 @@ class Store:
             if item_set is None:
                 msg = f"{protocol} data needs an item set"
                 raise ValueError(msg)
-            return f"data/protocol={protocol}/item_set={encode_item_set(item_set)}"
+            return f"data/protocol={protocol}/item_set={item_set_folder(item_set)}"
         return f"data/protocol={protocol}"
+
+    def name_partition(self, protocol: Protocol, item_set: str | None) -> str:
+        """The partition folder of ``item_set``, its name file written if its folder name is digested.
+
+        Writers call this before they put a part into the folder (the name file
+        is written before any part, so before the source's commit marker). A
+        name whose folder name is its encoding needs no file. The file's content
+        follows from the folder name, so writing it again, or leaving it behind
+        after a crash, changes nothing.
+        """
+        relpath = self.partition_dir(protocol, item_set)
+        segment = relpath.rsplit("=", 1)[-1]
+        if item_set is None or protocol not in JUDGMENT_PROTOCOLS or not is_digested(segment):
+            return relpath
+        folder = self.path(relpath)
+        if self._names.get(folder) != item_set:
+            self.write_json(f"{relpath}/{ITEM_SET_FILE}", {"item_set": item_set})
+            self._names[folder] = item_set
+        return relpath
 
     @staticmethod
     def source_id(sha256: str) -> str:
@@ -277,9 +301,50 @@ class Store:
             relpath = "data"
         out = []
         for path, sid in self._files(relpath, committed_only=True):
-            proto, found_set = _partition_of(path)
+            proto, found_set = self._partition_of(path)
             out.append(DataFile(protocol=proto, item_set=found_set, path=path, source_id=sid))
         return out
+
+    def _partition_of(self, path: str) -> tuple[Protocol, str | None]:
+        """Protocol and item set of a part, from its folder names (and a digested folder's name file)."""
+        protocol: str | None = None
+        item_set: str | None = None
+        folder: list[str] = []
+        for segment in path.split("/"):
+            if segment.startswith("protocol="):
+                protocol = segment[len("protocol=") :]
+            elif segment.startswith("item_set="):
+                encoded = segment[len("item_set=") :]
+                item_set = (
+                    self._digested_name("/".join([*folder, segment]), encoded)
+                    if is_digested(encoded)
+                    else decode_item_set(encoded)
+                )
+            folder.append(segment)
+        if protocol not in PROTOCOLS:
+            msg = f"unexpected file in store: {path}"
+            raise StoreError(msg)
+        return protocol, item_set  # type: ignore[return-value]
+
+    def _digested_name(self, folder: str, segment: str) -> str:
+        """The full item-set name kept in a digested partition folder; checked against the folder name."""
+        if folder in self._names:
+            return self._names[folder]
+        name_file = f"{folder}/{ITEM_SET_FILE}"
+        try:
+            held = orjson.loads(self.fs.cat_file(name_file))
+        except FileNotFoundError as exc:
+            msg = f"store {self.url}: {self.display(name_file)} is missing (the item set's full name)"
+            raise StoreError(msg) from exc
+        except orjson.JSONDecodeError as exc:
+            msg = f"store {self.url}: {self.display(name_file)} is not JSON"
+            raise StoreError(msg) from exc
+        name = held.get("item_set") if isinstance(held, dict) else None
+        if not isinstance(name, str) or item_set_folder(name) != segment:
+            msg = f"store {self.url}: {self.display(name_file)} does not hold the name of its folder"
+            raise StoreError(msg)
+        self._names[folder] = name
+        return name
 
     def quarantine_files(self) -> list[str]:
         return [p for p, _ in self._files("quarantine", committed_only=True)]
@@ -559,20 +624,6 @@ def _select_arrow(table: pa.Table, columns: list[str]) -> pa.Table:
 def _sid_of(path: str) -> str:
     base = path.rsplit("/", 1)[-1]
     return base[len("part-") : len("part-") + SOURCE_ID_LENGTH]
-
-
-def _partition_of(path: str) -> tuple[Protocol, str | None]:
-    protocol: str | None = None
-    item_set: str | None = None
-    for segment in path.split("/"):
-        if segment.startswith("protocol="):
-            protocol = segment[len("protocol=") :]
-        elif segment.startswith("item_set="):
-            item_set = decode_item_set(segment[len("item_set=") :])
-    if protocol not in PROTOCOLS:
-        msg = f"unexpected file in store: {path}"
-        raise StoreError(msg)
-    return protocol, item_set  # type: ignore[return-value]
 
 
 # Flat ``--storage-option`` keys and the type each must have. Values from the
