@@ -11,6 +11,7 @@ for what the scan returns.
 from __future__ import annotations
 
 import http.client
+import socket
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -24,6 +25,7 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from ingest_util import run_ingest
+from jurymeter.errors import StoreError
 from jurymeter.io.store import Store
 
 pytestmark = pytest.mark.s3
@@ -229,3 +231,21 @@ def test_s3fs_options_map_onto_polars_object_store_keys() -> None:
     assert aws["storage_options"] == {"aws_region": "eu-west-1"}
     for unmapped in ({"session": object()}, {"config_kwargs": {}}, {"client_kwargs": {"verify": False}}):
         assert polars_s3_options(unmapped) is None
+
+
+def test_a_polars_reader_that_cannot_reach_the_store_is_a_store_error_at_scan_time(
+    moto_s3, tmp_path
+) -> None:
+    _stores(moto_s3, tmp_path)
+    remote = Store(f"s3://{moto_s3.bucket}/store")
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    # As if the options had sent polars elsewhere than s3fs (the listing still works).
+    remote._reader = {
+        "storage_options": {"aws_endpoint_url": dead, "aws_allow_http": "true", "aws_region": "us-east-1"},
+        "credential_provider": None,
+        "retries": 0,
+    }
+    with pytest.raises(StoreError, match="with polars' S3 reader"):
+        remote.scan("pointwise", "chat")
