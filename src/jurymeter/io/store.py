@@ -821,19 +821,27 @@ def _is_aws_host(endpoint: str) -> bool:
 
 
 @functools.cache
-def _botocore_credentials(profile: str | None) -> Any:
-    """A polars credential provider over botocore's credential chain (one per profile).
+def _botocore_credentials(profile: str | None) -> _BotocoreCredentials:
+    """The credential provider of a profile: one per profile, so polars reuses its clients."""
+    return _BotocoreCredentials(profile)
+
+
+@dataclass(frozen=True, slots=True)
+class _BotocoreCredentials:
+    """A polars credential provider over botocore's credential chain.
 
     botocore comes with s3fs (through aiobotocore) and looks where s3fs looks:
     the environment, the shared credentials and config files, SSO, container
-    and instance metadata.
+    and instance metadata. A plain picklable object, so a Store holding it can
+    still be pickled.
     """
 
-    def provide() -> tuple[dict[str, str], int | None]:
+    profile: str | None
+
+    def __call__(self) -> tuple[dict[str, str], int | None]:
         import botocore.session
 
-        session = botocore.session.Session(profile=profile)
-        credentials = session.get_credentials()
+        credentials = botocore.session.Session(profile=self.profile).get_credentials()
         if credentials is None:
             msg = "no AWS credentials found (environment, shared files or instance metadata)"
             raise StoreError(msg)
@@ -843,8 +851,6 @@ def _botocore_credentials(profile: str | None) -> Any:
             out["aws_session_token"] = frozen.token
         expiry = getattr(credentials, "_expiry_time", None)
         return out, (int(expiry.timestamp()) if expiry is not None else None)
-
-    return provide
 
 
 def _typed_option(key: str, value: Any) -> Any:
