@@ -45,8 +45,6 @@ POINTWISE_CASES = [
     ("wrong_type", _bad(system_id={"name": "x"})),
     ("wrong_type", _bad(timestamp="yesterday")),
     ("out_of_range", _bad(replicate=-1)),
-    ("invalid_item_set", _bad(item_set="x" * 241)),
-    ("invalid_item_set", _bad(item_set="É" * 41)),
     ("non_finite_score", '{"item_set":"chat","item_id":"q9","system_id":"s1","judge_id":"j1","score":NaN}'),
     ("score_out_of_scale", _bad(score=11)),
     ("score_out_of_scale", _bad(score=0.5)),
@@ -241,12 +239,15 @@ def test_unknown_protocol_quarantines_every_record(tmp_path: Path) -> None:
 
 def test_item_set_names_are_stored_safely_and_read_back(tmp_path: Path) -> None:
     names = ["../../etc", "MT-Bench", "mt-bench", "a/b", "ünï cödé", "%2E%2E", "x" * 240, "É" * 40]
+    # Names too long for a folder of their own were quarantined once; now they get a digested one.
+    names += ["x" * 241, "É" * 41, "../" * 100, "~" * 100]
     records = [{**GOOD, "item_set": n} for n in names]
     store = Store(str(tmp_path / "store"))
     run_ingest(store, write_jsonl(tmp_path / "x.jsonl", records))
     assert sorted(store.item_sets("pointwise")) == sorted(names)
     for path in (tmp_path / "store").rglob("*"):
         assert path.resolve().is_relative_to((tmp_path / "store").resolve())
+        assert len(path.name.encode()) <= 255
     assert not (tmp_path / "etc").exists()
 
 

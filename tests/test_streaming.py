@@ -93,6 +93,19 @@ def test_pairwise_clean_file(tmp_path: Path) -> None:
     assert _streamed(fast)
 
 
+def test_item_sets_too_long_for_a_folder_stream_and_equal_the_block_path(tmp_path: Path) -> None:
+    """Long names once made the fast path step aside (and the block path quarantine them)."""
+    records = _clean()
+    long_a, long_b = "x" * 299 + "a", "x" * 299 + "b"  # differ only at the end
+    for k, record in enumerate(records):
+        if k % 3 == 1:
+            record["item_set"] = long_a if k % 2 else long_b
+    fast, block = _both_ways(tmp_path, records)
+    assert _streamed(fast)
+    want = sorted(["chat", "code/v2 (hard)", long_a, long_b])
+    assert fast.item_sets("pointwise") == block.item_sets("pointwise") == want
+
+
 def _late_key(records: list[dict]) -> list[dict]:
     records[2000] = {**records[2000], "judge_logprob": -0.5}  # after schema inference
     return records
@@ -121,11 +134,6 @@ def _malformed(records: list[dict]) -> list[dict | str]:
     return [*records, "{not json"]
 
 
-def _long_item_set(records: list[dict]) -> list[dict]:
-    records[7] = {**records[7], "item_set": "x" * 300}
-    return records
-
-
 def _nested(records: list[dict]) -> list[dict]:
     records[1] = {**records[1], "extra": {"a": 1, "b": [1, 2]}}
     return records
@@ -145,7 +153,6 @@ FALLBACKS = {
     "timestamp in a second spelling": (_other_timestamp, {}),
     "boolean among text ids": (_hidden_boolean, {}),
     "malformed line": (_malformed, {}),
-    "item set too long for a folder": (_long_item_set, {}),
     "nested object": (_nested, {}),
     "mapped column missing once": (_mapped_missing, {"column_map": {"score": "rating"}}),
 }

@@ -395,7 +395,7 @@ def _write_accepted(
     else:
         items = [(None, accepted)]
     for item_set, part in items:
-        relpath = f"{Store.partition_dir(protocol, item_set)}/{staged.next_name()}"
+        relpath = f"{store.name_partition(protocol, item_set)}/{staged.next_name()}"
         store.write_parquet(relpath, part)
         staged.parts.append((item_set, relpath))
 

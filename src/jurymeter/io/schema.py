@@ -151,7 +151,7 @@ Reason = Literal[
     "unknown_winner",
     "preference_out_of_range",
     "same_system",
-    "invalid_item_set",
+    "invalid_item_set",  # no longer given (long names get digested folders); older quarantines hold it
     "conflicting_duplicate",
     "unknown_protocol",
 ]

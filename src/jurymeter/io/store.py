@@ -26,6 +26,7 @@ the next ingest removes under the lock.
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import os
 import shutil
@@ -38,11 +39,10 @@ from typing import Any
 
 import orjson
 import polars as pl
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 from jurymeter.errors import ConfigError, StoreError, StoreLockedError
-from jurymeter.io.naming import decode_item_set, encode_item_set
+from jurymeter.io.naming import decode_item_set, is_digested, item_set_folder
 from jurymeter.io.schema import JUDGMENT_PROTOCOLS, PROTOCOLS, SCHEMAS, SOURCE_LINE, Protocol
 from jurymeter.io.sources import filesystem_for
 
@@ -54,6 +54,8 @@ SOURCE_ID_LENGTH = 16
 S3_LOCK_STALE_SECONDS = 6 * 3600
 S3_LOCK_FILE = "_lock.json"
 STAGING = "_staging"
+# In a partition folder whose name is digested (a long item-set name): the full name.
+ITEM_SET_FILE = "_item_set.json"
 # Pause before an S3 lock owner reads its lock back, and between attempts.
 S3_LOCK_CONFIRM_SECONDS = 0.2
 S3_LOCK_POLL_SECONDS = 0.5
@@ -94,6 +96,13 @@ class Store:
     storage_options: dict[str, Any] = field(default_factory=dict, repr=False)
     fs: Any = field(init=False, repr=False)
     root: str = field(init=False)
+    # Full names of digested partition folders: read from (or written to) the
+    # folder's name file once per Store; a folder name determines its name.
+    _names: dict[str, str] = field(init=False, repr=False, compare=False, default_factory=dict)
+    # polars' S3 reader arguments ({} when the pyarrow dataset path reads), and
+    # whether one footer has been read with them.
+    _reader: dict[str, Any] | None = field(init=False, repr=False, compare=False, default=None)
+    _reader_checked: bool = field(init=False, repr=False, compare=False, default=False)
 
     def __post_init__(self) -> None:
         if self.is_s3:
@@ -218,8 +227,27 @@ class Store:
             if item_set is None:
                 msg = f"{protocol} data needs an item set"
                 raise ValueError(msg)
-            return f"data/protocol={protocol}/item_set={encode_item_set(item_set)}"
+            return f"data/protocol={protocol}/item_set={item_set_folder(item_set)}"
         return f"data/protocol={protocol}"
+
+    def name_partition(self, protocol: Protocol, item_set: str | None) -> str:
+        """The partition folder of ``item_set``, its name file written if its folder name is digested.
+
+        Writers call this before they put a part into the folder (the name file
+        is written before any part, so before the source's commit marker). A
+        name whose folder name is its encoding needs no file. The file's content
+        follows from the folder name, so writing it again, or leaving it behind
+        after a crash, changes nothing.
+        """
+        relpath = self.partition_dir(protocol, item_set)
+        segment = relpath.rsplit("=", 1)[-1]
+        if item_set is None or protocol not in JUDGMENT_PROTOCOLS or not is_digested(segment):
+            return relpath
+        folder = self.path(relpath)
+        if self._names.get(folder) != item_set:
+            self.write_json(f"{relpath}/{ITEM_SET_FILE}", {"item_set": item_set})
+            self._names[folder] = item_set
+        return relpath
 
     @staticmethod
     def source_id(sha256: str) -> str:
@@ -277,9 +305,50 @@ class Store:
             relpath = "data"
         out = []
         for path, sid in self._files(relpath, committed_only=True):
-            proto, found_set = _partition_of(path)
+            proto, found_set = self._partition_of(path)
             out.append(DataFile(protocol=proto, item_set=found_set, path=path, source_id=sid))
         return out
+
+    def _partition_of(self, path: str) -> tuple[Protocol, str | None]:
+        """Protocol and item set of a part, from its folder names (and a digested folder's name file)."""
+        protocol: str | None = None
+        item_set: str | None = None
+        folder: list[str] = []
+        for segment in path.split("/"):
+            if segment.startswith("protocol="):
+                protocol = segment[len("protocol=") :]
+            elif segment.startswith("item_set="):
+                encoded = segment[len("item_set=") :]
+                item_set = (
+                    self._digested_name("/".join([*folder, segment]), encoded)
+                    if is_digested(encoded)
+                    else decode_item_set(encoded)
+                )
+            folder.append(segment)
+        if protocol not in PROTOCOLS:
+            msg = f"unexpected file in store: {path}"
+            raise StoreError(msg)
+        return protocol, item_set  # type: ignore[return-value]
+
+    def _digested_name(self, folder: str, segment: str) -> str:
+        """The full item-set name kept in a digested partition folder; checked against the folder name."""
+        if folder in self._names:
+            return self._names[folder]
+        name_file = f"{folder}/{ITEM_SET_FILE}"
+        try:
+            held = orjson.loads(self.fs.cat_file(name_file))
+        except FileNotFoundError as exc:
+            msg = f"store {self.url}: {self.display(name_file)} is missing (the item set's full name)"
+            raise StoreError(msg) from exc
+        except orjson.JSONDecodeError as exc:
+            msg = f"store {self.url}: {self.display(name_file)} is not JSON"
+            raise StoreError(msg) from exc
+        name = held.get("item_set") if isinstance(held, dict) else None
+        if not isinstance(name, str) or item_set_folder(name) != segment:
+            msg = f"store {self.url}: {self.display(name_file)} does not hold the name of its folder"
+            raise StoreError(msg)
+        self._names[folder] = name
+        return name
 
     def quarantine_files(self) -> list[str]:
         return [p for p, _ in self._files("quarantine", committed_only=True)]
@@ -369,28 +438,79 @@ class Store:
         return pl.concat(frames, how="vertical_relaxed")
 
     def scan_files(self, paths: list[str], columns: list[str], protocol: Protocol) -> pl.LazyFrame:
-        """Scan parts of one protocol whose extra columns may differ; absent ones read as null."""
-        if self.is_s3:
-            tables = []
-            for path in paths:
-                # One GET per part, and only the wanted columns are decoded.
-                parquet = pq.ParquetFile(pa.BufferReader(self.fs.cat_file(path)))
-                present = [c for c in columns if c in parquet.schema_arrow.names]
-                tables.append(_select_arrow(parquet.read(columns=present), columns))
-            table = pa.concat_tables(tables, promote_options="default")
-            # A column absent from every part reads as text nulls, like an extra column.
-            for k, column in enumerate(table.schema):
-                if pa.types.is_null(column.type):
-                    table = table.set_column(k, column.name, table.column(k).cast(pa.string()))
-            frame = pl.from_arrow(table)
-            assert isinstance(frame, pl.DataFrame)
-            return frame.lazy()
+        """Scan parts of one protocol whose extra columns may differ; absent ones read as null.
+
+        Lazy on both backends: nothing is read until the frame is collected,
+        and then only the columns and row groups the query needs (projection
+        and predicate pushdown). On S3, polars' own object-store reader gets the
+        s3fs options mapped onto its keys (:func:`polars_s3_options`); a store
+        with an option that has no polars equivalent is scanned through
+        ``pyarrow.dataset`` on the store's s3fs file system instead, still lazily.
+        """
         # polars takes the first file's schema; name every wanted column's type so
         # a column missing from the first part (an extra column) still reads.
         wanted = {c: _dtype_of(c, protocol) for c in columns}
-        return pl.scan_parquet(
-            paths, schema=wanted, missing_columns="insert", extra_columns="ignore"
-        ).select(columns)
+        if not paths:
+            return pl.LazyFrame(schema=wanted)
+        if not self.is_s3:
+            return pl.scan_parquet(
+                paths, schema=wanted, missing_columns="insert", extra_columns="ignore"
+            ).select(columns)
+        reader = self._s3_reader()
+        if reader is None:
+            return self._scan_pyarrow(paths, wanted)
+        urls = ["s3://" + path for path in paths]
+
+        def scan(sources: list[str]) -> pl.LazyFrame:
+            return pl.scan_parquet(
+                sources,
+                schema=wanted,
+                missing_columns="insert",
+                extra_columns="ignore",
+                glob=False,
+                hive_partitioning=False,  # the store, not the folder names, gives item sets
+                **reader,
+            ).select(columns)
+
+        if not self._reader_checked:
+            # The scan is lazy, so a reader that cannot reach the store would fail
+            # deep inside a fit: read one footer now, once per store object.
+            try:
+                scan(urls[:1]).select(pl.len()).collect()
+            except Exception as exc:  # polars raises many types for one cause
+                msg = f"cannot read {self.display(paths[0])} with polars' S3 reader: {_short(exc)}"
+                raise StoreError(msg) from exc
+            self._reader_checked = True
+        return scan(urls)
+
+    def _s3_reader(self) -> dict[str, Any] | None:
+        """``pl.scan_parquet`` arguments that reach this S3 store as its s3fs file system does.
+
+        ``None`` if an option has no polars equivalent (then ``pyarrow.dataset``
+        reads through s3fs). The endpoint and region are those s3fs's client
+        resolved (options, ``AWS_ENDPOINT_URL``, config files); credentials not
+        given as options come from botocore's chain, the one s3fs uses.
+        """
+        if self._reader is None:
+            client = self.fs.s3  # connected by the listing that found the files
+            mapped = polars_s3_options(
+                s3fs_options(self.storage_options),
+                endpoint_url=client.meta.endpoint_url,
+                region=client.meta.region_name,
+            )
+            self._reader = {} if mapped is None else mapped
+        return self._reader or None
+
+    def _scan_pyarrow(self, paths: list[str], wanted: dict[str, pl.DataType]) -> pl.LazyFrame:
+        """A lazy scan through ``pyarrow.dataset`` on the store's s3fs file system."""
+        import pyarrow.dataset as ds
+        from pyarrow.fs import FSSpecHandler, PyFileSystem
+
+        schema = pl.DataFrame(schema=wanted).to_arrow(compat_level=pl.CompatLevel.oldest()).schema
+        dataset = ds.dataset(
+            paths, schema=schema, format="parquet", filesystem=PyFileSystem(FSSpecHandler(self.fs))
+        )
+        return pl.scan_pyarrow_dataset(dataset).select(list(wanted))
 
     @contextlib.contextmanager
     def lock(self, *, timeout: float = 600.0) -> Iterator[None]:
@@ -546,33 +666,9 @@ def _lock_is_stale(held: dict[str, Any]) -> bool:
     return False
 
 
-def _select_arrow(table: pa.Table, columns: list[str]) -> pa.Table:
-    arrays = []
-    for name in columns:
-        if name in table.column_names:
-            arrays.append(table.column(name))
-        else:  # null-typed, so that it takes the type of the column in other parts
-            arrays.append(pa.nulls(table.num_rows))
-    return pa.table(dict(zip(columns, arrays, strict=True)))
-
-
 def _sid_of(path: str) -> str:
     base = path.rsplit("/", 1)[-1]
     return base[len("part-") : len("part-") + SOURCE_ID_LENGTH]
-
-
-def _partition_of(path: str) -> tuple[Protocol, str | None]:
-    protocol: str | None = None
-    item_set: str | None = None
-    for segment in path.split("/"):
-        if segment.startswith("protocol="):
-            protocol = segment[len("protocol=") :]
-        elif segment.startswith("item_set="):
-            item_set = decode_item_set(segment[len("item_set=") :])
-    if protocol not in PROTOCOLS:
-        msg = f"unexpected file in store: {path}"
-        raise StoreError(msg)
-    return protocol, item_set  # type: ignore[return-value]
 
 
 # Flat ``--storage-option`` keys and the type each must have. Values from the
@@ -640,6 +736,121 @@ def s3fs_options(options: dict[str, Any]) -> dict[str, Any]:
     if client_kwargs:
         out["client_kwargs"] = client_kwargs
     return out
+
+
+# s3fs options that only tune listing, caching or writing: nothing to map for a reader.
+_S3_WRITE_OR_CACHE_OPTIONS = frozenset(
+    {
+        "use_ssl",  # the endpoint's scheme says it
+        "version_aware",
+        "cache_regions",
+        "fixed_upload_size",
+        "local_expiry_check",
+        "default_fill_cache",
+        "use_listings_cache",
+        "skip_instance_cache",
+        "default_block_size",
+        "max_concurrency",
+        "max_paths",
+        "listings_expiry_time",
+        "default_cache_type",
+    }
+)
+# Hosts whose endpoint polars finds by itself from the region (virtual-hosted requests).
+_AWS_HOSTS = (".amazonaws.com", ".amazonaws.com.cn")
+
+
+def polars_s3_options(
+    options: dict[str, Any], *, endpoint_url: str | None = None, region: str | None = None
+) -> dict[str, Any] | None:
+    """``pl.scan_parquet`` arguments (``storage_options``, ``credential_provider``) for s3fs ``options``.
+
+    ``options`` is what :func:`s3fs_options` returns. ``endpoint_url`` and
+    ``region`` are what s3fs's client resolved, used where ``options`` name
+    none (an endpoint on an AWS host is left to polars, which addresses buckets
+    by region). Keys map onto polars' object-store keys: ``key``/``username``
+    -> ``aws_access_key_id``, ``secret``/``password`` ->
+    ``aws_secret_access_key``, ``token`` -> ``aws_session_token``, the endpoint
+    -> ``aws_endpoint_url`` (with ``aws_allow_http`` for ``http://``), the region
+    -> ``aws_region``, ``anon`` -> ``aws_skip_signature``, ``requester_pays`` ->
+    ``aws_request_payer``. Without a key, credentials come from botocore's chain
+    (``profile`` included), the one s3fs uses. Returns ``None`` when an option
+    has no equivalent (``session``, ``config_kwargs``, ``s3_additional_kwargs``,
+    other ``client_kwargs``).
+    """
+    options = dict(options)
+    client = dict(options.pop("client_kwargs", {}))
+    endpoint = client.pop("endpoint_url", None) or endpoint_url
+    region = client.pop("region_name", None) or region
+    if client or {"session", "config_kwargs", "s3_additional_kwargs"} & set(options):
+        return None
+    out: dict[str, str] = {}
+    if endpoint and not _is_aws_host(endpoint):
+        out["aws_endpoint_url"] = str(endpoint)
+        if str(endpoint).lower().startswith("http://"):
+            out["aws_allow_http"] = "true"
+    if region:
+        out["aws_region"] = str(region)
+    key = options.pop("key", None) or options.pop("username", None)
+    secret = options.pop("secret", None) or options.pop("password", None)
+    token = options.pop("token", None)
+    profile = options.pop("profile", None)
+    anon = bool(options.pop("anon", False))
+    if options.pop("requester_pays", False):
+        out["aws_request_payer"] = "true"
+    if set(options) - _S3_WRITE_OR_CACHE_OPTIONS:
+        return None
+    provider: Any = None
+    if anon:
+        out["aws_skip_signature"] = "true"
+    elif key and secret:
+        out["aws_access_key_id"] = str(key)
+        out["aws_secret_access_key"] = str(secret)
+        if token:
+            out["aws_session_token"] = str(token)
+    else:
+        provider = _botocore_credentials(profile)
+    return {"storage_options": out, "credential_provider": provider}
+
+
+def _is_aws_host(endpoint: str) -> bool:
+    from urllib.parse import urlsplit
+
+    host = (urlsplit(str(endpoint)).hostname or "").lower()
+    return host == "amazonaws.com" or host.endswith(_AWS_HOSTS)
+
+
+@functools.cache
+def _botocore_credentials(profile: str | None) -> _BotocoreCredentials:
+    """The credential provider of a profile: one per profile, so polars reuses its clients."""
+    return _BotocoreCredentials(profile)
+
+
+@dataclass(frozen=True, slots=True)
+class _BotocoreCredentials:
+    """A polars credential provider over botocore's credential chain.
+
+    botocore comes with s3fs (through aiobotocore) and looks where s3fs looks:
+    the environment, the shared credentials and config files, SSO, container
+    and instance metadata. A plain picklable object, so a Store holding it can
+    still be pickled.
+    """
+
+    profile: str | None
+
+    def __call__(self) -> tuple[dict[str, str], int | None]:
+        import botocore.session
+
+        credentials = botocore.session.Session(profile=self.profile).get_credentials()
+        if credentials is None:
+            msg = "no AWS credentials found (environment, shared files or instance metadata)"
+            raise StoreError(msg)
+        frozen = credentials.get_frozen_credentials()
+        out = {"aws_access_key_id": frozen.access_key, "aws_secret_access_key": frozen.secret_key}
+        if frozen.token:
+            out["aws_session_token"] = frozen.token
+        expiry = getattr(credentials, "_expiry_time", None)
+        return out, (int(expiry.timestamp()) if expiry is not None else None)
 
 
 def _typed_option(key: str, value: Any) -> Any:

@@ -18,8 +18,7 @@ carry everything the proof needs. It only *accepts* a file when:
   flagged);
 - the values written, rows times values per row, equal the ``":`` marks of
   the text less those followed by ``null`` (so no key was dropped by schema
-  inference from the first rows);
-- no item-set name is too long for a folder.
+  inference from the first rows).
 
 Otherwise it removes what it wrote and returns ``None``, and the caller runs
 the block path, which quarantines with messages. Its parts are named like the
@@ -47,7 +46,6 @@ from jurymeter.io.validate import (
     ValidationOptions,
     apply_column_map,
     flag_rejected,
-    item_sets_too_long,
 )
 
 # Rows per written file at most; the sink also splits by size. Bounds the work a
@@ -163,9 +161,10 @@ def stream_source(
             sum(rows) == counts.lines
             and sum(n * w.values_per_row for n, w in zip(rows, written, strict=True))
             == counts.values
-            and not item_sets_too_long(sorted({w.item_set for w in written}))
         )
         if proven:
+            for item_set in sorted({w.item_set for w in written}):
+                store.name_partition(protocol, item_set)  # a long name's folder keeps the name
             store.adopt(area, [w.relpath for w in written])
             parts = [(w.item_set, w.relpath) for w in written]
             return StreamResult(protocol=protocol, read=sum(rows), parts=parts)

@@ -16,7 +16,6 @@ from typing import TypeVar
 import polars as pl
 
 from jurymeter.errors import ConfigError
-from jurymeter.io.naming import MAX_ENCODED_LENGTH, encode_item_set
 from jurymeter.io.schema import (
     INDEX_COLUMNS,
     SCHEMAS,
@@ -262,11 +261,6 @@ def staging_exprs(
     return exprs, unknown
 
 
-def item_sets_too_long(names: list[str]) -> list[str]:
-    """Item-set names whose folder name would exceed :data:`MAX_ENCODED_LENGTH`."""
-    return [n for n in names if len(encode_item_set(n)) > MAX_ENCODED_LENGTH]
-
-
 def check_code(checks: list[tuple[pl.Expr, str, Callable]]) -> pl.Expr:
     """Index of the first failing check per row (null when the row passes)."""
     code: pl.Expr = pl.lit(None, dtype=pl.UInt8)
@@ -309,8 +303,7 @@ def validate_batch(
     )
     exprs, unknown = staging_exprs(in_frame, protocol, options, marked=marked)
     staged = frame.with_row_index(ROW).select(pl.col(ROW), *exprs)
-    names = staged["item_set"].drop_nulls().unique().to_list() if "item_set" in schema.dtypes else []
-    checks = _checks(protocol, options, item_sets_too_long(names))
+    checks = _checks(protocol, options)
     code = check_code(checks)
     staged = staged.with_columns(code.alias("__check"))
     if protocol == "pairwise":
@@ -354,8 +347,7 @@ def flag_rejected(
     one ``timestamp_format`` cannot read a timestamp or a ``text_fields`` column
     may hold a boolean, array or object turned into text. The flag is
     conservative on purpose: the caller falls back to the block path, which has
-    the messages, on any flagged row. Item-set names too long for a folder are
-    not flagged here (the caller checks the few names it writes).
+    the messages, on any flagged row.
 
     Returns
     -------
@@ -379,7 +371,7 @@ def flag_rejected(
         for c in schema.dtypes
         if in_frame.get(c) == pl.String and c in text_fields
     ]
-    conditions = [check.fill_null(False) for check, _, _ in _checks(protocol, options, [])]
+    conditions = [check.fill_null(False) for check, _, _ in _checks(protocol, options)]
     rejected = pl.any_horizontal(*conditions, *[h.fill_null(False) for h in hides])
     rows = records.select(pl.col(ROW), *keep, *exprs).with_columns(rejected.alias("__rejected"))
     if protocol == "pairwise":
@@ -397,7 +389,7 @@ def _winner(raw: pl.Expr) -> pl.Expr:
 
 
 def _checks(
-    protocol: Protocol, options: ValidationOptions, too_long: list[str]
+    protocol: Protocol, options: ValidationOptions
 ) -> list[tuple[pl.Expr, str, _Message]]:
     """(failing condition, reason code, message builder) in the order they apply."""
     schema = SCHEMAS[protocol]
@@ -448,18 +440,6 @@ def _checks(
                     ),
                 )
             )
-    if "item_set" in schema.dtypes:
-        checks.append(
-            (
-                pl.col("item_set").is_in(too_long),
-                "invalid_item_set",
-                lambda _t: pl.format(
-                    "field 'item_set': name too long for a folder "
-                    "(more than {} bytes once encoded)",
-                    pl.lit(MAX_ENCODED_LENGTH),
-                ),
-            )
-        )
     if protocol == "pointwise":
         checks.append(
             (
