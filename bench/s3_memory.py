@@ -1,4 +1,4 @@
-"""Peak memory of a G-study fit from a local store and from an S3 store, as the record count grows.
+r"""Peak memory of a G-study fit from a local store and from an S3 store, as the record count grows.
 
 For each size of ``--sizes`` (default 2,000,000 and 6,000,000 records) the script
 
@@ -11,7 +11,7 @@ For each size of ``--sizes`` (default 2,000,000 and 6,000,000 records) the scrip
    on a free port, one bucket; the server holds the objects in memory);
 3. fits the item set from each store in a fresh process, measured by GNU time::
 
-       /usr/bin/time -v uv run --no-sync jurymeter gstudy --item-set bench-s3 --boot 100 --json \\
+       /usr/bin/time -v uv run --no-sync jurymeter gstudy --item-set bench-s3 --boot 100 --json \
            --store <local folder | s3://bench/store-N> [--storage-option endpoint_url=http://127.0.0.1:PORT]
 
    with the S3 credentials in ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``/
