@@ -97,3 +97,69 @@ def test_binary_scores_work_like_scale_scores() -> None:
     assert report["components"]["sigma2_s"]["raw"] > 0
     assert 0 < report["erho2"] < 1
     assert report["grand_mean"] == pytest.approx(correct.mean())
+
+
+# ------------------------------------------------------------------ issue 11
+
+def _records(design_spec: str, sizes: dict[str, int], truth: dict[str, float], seed: int) -> pl.DataFrame:
+    from jurymeter.stats.design import Design
+    from jurymeter.stats.gstudy import simulate_design
+
+    design = Design.parse(design_spec)
+    x = simulate_design(design, sizes, truth, np.random.default_rng(seed), grand_mean=3.0)
+    index = dict(zip(design.facets, np.indices(x.shape).reshape(x.ndim, -1), strict=True))
+    zeros = np.zeros(x.size, dtype=np.int64)
+    return pl.DataFrame({
+        "system_id": [f"s{k:02d}" for k in index["s"]], "item_id": [f"i{k:02d}" for k in index["i"]],
+        "judge_id": [f"j{k}" for k in index["j"]], "generation": index.get("g", zeros),
+        "replicate": index.get("r", zeros), "score": x.ravel(),
+    })
+
+
+WIDE_JUDGE_TRUTH = {"s": 0.3, "i": 0.2, "j": 0.1, "si": 0.05, "sj": 0.25, "ij": 0.05, "sij": 0.3}
+
+
+INVALID_REQUESTS = [
+    ("item_set", ""), ("item_set", 3),
+    ("judges", ()), ("judges", ["a"]), ("judges", ("a", 2)),
+    ("systems", ()), ("systems", "abc"),
+    ("generations", "both"),
+    ("n_boot", 0), ("n_boot", 2.5), ("n_boot", True),
+    ("seed", -1), ("seed", 1.5), ("seed", "0"),
+    ("target", 0.0), ("target", 1.0), ("target", float("nan")), ("target", "0.8"),
+    ("ensembles", (0,)), ("ensembles", (1,)), ("ensembles", 2), ("ensembles", (2.0,)),
+    ("partitions", 0), ("partitions", None),
+    ("splits", 0),
+    ("screen_threshold", float("inf")), ("screen_threshold", float("nan")), ("screen_threshold", "1"),
+    ("budgets", (0,)), ("budgets", (120, -5)), ("budgets", 120), ("budgets", (12.5,)),
+    ("fpr_simulations", -1), ("fpr_simulations", 0.5),
+    ("interval_method", "wald"),
+]
+
+
+@pytest.mark.parametrize(("field", "value"), INVALID_REQUESTS, ids=[f"{f}={v!r}" for f, v in INVALID_REQUESTS])
+def test_every_request_field_is_validated_at_the_door(field: str, value: object) -> None:
+    from jurymeter.errors import DesignError, JurymeterError
+
+    with pytest.raises(DesignError) as caught:
+        GStudyRequest(item_set="x", **{field: value}) if field != "item_set" else GStudyRequest(item_set=value)  # type: ignore[arg-type]
+    message = str(caught.value)
+    assert isinstance(caught.value, JurymeterError)
+    assert field in message
+    assert repr(value) in message
+    assert "must be" in message
+
+
+def test_valid_requests_pass_and_ints_are_normalized() -> None:
+    request = GStudyRequest(item_set="x", judges=("a", "b"), systems=("s",), n_boot=np.int64(5), seed=np.int64(2),
+                            target=np.float64(0.7), ensembles=(), budgets=(), fpr_simulations=0, screen_threshold=-1)
+    assert (type(request.n_boot), type(request.seed), type(request.target)) == (int, int, float)
+    assert hash(request) == hash(GStudyRequest(**{f: getattr(request, f) for f in request.__dataclass_fields__}))
+
+
+def test_ensembles_of_zero_judges_is_a_design_error_not_a_zero_division() -> None:
+    from jurymeter.errors import DesignError
+
+    records = _records("s x i x j", {"s": 4, "i": 10, "j": 4}, WIDE_JUDGE_TRUTH, seed=1)
+    with pytest.raises(DesignError, match="ensembles"):
+        assess_item_set(records, GStudyRequest(item_set="x", ensembles=(0,)))

@@ -9,8 +9,9 @@ the CLI's job). Paper symbols are spelled the same everywhere: ``sigma2_sj``,
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 import polars as pl
@@ -56,6 +57,13 @@ class GStudyRequest:
 
     ``judges`` and ``systems`` restrict the fit to a judge universe and a system
     population (``None`` = all in the data).
+
+    Raises
+    ------
+    DesignError
+        Any field of the wrong type or out of range; the message names the
+        field, the value given and what is allowed. Integer and real fields
+        accept numpy scalars and are stored as Python ``int`` / ``float``.
     """
 
     item_set: str
@@ -74,18 +82,66 @@ class GStudyRequest:
     interval_method: str = "pivotal"
 
     def __post_init__(self) -> None:
-        if self.n_boot < 1:
-            msg = f"n_boot must be >= 1, got {self.n_boot}"
-            raise DesignError(msg)
-        if not 0 < self.target < 1:
-            msg = f"target must be in (0, 1), got {self.target}"
-            raise DesignError(msg)
-        if self.interval_method not in ("pivotal", "percentile"):
-            msg = f"interval_method must be 'pivotal' or 'percentile', got {self.interval_method!r}"
-            raise DesignError(msg)
-        if self.generations not in ("average", "facet"):
-            msg = f"generations must be 'average' or 'facet', got {self.generations!r}"
-            raise DesignError(msg)
+        if not isinstance(self.item_set, str) or not self.item_set:
+            _refuse("item_set", self.item_set, "a non-empty string")
+        for name in ("judges", "systems"):
+            levels = getattr(self, name)
+            if levels is not None and (
+                not isinstance(levels, tuple) or not levels or not all(isinstance(v, str) for v in levels)
+            ):
+                _refuse(name, levels, "None (all in the data) or a non-empty tuple of str ids")
+        if self.generations not in GENERATION_MODES:
+            _refuse("generations", self.generations, f"one of {GENERATION_MODES}")
+        if self.interval_method not in INTERVAL_METHODS:
+            _refuse("interval_method", self.interval_method, f"one of {INTERVAL_METHODS}")
+        for name, low in (("n_boot", 1), ("seed", 0), ("partitions", 1), ("splits", 1), ("fpr_simulations", 0)):
+            object.__setattr__(self, name, _integer(name, getattr(self, name), low))
+        target = _real(self.target)
+        if target is None or not 0 < target < 1:
+            _refuse("target", self.target, "a number strictly between 0 and 1")
+        object.__setattr__(self, "target", target)
+        threshold = _real(self.screen_threshold)
+        if threshold is None or not np.isfinite(threshold):
+            _refuse("screen_threshold", self.screen_threshold, "a finite number")
+        object.__setattr__(self, "screen_threshold", threshold)
+        for name, low, allowed in (
+            ("ensembles", 2, "a tuple of ints >= 2 (judges per ensemble), possibly empty"),
+            ("budgets", 1, "a tuple of ints >= 1 (judge calls per system), possibly empty"),
+        ):
+            values = getattr(self, name)
+            if not isinstance(values, tuple) or any(_int_or_none(v) is None or _int_or_none(v) < low for v in values):
+                _refuse(name, values, allowed)
+            object.__setattr__(self, name, tuple(int(v) for v in values))
+
+
+GENERATION_MODES = ("average", "facet")
+INTERVAL_METHODS = ("pivotal", "percentile")
+
+
+def _refuse(name: str, value: object, allowed: str) -> NoReturn:
+    msg = f"GStudyRequest.{name} must be {allowed}; got {value!r}"
+    raise DesignError(msg)
+
+
+def _int_or_none(value: object) -> int | None:
+    """``value`` as an int when it is an integer (numpy integers too, not bools), else ``None``."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)
+    return None
+
+
+def _integer(name: str, value: object, low: int) -> int:
+    number = _int_or_none(value)
+    if number is None or number < low:
+        _refuse(name, value, f"an int >= {low}")
+    return number
+
+
+def _real(value: object) -> float | None:
+    """``value`` as a float when it is a real number (numpy reals too, not bools), else ``None``."""
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return float(value)
+    return None
 
 
 def restrict(records: pl.LazyFrame, request: GStudyRequest) -> pl.LazyFrame:
