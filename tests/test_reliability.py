@@ -116,7 +116,38 @@ def _records(design_spec: str, sizes: dict[str, int], truth: dict[str, float], s
     })
 
 
-WIDE_JUDGE_TRUTH = {"s": 0.3, "i": 0.2, "j": 0.1, "si": 0.05, "sj": 0.25, "ij": 0.05, "sij": 0.3}
+WIDE_JUDGE_TRUTH = {"s": 0.05, "i": 0.2, "j": 0.1, "si": 0.05, "sj": 0.25, "ij": 0.05, "sij": 0.3}
+
+
+def test_recommendations_respect_a_restricted_judge_universe() -> None:
+    from jurymeter.stats.curves import curves
+    from jurymeter.stats.design import Design
+    from jurymeter.stats.dstudy import budget_optimum
+
+    records = _records("s x i x j", {"s": 20, "i": 30, "j": 8}, WIDE_JUDGE_TRUTH, seed=3)
+    universe = tuple(f"j{k}" for k in range(5))
+    report = assess_item_set(records, GStudyRequest(item_set="u", judges=universe, n_boot=100, fpr_simulations=0))
+    assert report["block"]["judges"] == 5
+    design = Design.parse(report["design"])
+    c = {k.removeprefix("sigma2_"): v["raw"] for k, v in report["components"].items()}
+    sigma2 = np.array([c[label] for label in design.labels])
+    assert budget_optimum(sigma2, design, 1080)[1] > 5  # unrestricted, the optimum wants more judges
+    for budget, best in report["budget_optimum"].items():
+        splits = [(int(budget) // j, j) for j in range(1, 6)]
+        deltas = {s: c["si"] / s[0] + c["sj"] / s[1] + c["sij"] / (s[0] * s[1]) for s in splits}
+        assert (best["n_i"], best["n_j"]) == min(deltas, key=deltas.get)  # brute force within 5 judges
+        assert best["max_judges"] == 5
+    figure = curves(report)
+    assert {row["judges"] for row in figure["budget_curve"]} <= {1, 2, 3, 4, 5}
+    assert all(row["judges"] <= 5 for row in figure["budget_curve"] if row["optimal"])
+    flagged = figure["extrapolated"]
+    assert "ceiling_by_judges.10" in flagged
+    assert "ceiling_by_judges.5" not in flagged
+    needed = report["judges_needed"]
+    assert needed is not None
+    assert needed > 5
+    assert "judges_needed" in flagged
+    assert f"{needed} judges > 5" in flagged["judges_needed"]
 
 
 INVALID_REQUESTS = [
