@@ -116,6 +116,50 @@ def _records(design_spec: str, sizes: dict[str, int], truth: dict[str, float], s
     })
 
 
+FACET_TRUTH = {"s": 0.4, "i": 0.3, "j": 0.1, "si": 0.2, "sj": 0.1, "ij": 0.05, "sij": 0.3,
+               "g:si": 0.2, "jg:si": 0.05, "r:sijg": 0.3}
+
+
+def test_naive_bootstrap_and_its_mdd_refer_to_the_same_generations() -> None:
+    records = _records("s x i x j x g:si x r:sijg", {"s": 6, "i": 15, "j": 4, "g": 3, "r": 2}, FACET_TRUTH, seed=7)
+    request = GStudyRequest(item_set="gen", n_boot=50, fpr_simulations=0)
+    facet = assess_item_set(records, GStudyRequest(item_set="gen", n_boot=50, fpr_simulations=0, generations="facet"))
+    averaged = assess_item_set(records, request)
+    assert facet["design"] == "s x i x j x g:si x r:sijg"
+    c = {k.removeprefix("sigma2_"): v["raw"] for k, v in facet["components"].items()}
+    # The naive bootstrap resamples the first judge's first run, averaged over the
+    # 3 generations of each item; its MDD by hand at 15 items, 1 judge, 3 generations, 1 run:
+    n_i, n_g = 15, 3
+    delta = (c["si"] / n_i + c["sj"] + c["sij"] / n_i + c["g_si"] / (n_i * n_g)
+             + c["jg_si"] / (n_i * n_g) + c["r_sijg"] / (n_i * n_g))
+    naive = facet["naive_item_bootstrap"]
+    assert naive["mdd95_single_judge"] == pytest.approx(1.959963984540054 * np.sqrt(2 * delta), rel=1e-12)
+    assert naive["generations"] == n_g
+    # The half-width is that of the same data with generations averaged, and so,
+    # nearly, is the MDD: the same expectation, not the same estimate, since the
+    # averaged block's residual pairs replicates across generations (before the
+    # fix the facet MDD was that of one generation, 1.233 against 1.159 here).
+    assert naive["halfwidth"] == pytest.approx(averaged["naive_item_bootstrap"]["halfwidth"], rel=1e-12)
+    assert naive["mdd95_single_judge"] == pytest.approx(
+        averaged["naive_item_bootstrap"]["mdd95_single_judge"], rel=0.01
+    )
+
+
+def test_with_one_run_the_naive_check_of_a_facet_block_is_that_of_generations_averaged() -> None:
+    """One replicate: s x i x j x g:si. The naive means once kept the first generation only."""
+    truth = {k: v for k, v in FACET_TRUTH.items() if k != "r:sijg"}
+    records = _records("s x i x j x g:si", {"s": 6, "i": 15, "j": 4, "g": 3}, truth, seed=7)
+    facet = assess_item_set(records, GStudyRequest(item_set="g", n_boot=50, fpr_simulations=0, generations="facet"))
+    averaged = assess_item_set(records, GStudyRequest(item_set="g", n_boot=50, fpr_simulations=0))
+    assert (facet["design"], averaged["design"]) == ("s x i x j x g:si", "s x i x j")
+    c = {k.removeprefix("sigma2_"): v["raw"] for k, v in facet["components"].items()}
+    delta = c["si"] / 15 + c["sj"] + c["sij"] / 15 + c["g_si"] / 45 + c["jg_si"] / 45
+    naive, reference = facet["naive_item_bootstrap"], averaged["naive_item_bootstrap"]
+    assert naive["mdd95_single_judge"] == pytest.approx(1.959963984540054 * np.sqrt(2 * delta), rel=1e-12)
+    for key in ("halfwidth", "mdd95_single_judge", "mdd95_over_halfwidth"):
+        assert naive[key] == pytest.approx(reference[key], rel=1e-9), key
+
+
 WIDE_JUDGE_TRUTH = {"s": 0.05, "i": 0.2, "j": 0.1, "si": 0.05, "sj": 0.25, "ij": 0.05, "sij": 0.3}
 
 

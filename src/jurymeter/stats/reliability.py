@@ -545,11 +545,14 @@ class GStudyChunks:
         design = self.layout.design
         self.terms.add(x)
         self.item_means.append(system_item_means(x, design))
-        # What a careful author does today: one judge, one run, items resampled.
-        one_judge = x[:, :, :1, ...]
-        if one_judge.ndim > 3:
-            one_judge = one_judge[..., :1]
-        self.one_judge_means.append(system_item_means(one_judge, design))
+        # What a careful author does today: one judge, one run, items resampled;
+        # the generations of an item (a facet block's g:si) are all kept and
+        # averaged, as the block with generations averaged does (_report's MDD
+        # for the comparison counts them).
+        first = tuple(
+            slice(0, 1) if f in (PAPER_ROLES.judge, PAPER_ROLES.replicate) else slice(None) for f in design.facets
+        )
+        self.one_judge_means.append(system_item_means(x[first], design))
         for refits in self.ensembles.values():
             refits.add(x)
         if self.nested is not None:
@@ -597,6 +600,11 @@ def _report(chunks: GStudyChunks) -> dict[str, Any]:
     notes.null_reasons, notes.truncated, notes.extrapolated = (
         summary["null_reasons"], summary["truncated"], summary["extrapolated"]
     )
+    # The naive bootstrap resamples the first judge's first run with the
+    # generations of each item averaged (GStudyChunks.add): its MDD counts the
+    # same generations (all observed with generations as a facet; the block's
+    # cells average them otherwise).
+    generations = fit.sizes[roles.generation] if roles.generation in design.facets else 1
     halfwidth = notes.value(
         "naive_item_bootstrap.halfwidth",
         naive_halfwidth_from_means(
@@ -606,7 +614,7 @@ def _report(chunks: GStudyChunks) -> dict[str, Any]:
     )
     single_native = notes.mdd(
         "naive_item_bootstrap.mdd95_single_judge",
-        roles.sizes(design, fit.sizes[roles.item], 1, 1),
+        roles.sizes(design, fit.sizes[roles.item], 1, 1, generations=generations),
     )
     if single_native is not None and halfwidth is not None and halfwidth > 0:
         over = single_native / halfwidth
@@ -708,6 +716,7 @@ def _report(chunks: GStudyChunks) -> dict[str, Any]:
             "halfwidth": halfwidth,
             "mdd95_single_judge": single_native,
             "mdd95_over_halfwidth": over,
+            "generations": generations,
         },
         "rank_reliability": {**wrong, "mdd_false_positive_rate": fpr},
         "ensembles": ensembles,
