@@ -260,7 +260,13 @@ class ReportNotes:
         return value
 
 
-def dstudy_summary(fit: GStudy, *, target: float = 0.8, budgets: tuple[int, ...] = (120, 360, 1080)) -> dict[str, Any]:
+def dstudy_summary(
+    fit: GStudy,
+    *,
+    target: float = 0.8,
+    budgets: tuple[int, ...] = (120, 360, 1080),
+    notes: ReportNotes | None = None,
+) -> dict[str, Any]:
     """Point D-study quantities of paper table 1 and appendix, from a fit.
 
     Coefficients follow the boundary rule of :mod:`jurymeter.stats.dstudy`
@@ -269,10 +275,11 @@ def dstudy_summary(fit: GStudy, *, target: float = 0.8, budgets: tuple[int, ...]
     ``truncated``, and a quantity beyond the block's facet sizes in
     ``extrapolated`` (:class:`ReportNotes`). The budget splits have at most the
     block's judges (the universe's judges that survived the block rule):
-    a panel cannot have more distinct judges than its universe.
+    a panel cannot have more distinct judges than its universe. ``notes``
+    (default: new ones) receives the notes; the summary holds its dicts.
     """
     design, sigma2, roles = fit.design, fit.sigma2, PAPER_ROLES
-    notes = ReportNotes(fit, roles)
+    notes = notes if notes is not None else ReportNotes(fit, roles)
     native = roles.observed(design, fit.sizes)
     at30 = roles.sizes(design, 30, 1, 1)
     unlimited = roles.sizes(design, np.inf, 1, 1)
@@ -280,9 +287,7 @@ def dstudy_summary(fit: GStudy, *, target: float = 0.8, budgets: tuple[int, ...]
     tau, delta, absolute = error_variances(sigma2, design, native)
     t_df = delta_df(fit.ms, fit.df, design, fit.sizes, native)
     summary: dict[str, Any] = {
-        "mdd95_t": notes.mdd("mdd95_t", native, df=t_df) if np.isfinite(t_df) else notes.value(
-            "mdd95_t", None, f"no t quantile: the Satterthwaite degrees of freedom are {t_df!r}"
-        ),
+        "mdd95_t": notes.mdd("mdd95_t", native, df=t_df),
         "mdd95_t_df": notes.value("mdd95_t_df", t_df, "the mean squares give no Satterthwaite degrees of freedom"),
         "sizes": dict(fit.sizes),
         "sigma2_delta": float(delta),
@@ -377,17 +382,16 @@ def _nomogram(notes: ReportNotes) -> dict[str, Any]:
             f"{undefined} cells have sigma2_s = {tau:.4g} <= 0 and sigma2_delta <= 0 (0/0)"
         )
     if tau < 0:
-        notes.truncated["nomogram"] = f"sigma2_s = {tau:.4g} < 0, taken as 0: every cell is 0"
+        notes.truncated["nomogram"] = f"sigma2_s = {tau:.4g} < 0, taken as 0: every defined cell is 0"
     elif (deltas < 0).any():
         notes.truncated["nomogram"] = (
             f"{int((deltas < 0).sum())} cells have sigma2_delta < 0, taken as 0 (value 1)"
         )
-    beyond = [
-        f"judges > {fit.sizes[roles.judge]} observed ({', '.join(str(j) for j in NOMOGRAM_JUDGES if j > fit.sizes[roles.judge])})"
-    ] if max(NOMOGRAM_JUDGES) > fit.sizes[roles.judge] else []
-    if max(NOMOGRAM_ITEMS) > fit.sizes[roles.item]:
-        over = ", ".join(str(i) for i in NOMOGRAM_ITEMS if i > fit.sizes[roles.item])
-        beyond.append(f"items > {fit.sizes[roles.item]} observed ({over})")
+    beyond = []
+    for name, facet, counts in (("judges", roles.judge, NOMOGRAM_JUDGES), ("items", roles.item, NOMOGRAM_ITEMS)):
+        over = [str(k) for k in counts if k > fit.sizes[facet]]
+        if over:
+            beyond.append(f"{name} > {fit.sizes[facet]} observed ({', '.join(over)})")
     if beyond:
         notes.extrapolated["nomogram"] = "; ".join(beyond)
     return {
@@ -595,11 +599,8 @@ def _report(chunks: GStudyChunks) -> dict[str, Any]:
         sd_of_system_means=sd_means,
         method=request.interval_method,  # type: ignore[arg-type]
     )
-    summary = dstudy_summary(fit, target=request.target, budgets=request.budgets)
-    notes = ReportNotes(fit, roles)
-    notes.null_reasons, notes.truncated, notes.extrapolated = (
-        summary["null_reasons"], summary["truncated"], summary["extrapolated"]
-    )
+    notes = ReportNotes(fit, roles)  # the summary's and the checks' below, in one set of dicts
+    summary = dstudy_summary(fit, target=request.target, budgets=request.budgets, notes=notes)
     # The naive bootstrap resamples the first judge's first run with the
     # generations of each item averaged (GStudyChunks.add): its MDD counts the
     # same generations (all observed with generations as a facet; the block's
@@ -729,11 +730,15 @@ def _item_report(
 ) -> dict[str, Any]:
     rho = items.split_half_rho[np.isfinite(items.split_half_rho)]
     reason = "every split has constant discriminations in a half: no rank correlation"
+
+    def summary(name: str, q: float) -> float | None:
+        return notes.value(f"items.{name}", float(np.percentile(rho, q)) if rho.size else None, reason)
+
     return {
         "discrimination": dict(zip(item_ids, items.discrimination.tolist(), strict=True)),
-        "split_half_rho_median": notes.value("items.split_half_rho_median", float(np.median(rho)) if rho.size else None, reason),
-        "split_half_rho_low": notes.value("items.split_half_rho_low", float(np.percentile(rho, 2.5)) if rho.size else None, reason),
-        "split_half_rho_high": notes.value("items.split_half_rho_high", float(np.percentile(rho, 97.5)) if rho.size else None, reason),
+        "split_half_rho_median": summary("split_half_rho_median", 50),
+        "split_half_rho_low": summary("split_half_rho_low", 2.5),
+        "split_half_rho_high": summary("split_half_rho_high", 97.5),
         "screen_threshold": request.screen_threshold,
         "screened_items": screened,
     }
