@@ -154,3 +154,24 @@ def test_ensemble_refits_on_cell_means_equal_refits_of_the_whole_design(spec: st
             expected.append(fit_gstudy(np.moveaxis(grouped, -1, axis), design).component("sj") / predicted)
         check = ensemble_partitions(x, design, k=k, partitions=8, seed=k)
         np.testing.assert_allclose(check.ratios, expected, rtol=1e-9)
+
+
+def test_checks_without_a_positive_error_or_prediction_are_nan_without_warnings() -> None:
+    """Issue 11: small data give sigma2_delta <= 0 or sigma2_sj <= 0; no warning, no made-up number."""
+    import warnings
+
+    from jurymeter.stats.diagnostics import EnsembleRefits, naive_halfwidth_from_means
+
+    x = _simulate({"s": 5, "i": 6, "j": 4, "r": 2}, _truth(s=0.5, sij=0.3, r_sij=0.3), seed=4)
+    fit = fit_gstudy(x, DESIGN)
+    sigma2 = fit.sigma2.copy()
+    sigma2[list(fit.effects).index("sj")] = -0.2  # sigma2_delta at one judge is then negative
+    negative = type(fit)(**{**fit.__dict__, "sigma2": sigma2})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert np.isnan(wrong_order_probability(negative, judges=1, seed=1))
+        refits = EnsembleRefits(DESIGN, 4, k=2, partitions=3, seed=1).add(x)
+        check = refits.check(negative)
+        assert np.all(np.isnan(check.ratios))
+        assert np.isnan(check.median)
+        assert np.isnan(naive_halfwidth_from_means(x.mean(axis=(2, 3)), n_boot=1))

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from jurymeter.errors import DesignError
 from jurymeter.stats.ranking import tie_groups
 
 IDS = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=0, max_size=6)
@@ -94,11 +95,11 @@ def test_infinite_mdd_is_one_group_and_nan_is_refused() -> None:
     table = tie_groups({"a": 1.0, "b": -100.0, "c": 50.0}, math.inf)
     assert table["tie_group"].to_list() == [1, 1, 1]
     assert table["system_id"].to_list() == ["c", "a", "b"]
-    with pytest.raises(ValueError, match="mdd"):
+    with pytest.raises(DesignError, match="mdd"):
         tie_groups({"a": 1.0}, math.nan)
-    with pytest.raises(ValueError, match="mdd"):
+    with pytest.raises(DesignError, match="mdd"):
         tie_groups({"a": 1.0}, -0.1)
-    with pytest.raises(ValueError, match="finite"):
+    with pytest.raises(DesignError, match="finite"):
         tie_groups({"a": 1.0, "b": math.nan}, 0.5)
 
 
@@ -108,3 +109,23 @@ def test_no_systems_give_an_empty_table_with_the_schema() -> None:
     assert table.schema == pl.Schema(
         {"system_id": pl.String, "mean": pl.Float64, "rank": pl.Int64, "tie_group": pl.Int64, "mdd95": pl.Float64}
     )
+
+
+@pytest.mark.parametrize(
+    ("means", "mdd", "match"),
+    [
+        ({"a": 1.0}, math.nan, r"mdd must be a number >= 0 \(inf allowed\); got nan"),
+        ({"a": 1.0}, -0.1, r"got -0.1"),
+        ({"a": 1.0}, None, r"mdd must be a number .*; got None"),
+        ({"a": 1.0}, "wide", r"got 'wide'"),
+        ({"a": 1.0, "b": math.nan}, 0.5, r"every mean must be a finite number; got 'b': nan"),
+        ({"a": "high"}, 0.5, r"every mean must be a finite number; got 'a': 'high'"),
+        ({"a": None}, 0.5, r"got 'a': None"),
+    ],
+)
+def test_bad_input_is_a_design_error_naming_the_value(means: dict, mdd: object, match: str) -> None:
+    from jurymeter.errors import DesignError, JurymeterError
+
+    with pytest.raises(DesignError, match=match) as caught:
+        tie_groups(means, mdd)  # type: ignore[arg-type]
+    assert isinstance(caught.value, JurymeterError)

@@ -13,6 +13,13 @@ draw, and solve for the components. The paper (``ask-which-not-how-good``,
 appendix) uses a parametric bootstrap rather than Wald intervals because a
 component near zero has an asymmetric sampling distribution; intervals here are
 percentile intervals.
+
+Boundaries (issue 11): every draw goes through the same functions as the point
+estimate (:mod:`jurymeter.stats.dstudy`, "Boundaries"), so a coefficient's
+draws, and hence its interval bounds, are in [0, 1]; a draw where the quantity
+is undefined (an MDD whose :math:`\\sigma^2_\\delta \\le 0`, a ratio 0/0) is left
+out of the percentiles, and the interval says which share of the draws
+defined it (``defined``).
 """
 
 from __future__ import annotations
@@ -92,21 +99,39 @@ def resample_components(
 
 @dataclass(frozen=True)
 class Interval:
-    """A point estimate with a percentile interval."""
+    """A point estimate with a percentile interval.
+
+    ``defined`` is the share of the draws in which the quantity is defined
+    (``None`` for the components, always defined). NaN (undefined) values
+    become ``None`` in :meth:`to_json`; ``inf`` ("never", counts) stays.
+    """
 
     estimate: float
     low: float
     high: float
+    defined: float | None = None
 
-    def to_json(self) -> dict[str, float]:
-        return {"estimate": self.estimate, "low": self.low, "high": self.high}
+    def to_json(self) -> dict[str, float | None]:
+        out = {"estimate": _number(self.estimate), "low": _number(self.low), "high": _number(self.high)}
+        if self.defined is not None:
+            out["defined"] = self.defined
+        return out
 
 
-def percentile_interval(estimate: float, draws: np.ndarray, level: float = 0.95) -> Interval:
+def _number(value: float) -> float | None:
+    return None if np.isnan(value) else float(value)
+
+
+def percentile_interval(
+    estimate: float, draws: np.ndarray, level: float = 0.95, *, share: bool = False
+) -> Interval:
+    """Percentile interval over the defined (finite) draws; ``share`` records their share."""
     tail = (1 - level) / 2 * 100
+    draws = np.asarray(draws, dtype=np.float64)
     finite = draws[np.isfinite(draws)]
     low, high = np.percentile(finite, [tail, 100 - tail]) if len(finite) else (np.nan, np.nan)
-    return Interval(float(estimate), float(low), float(high))
+    defined = float(len(finite) / draws.size) if share and draws.size else None
+    return Interval(float(estimate), float(low), float(high), defined)
 
 
 def count_interval(estimate: float, draws: np.ndarray, level: float = 0.95) -> Interval:
@@ -148,7 +173,11 @@ def bootstrap_reliability(
     """95% intervals for the components and the D-study quantities (paper table 1).
 
     Intervals are the 2.5 and 97.5 percentiles of the quantity over the draws of
-    :func:`resample_components` (``method`` chooses pivotal or plug-in draws).
+    :func:`resample_components` (``method`` chooses pivotal or plug-in draws),
+    each draw computed by the point estimate's own rule (module docstring):
+    undefined draws are left out and counted in ``defined``.
+    ``p_ceiling_at_least_080`` is the share of the draws defining the ceiling
+    in which it reaches 0.8 (NaN when none does).
     """
     draws = resample_components(fit, n_boot, seed, method=method)
     design = fit.design
@@ -170,7 +199,7 @@ def bootstrap_reliability(
             lambda c: mdd95(c, design, native, obj=roles.system) / sd_of_system_means
         )
     derived = {
-        name: percentile_interval(float(f(fit.sigma2)), np.asarray(f(draws)), level)
+        name: percentile_interval(float(f(fit.sigma2)), np.asarray(f(draws)), level, share=True)
         for name, f in quantities.items()
     }
     counts = {
@@ -180,13 +209,15 @@ def bootstrap_reliability(
     for name, f in counts.items():
         derived[name] = count_interval(float(f(fit.sigma2)[0]), f(draws), level)
     ceiling_draws = ceiling(draws, design, roles=roles)
+    defined = ceiling_draws[np.isfinite(ceiling_draws)]
+    p_ceiling = float(np.mean(defined >= 0.8)) if defined.size else float("nan")
     return ReliabilityIntervals(
         sigma2={
             label: percentile_interval(fit.sigma2[k], draws[:, k], level)
             for k, label in enumerate(fit.effects)
         },
         derived=derived,
-        p_ceiling_at_least_080=float(np.mean(ceiling_draws >= 0.8)),
+        p_ceiling_at_least_080=p_ceiling,
         n_boot=n_boot,
         method=method,
     )

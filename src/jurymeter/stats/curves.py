@@ -2,6 +2,14 @@
 
 Figure 1 (E rho^2 against items, per judge count), figure 2 (MDD of budget
 splits), the ceiling by judge count, and the leaderboard's tie groups.
+
+Values follow the boundary rule of :mod:`jurymeter.stats.dstudy` ("Boundaries";
+``docs/gstudy.md``): coefficients in [0, 1], an undefined value is ``None``
+(a ratio 0/0, an MDD whose :math:`\\sigma^2_\\delta \\le 0`). The budget splits
+use at most the block's judges (the universe's judges that survived the block
+rule), as the report's budget optimum does; the other curves keep their fixed
+judge counts and list the points beyond the observed sizes in the report's
+``extrapolated`` dict.
 """
 
 from __future__ import annotations
@@ -16,7 +24,7 @@ from jurymeter.stats.ranking import tie_groups
 # Figure 1's curves: judge counts and item counts (log-spaced, 5..500).
 CURVE_JUDGES = (1, 2, 3, 5, 10)
 CURVE_ITEMS = tuple(int(v) for v in np.unique(np.geomspace(5, 500, 40).round()))
-# Figure 2's splits: judges per item tried for each budget.
+# Figure 2's splits: judges per item tried for each budget (at most the block's judges).
 BUDGET_JUDGES = (1, 2, 3, 4, 5, 6, 8, 10)
 
 
@@ -24,31 +32,71 @@ def curves(report: dict[str, Any]) -> dict[str, Any]:
     """Figure 1 (E rho^2 against items per judge count) and figure 2 (budget splits) data.
 
     Recomputed from the fitted components with :mod:`jurymeter.stats.dstudy`
-    (paper section 5, eq. for E rho^2 and MDD; appendix, budget optimum).
+    (paper section 3, :math:`E\\rho^2 = \\sigma^2_s / (\\sigma^2_s + \\sigma^2_\\delta)`
+    and :math:`\\mathrm{MDD}_{95} = 1.96\\sqrt{2\\sigma^2_\\delta}`; appendix, the
+    budget optimum; eq. 4, the ceilings).
+
+    Returns
+    -------
+    dict
+        ``erho2_curve`` (rows ``judges``, ``items``, ``erho2``), ``budget_curve``
+        (rows ``budget``, ``judges``, ``items``, ``replicates``, ``mdd95``,
+        ``optimal``: judges at most the block's; ``optimal`` marks the split
+        with the smallest :math:`\\sigma^2_\\delta`, and no row when that
+        smallest value is <= 0, since the estimates then cannot rank the
+        splits), ``ceiling_by_judges``, and the report's ``null_reasons``,
+        ``truncated`` and ``extrapolated`` dicts with the curves' entries added
+        (``report.update(curves(report))`` keeps both).
     """
     # Imported here: the fits run on the workers, and the flow's own process
     # then never loads scipy (a second of its start-up).
-    from jurymeter.stats.dstudy import PAPER_ROLES, ceiling, erho2, error_variances, mdd95
+    from jurymeter.stats.dstudy import (
+        PAPER_ROLES,
+        beyond_observed,
+        ceiling,
+        erho2,
+        error_variances,
+        mdd95,
+    )
 
     design = Design.parse(report["design"])
     sigma2 = np.array([report["components"][_label(e)]["raw"] for e in design.labels])
     roles = PAPER_ROLES
+    observed = report.get("sizes") or {
+        roles.item: report["block"]["items"], roles.judge: report["block"]["judges"]
+    }
+    n_judges = int(observed[roles.judge])
+    null_reasons = dict(report.get("null_reasons") or {})
+    truncated = dict(report.get("truncated") or {})
+    extrapolated = dict(report.get("extrapolated") or {})
+
     items = np.array(CURVE_ITEMS, dtype=np.float64)
-    curve = [
-        {"judges": j, "items": int(n), "erho2": float(v)}
-        for j in CURVE_JUDGES
-        for n, v in zip(
-            CURVE_ITEMS, erho2(sigma2, design, roles.sizes(design, items, j, 1)), strict=True
-        )
-    ]
+    curve = []
+    for j in CURVE_JUDGES:
+        values = erho2(sigma2, design, roles.sizes(design, items, j, 1))
+        curve += [
+            {"judges": j, "items": int(n), "erho2": _number(v)} for n, v in zip(CURVE_ITEMS, values, strict=True)
+        ]
+    if any(row["erho2"] is None for row in curve):
+        null_reasons["erho2_curve"] = "sigma2_s <= 0 and sigma2_delta <= 0 at some points (0/0)"
+    beyond = beyond_observed(design, roles.sizes(design, max(CURVE_ITEMS), max(CURVE_JUDGES), 1), observed, roles)
+    if beyond:
+        extrapolated["erho2_curve"] = "points beyond the observed sizes: " + "; ".join(beyond)
+
     budget_rows = []
+    judge_counts = [j for j in BUDGET_JUDGES if j <= n_judges]
     for budget in report["request"]["budgets"]:
-        judges = np.array([j for j in BUDGET_JUDGES if budget // j >= 1], dtype=np.float64)
+        judges = np.array([j for j in judge_counts if budget // j >= 1], dtype=np.float64)
         n_items = np.floor(budget / judges)
         sizes = roles.sizes(design, n_items, judges, 1)
         _, delta, _ = error_variances(sigma2, design, sizes)
         values = mdd95(sigma2, design, sizes)
         best = int(np.argmin(delta))
+        ranked = bool(delta[best] > 0)
+        if not ranked:
+            null_reasons[f"budget_curve.{budget}"] = (
+                f"sigma2_delta = {float(delta[best]):.4g} <= 0 at the split minimizing it: no split is optimal"
+            )
         for k in range(len(judges)):
             budget_rows.append(
                 {
@@ -56,22 +104,52 @@ def curves(report: dict[str, Any]) -> dict[str, Any]:
                     "judges": int(judges[k]),
                     "items": int(n_items[k]),
                     "replicates": 1,
-                    "mdd95": float(values[k]),
-                    "optimal": k == best,
+                    "mdd95": _number(values[k]),
+                    "optimal": ranked and k == best,
                 }
             )
-    ceilings = {str(j): float(ceiling(sigma2, design, judges=j)) for j in CURVE_JUDGES}
-    return {"erho2_curve": curve, "budget_curve": budget_rows, "ceiling_by_judges": ceilings}
+        beyond = beyond_observed(design, sizes, observed, roles)
+        if beyond:
+            extrapolated[f"budget_curve.{budget}"] = "splits beyond the observed sizes: " + "; ".join(beyond)
+
+    ceilings = {}
+    for j in CURVE_JUDGES:
+        ceilings[str(j)] = _number(ceiling(sigma2, design, judges=j))
+        if ceilings[str(j)] is None:
+            null_reasons[f"ceiling_by_judges.{j}"] = "sigma2_s <= 0 and sigma2_sj <= 0 (0/0)"
+        elif sigma2[design.labels.index("s")] < 0 or sigma2[design.labels.index("sj")] < 0:
+            truncated.setdefault(f"ceiling_by_judges.{j}", "sigma2_s or sigma2_sj < 0, taken as 0")
+        if j > n_judges:
+            extrapolated[f"ceiling_by_judges.{j}"] = f"{j} judges > {n_judges} observed"
+    return {
+        "erho2_curve": curve,
+        "budget_curve": budget_rows,
+        "ceiling_by_judges": ceilings,
+        "null_reasons": null_reasons,
+        "truncated": truncated,
+        "extrapolated": extrapolated,
+    }
 
 
 def _label(effect: str) -> str:
     return f"sigma2_{effect.replace(':', '_')}"
 
 
+def _number(value: float) -> float | None:
+    return None if np.isnan(value) else float(value)
+
+
 def leaderboard(report: dict[str, Any]) -> list[dict[str, Any]]:
     """The balanced block's system means, grouped into ties below the fit's MDD (docs/results.md).
 
     The block's means, not all records', so the ranking and the MDD describe
-    the same data.
+    the same data. When the report's ``mdd95`` is ``None`` (no positive
+    :math:`\\sigma^2_\\delta`; its reason is in ``null_reasons``), the systems are
+    still ranked, but ``tie_group`` and ``mdd95`` are ``None``: no grouping can
+    be drawn without a floor.
     """
-    return tie_groups(report["system_means"], report["mdd95"]).to_dicts()
+    mdd = report["mdd95"]
+    if mdd is None:
+        rows = tie_groups(report["system_means"], 0.0).to_dicts()
+        return [{**row, "tie_group": None, "mdd95": None} for row in rows]
+    return tie_groups(report["system_means"], mdd).to_dicts()

@@ -18,11 +18,15 @@ All follow the appendix of paper ``ask-which-not-how-good``:
   on pairs whose true difference is zero.
 
 Functions take the dense block and design (see :mod:`jurymeter.stats.blocks`); they
-never read files.
+never read files. A check that its inputs cannot support (no positive
+:math:`\\sigma^2_\\delta`, no positive predicted :math:`\\sigma^2_{sj}`, fewer than
+two resamples, constant discriminations) returns NaN without a numpy warning;
+the report says why (``null_reasons``).
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,16 +46,21 @@ class EnsembleCheck:
     ratios: np.ndarray
 
     @property
+    def defined(self) -> bool:
+        """Whether the ratios exist (the prediction ``sigma2_sj / k`` is positive)."""
+        return bool(self.ratios.size) and bool(np.all(np.isfinite(self.ratios)))
+
+    @property
     def median(self) -> float:
-        return float(np.median(self.ratios))
+        return float(np.median(self.ratios)) if self.defined else float("nan")
 
     @property
     def low(self) -> float:
-        return float(np.min(self.ratios))
+        return float(np.min(self.ratios)) if self.defined else float("nan")
 
     @property
     def high(self) -> float:
-        return float(np.max(self.ratios))
+        return float(np.max(self.ratios)) if self.defined else float("nan")
 
 
 def ensemble_partitions(
@@ -111,9 +120,12 @@ class EnsembleRefits:
     def check(self, fit: GStudy) -> EnsembleCheck:
         """Observed over predicted sigma2_sj per partition; ``fit`` is the whole block's G-study.
 
-        The prediction is the block's sigma2_sj divided by ``k``.
+        The prediction is the block's sigma2_sj divided by ``k``; when it is
+        not positive there is nothing to compare against and every ratio is NaN.
         """
         predicted = fit.component(self.label) / self.k
+        if not predicted > 0:
+            return EnsembleCheck(k=self.k, ratios=np.full(len(self.terms), np.nan))
         ratios = np.array([fit_terms(terms).component(self.label) / predicted for terms in self.terms])
         return EnsembleCheck(k=self.k, ratios=ratios)
 
@@ -194,7 +206,12 @@ def item_diagnostics_from_means(means: np.ndarray, *, splits: int = 200, seed: i
         half = n_s // 2
         a = means[order[:half]].var(axis=0, ddof=1)
         b = means[order[half : 2 * half]].var(axis=0, ddof=1)
-        rhos[k] = stats.spearmanr(a, b).statistic
+        # Constant discriminations in a half (e.g. a single item) have no rank
+        # correlation: NaN, and scipy's warning about it stays here.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", stats.ConstantInputWarning)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                rhos[k] = stats.spearmanr(a, b).statistic
     return ItemDiagnostics(discrimination=means.var(axis=0, ddof=1), split_half_rho=rhos)
 
 
@@ -219,8 +236,10 @@ def naive_item_bootstrap_halfwidth(
 
 
 def naive_halfwidth_from_means(means: np.ndarray, *, n_boot: int = 800, seed: int = 0) -> float:
-    """:func:`naive_item_bootstrap_halfwidth` from the (systems, items) means."""
+    """:func:`naive_item_bootstrap_halfwidth` from the (systems, items) means; NaN below 2 resamples."""
     n_s, n_i = means.shape
+    if n_boot < 2 or n_s < 2:
+        return float("nan")  # no spread from fewer than two resamples, no pair from one system
     rng = np.random.default_rng(seed)
     boot = np.empty((n_boot, n_s))
     # Resamples in blocks: a (resamples x items) array of draws is the largest
@@ -253,10 +272,12 @@ def wrong_order_probability(
 ) -> float:
     """P(two systems adjacent in the true top ``top`` are returned in the wrong order).
 
-    True system effects are drawn from N(0, sigma2_s) for the study's number of
-    systems; each system's observed mean adds an independent error of variance
-    sigma2_delta (its interactions with the shared items and judges), so a pair
-    with true gap d is inverted with probability Phi(-d / sqrt(2 sigma2_delta)).
+    True system effects are drawn from N(0, max(sigma2_s, 0)) for the study's
+    number of systems; each system's observed mean adds an independent error of
+    variance sigma2_delta (its interactions with the shared items and judges), so
+    a pair with true gap d is inverted with probability Phi(-d / sqrt(2 sigma2_delta))
+    (paper appendix, "Rank inversions are near chance for adjacent systems").
+    NaN when sigma2_delta <= 0 at these sizes, the rule of :func:`mdd95`.
     """
     sigma_s2 = max(float(fit.sigma2[fit.effects.index(roles.system)]), 0.0)
     n_s = fit.sizes[roles.system]
@@ -264,10 +285,12 @@ def wrong_order_probability(
     _, delta, _ = error_variances(
         fit.sigma2, fit.design, roles.sizes(fit.design, items, judges, replicates), obj=roles.system
     )
+    if not float(delta) > 0:
+        return float("nan")
     rng = np.random.default_rng(seed)
     true = np.sort(rng.normal(0.0, np.sqrt(sigma_s2), size=(draws, n_s)), axis=1)[:, ::-1]
     gaps = -np.diff(true[:, : min(top, n_s)], axis=1)
-    scale = np.sqrt(2 * max(float(delta), 1e-300))
+    scale = np.sqrt(2 * float(delta))
     return float(stats.norm.cdf(-gaps / scale).mean())
 
 
@@ -283,14 +306,15 @@ def mdd_false_positive_rate(
     Whole data sets are simulated from the fitted components (truncated at zero)
     at the study's sizes, with systems 0 and 1 given the same true effect; each is
     refitted and the pair is flagged when its observed difference exceeds the
-    refitted MDD at native sizes.
+    refitted MDD at native sizes. A refit without a positive sigma2_delta has
+    no MDD (:func:`mdd95`) and is left out; NaN when every refit is.
     """
     design, sizes = fit.design, fit.sizes
     truth = fit.sigma2_truncated
     rng = np.random.default_rng(seed)
     s_axis = design.facets.index(roles.system)
     native = roles.observed(design, sizes)
-    hits = 0
+    hits, tried = 0, 0
     system = frozenset({roles.system})
     without_system = np.where([e == system for e in design.effects], 0.0, truth)
     for _ in range(simulations):
@@ -301,5 +325,8 @@ def mdd_false_positive_rate(
         x = x + effect.reshape(shape)
         refit = fit_gstudy(x, design)
         means = np.moveaxis(x, s_axis, 0).reshape(sizes[roles.system], -1).mean(axis=1)
-        hits += abs(means[0] - means[1]) > float(mdd95(refit.sigma2, design, native, obj=roles.system))
-    return hits / simulations
+        mdd = float(mdd95(refit.sigma2, design, native, obj=roles.system))
+        if np.isfinite(mdd):
+            tried += 1
+            hits += bool(abs(means[0] - means[1]) > mdd)
+    return hits / tried if tried else float("nan")

@@ -15,9 +15,26 @@ measurement is the system facet ``s``; every other facet is random and sampled
   difference of two system means shares items and judges, so only the
   system interactions remain, and its variance is :math:`2\\sigma^2_\\delta`).
 
-Raw components (possibly negative) are used throughout, so truncation never
-flatters a floor. Every function accepts components with leading batch axes
-(bootstrap resamples).
+Boundaries (issue 11; ``docs/gstudy.md``, "Boundaries, nulls and extrapolation")
+    Raw components (possibly negative) enter :math:`\\sigma^2_\\delta` and
+    :math:`\\sigma^2_\\Delta` unchanged, as the paper does (appendix: "we truncate
+    at zero when reporting variance shares and leave the raw value in place when
+    computing :math:`\\sigma^2_\\delta`"). A *ratio* then truncates the two
+    variances it is made of, never single components:
+    :math:`E\\rho^2 = \\tau_+ / (\\tau_+ + \\delta_+)` with
+    :math:`\\tau_+ = \\max(\\sigma^2_s, 0)` and
+    :math:`\\delta_+ = \\max(\\sigma^2_\\delta, 0)` (likewise :math:`\\Phi` with
+    :math:`\\Delta_+`, and the ceilings), so every coefficient is in [0, 1] and
+    depends on the components only through the raw sums :math:`\\tau`,
+    :math:`\\delta`, :math:`\\Delta` (so generations averaged or nested still
+    give the same native D-study). A ratio is undefined (NaN) when
+    :math:`\\tau_+ + \\delta_+ = 0`. The MDD needs :math:`\\sigma^2_\\delta > 0`:
+    otherwise it is undefined (NaN), never 0, which would call every difference
+    detectable. Bootstrap draws follow the same rule (:mod:`.bootstrap`).
+
+Every function accepts components with leading batch axes (bootstrap
+resamples) and emits no numpy warning: undefined values are NaN, and the
+report (:mod:`.reliability`) turns them into ``None`` with a reason.
 """
 
 from __future__ import annotations
@@ -42,7 +59,12 @@ def _sizes(design: Design, obj: str, n: Mapping[str, float]) -> dict[str, np.nda
     if missing:
         msg = f"D-study sizes needed for facets {missing}"
         raise DesignError(msg)
-    return {f: np.asarray(n[f], dtype=np.float64) for f in design.facets if f != obj}
+    sizes = {f: np.asarray(n[f], dtype=np.float64) for f in design.facets if f != obj}
+    for f, size in sizes.items():
+        if not np.all(size >= 1):  # also refuses NaN
+            msg = f"D-study size of facet {f!r} must be >= 1 (inf allowed); got {n[f]!r}"
+            raise DesignError(msg)
+    return sizes
 
 
 def error_variances(
@@ -53,6 +75,18 @@ def error_variances(
     ``n`` maps every facet but ``obj`` to its D-study count (``np.inf`` allowed;
     arrays broadcast against the batch axes of ``sigma2``). ``sigma2`` is
     ``(..., n_effects)`` in ``design.effects`` order.
+
+    Returns
+    -------
+    tau, delta, absolute
+        :math:`\\sigma^2_s`, :math:`\\sigma^2_\\delta` and :math:`\\sigma^2_\\Delta`
+        (module docstring; paper appendix, relative error) from the raw
+        components: they may be negative.
+
+    Raises
+    ------
+    DesignError
+        A size is missing, below 1 or NaN.
     """
     sizes = _sizes(design, obj, n)
     sigma2 = np.asarray(sigma2, dtype=np.float64)
@@ -64,8 +98,8 @@ def error_variances(
         for f in effect:
             if f != obj:
                 divisor = divisor * sizes[f]
-        with np.errstate(invalid="ignore"):
-            term = np.where(np.isfinite(divisor), sigma2[..., k] / divisor, 0.0)
+        finite = np.isfinite(divisor)
+        term = np.where(finite, sigma2[..., k] / np.where(finite, divisor, 1.0), 0.0)
         if effect == frozenset({obj}):
             tau = tau + sigma2[..., k]
         elif obj in effect:
@@ -75,18 +109,37 @@ def error_variances(
     return tau, delta, delta + absolute_extra
 
 
+def truncated_ratio(tau: np.ndarray, error: np.ndarray) -> np.ndarray:
+    """:math:`\\tau_+ / (\\tau_+ + e_+)`, both truncated at zero; NaN when both are <= 0.
+
+    The one rule for every coefficient of this module (module docstring,
+    "Boundaries"): in [0, 1] by construction, 0 when :math:`\\sigma^2_s \\le 0`
+    and 1 when the error variance is <= 0 (its boundary values).
+    """
+    tau = np.maximum(np.asarray(tau, dtype=np.float64), 0.0)
+    error = np.maximum(np.asarray(error, dtype=np.float64), 0.0)
+    total = tau + error
+    positive = total > 0
+    return np.where(positive, tau / np.where(positive, total, 1.0), np.nan)
+
+
 def erho2(sigma2: np.ndarray, design: Design, n: Mapping[str, float], *, obj: str = "s") -> np.ndarray:
-    """Generalizability coefficient :math:`E\\rho^2` (relative decisions)."""
+    """Generalizability coefficient :math:`E\\rho^2 = \\tau_+ / (\\tau_+ + \\delta_+)` (relative decisions).
+
+    Paper section 3, :math:`E\\rho^2 = \\sigma^2_s / (\\sigma^2_s + \\sigma^2_\\delta)`, with
+    both variances truncated at zero (:func:`truncated_ratio`); NaN when both are <= 0.
+    """
     tau, delta, _ = error_variances(sigma2, design, n, obj=obj)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return tau / (tau + delta)
+    return truncated_ratio(tau, delta)
 
 
 def phi(sigma2: np.ndarray, design: Design, n: Mapping[str, float], *, obj: str = "s") -> np.ndarray:
-    """Dependability coefficient :math:`\\Phi` (absolute decisions)."""
+    """Dependability coefficient :math:`\\Phi = \\tau_+ / (\\tau_+ + \\Delta_+)` (absolute decisions).
+
+    The same rule as :func:`erho2` with the absolute error variance.
+    """
     tau, _, absolute = error_variances(sigma2, design, n, obj=obj)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return tau / (tau + absolute)
+    return truncated_ratio(tau, absolute)
 
 
 def delta_df(
@@ -104,7 +157,8 @@ def delta_df(
     _, weights, _ = error_variances(eye, design, n, obj=obj)  # w_e: weight of component e in delta
     a = np.linalg.solve(design.ems_matrix(sizes).T, weights)
     terms = a * np.asarray(ms)
-    return float(terms.sum() ** 2 / np.sum(terms**2 / np.asarray(df)))
+    spread = float(np.sum(terms**2 / np.asarray(df)))
+    return float(terms.sum() ** 2 / spread) if spread > 0 else float("nan")
 
 
 def mdd95(
@@ -115,10 +169,21 @@ def mdd95(
     obj: str = "s",
     df: float | None = None,
 ) -> np.ndarray:
-    """Minimum detectable difference :math:`q \\sqrt{2\\sigma^2_\\delta}`, ``q`` = 1.96 or t(0.975, df)."""
+    """Minimum detectable difference :math:`q \\sqrt{2\\sigma^2_\\delta}`, ``q`` = 1.96 or t(0.975, df).
+
+    Paper appendix: :math:`\\mathrm{MDD}_{95} \\approx 1.96\\sqrt{2\\sigma^2_\\delta}`, with a
+    t quantile on the error degrees of freedom at small item counts
+    (:func:`delta_df`). NaN where :math:`\\sigma^2_\\delta \\le 0` (no floor is
+    estimable: 0 would call every difference detectable) and when ``df`` is
+    not a positive number.
+    """
     _, delta, _ = error_variances(sigma2, design, n, obj=obj)
-    q = Z95 if df is None else float(stats.t.ppf(0.975, df))
-    return q * np.sqrt(2.0 * np.maximum(delta, 0.0))
+    if df is None:
+        q = Z95
+    else:
+        q = float(stats.t.ppf(0.975, df)) if np.isfinite(df) and df > 0 else float("nan")
+    positive = delta > 0
+    return np.where(positive, q * np.sqrt(2.0 * np.where(positive, delta, 0.0)), np.nan)
 
 
 @dataclass(frozen=True)
@@ -160,8 +225,34 @@ class Facets:
 PAPER_ROLES = Facets()
 
 
+def beyond_observed(
+    design: Design, n: Mapping[str, float], observed: Mapping[str, float], roles: Facets = PAPER_ROLES
+) -> list[str]:
+    """The D-study sizes in ``n`` that exceed the study's own, as ``"30 items > 20 observed"``.
+
+    ``observed`` holds the fitted block's sizes (its judges are the universe's
+    judges that survived the block rule). A finite size above the observed one
+    is an extrapolation (the components are assumed to hold for levels never
+    seen); unlimited sizes (``inf``: the ceilings, "unlimited items") are
+    limits by definition and are not listed.
+    """
+    names = {roles.item: "items", roles.judge: "judges", roles.replicate: "runs", roles.generation: "generations"}
+    out = []
+    for facet in design.facets:
+        if facet == roles.system or facet not in n:
+            continue
+        size, seen = float(np.max(n[facet])), float(observed.get(facet, 1))
+        if np.isfinite(size) and size > seen:
+            out.append(f"{size:g} {names.get(facet, facet)} > {seen:g} observed")
+    return out
+
+
 def ceiling(sigma2: np.ndarray, design: Design, roles: Facets = PAPER_ROLES, judges: float = 1) -> np.ndarray:
-    """:math:`E\\rho^2` with unlimited items and runs at ``judges`` judges (paper eq. 4)."""
+    """:math:`E\\rho^2` with unlimited items and runs at ``judges`` judges (paper eq. 4).
+
+    :math:`\\tau_+ / (\\tau_+ + \\max(\\sigma^2_{sj}, 0)/n_j)` by the rule of
+    :func:`erho2`: 1 when :math:`\\sigma^2_{sj} \\le 0 < \\sigma^2_s`, NaN when both are <= 0.
+    """
     return erho2(sigma2, design, roles.sizes(design, np.inf, judges, np.inf), obj=roles.system)
 
 
@@ -224,13 +315,16 @@ def items_needed_draws(
 
     rows = np.arange(sigma2.shape[0])
     possible = reaches(np.full(len(rows), float(MAX_ITEMS)), rows)
-    low = np.zeros(len(rows))
-    high = np.full(len(rows), float(MAX_ITEMS))
-    while np.any(high[possible] - low[possible] > 1):
-        mid = np.floor((low + high) / 2)
-        ok = reaches(mid, rows)
-        high = np.where(possible & ok, mid, high)
-        low = np.where(possible & ~ok, mid, low)
+    low = np.zeros(len(rows))  # E rho^2 at ``low`` items is below the target (0 items: by definition)
+    high = np.full(len(rows), float(MAX_ITEMS))  # ... and reaches it at ``high``
+    todo = np.flatnonzero(possible & (high - low > 1))
+    while todo.size:
+        # Only the rows still open: a converged row (low 0, high 1) would ask for 0 items.
+        mid = np.floor((low[todo] + high[todo]) / 2)  # >= low + 1 >= 1
+        ok = reaches(mid, todo)
+        high[todo] = np.where(ok, mid, high[todo])
+        low[todo] = np.where(ok, low[todo], mid)
+        todo = todo[high[todo] - low[todo] > 1]
     return np.where(possible, high, np.inf)
 
 
@@ -256,16 +350,37 @@ def budget_optimum(
     budget: int,
     *,
     roles: Facets = PAPER_ROLES,
+    max_judges: int | None = None,
 ) -> tuple[int, int, int, float]:
     """Split of ``budget`` calls, :math:`n_i n_j n_r \\le C`, minimizing :math:`\\sigma^2_\\delta`.
 
     Integer search over every feasible triple (appendix: "Under a call budget
-    the optimum is interior"). Returns ``(n_i, n_j, n_r, mdd95)``.
+    the optimum is interior"; "Minimising :math:`\\sigma^2_\\delta` subject to
+    cost :math:`\\propto n_i n_j n_r`"), with at most ``max_judges`` judges
+    (``None``: any number, as the paper's appendix, whose optima can exceed
+    its nine judges; the report passes the universe's judge count).
+
+    Returns
+    -------
+    n_i, n_j, n_r, mdd95
+        The split with the smallest raw :math:`\\sigma^2_\\delta` (first
+        minimum: fewest judges, then fewest runs) and its MDD; ``mdd95`` is NaN
+        when that smallest :math:`\\sigma^2_\\delta` is <= 0 (the estimates
+        cannot rank the splits, see :func:`mdd95`).
+
+    Raises
+    ------
+    DesignError
+        ``budget`` or ``max_judges`` is below 1.
     """
+    if budget < 1 or (max_judges is not None and max_judges < 1):
+        msg = f"budget and max_judges must be >= 1; got budget={budget!r}, max_judges={max_judges!r}"
+        raise DesignError(msg)
     has_r = roles.replicate is not None and roles.replicate in design.facets
+    top = budget if max_judges is None else min(budget, max_judges)
     triples = [
         (budget // (n_j * n_r), n_j, n_r)
-        for n_j in range(1, budget + 1)
+        for n_j in range(1, top + 1)
         for n_r in range(1, (budget // n_j if has_r else 1) + 1)
         if budget // (n_j * n_r) >= 1
     ]
@@ -275,7 +390,8 @@ def budget_optimum(
     )
     best = int(np.argmin(delta))  # first minimum: fewest judges, then fewest runs
     value = float(delta[best])
-    return int(n_i[best]), int(n_j[best]), int(n_r[best]), Z95 * float(np.sqrt(2 * max(value, 0.0)))
+    mdd = Z95 * float(np.sqrt(2 * value)) if value > 0 else float("nan")
+    return int(n_i[best]), int(n_j[best]), int(n_r[best]), mdd
 
 
 def nomogram(
@@ -287,7 +403,7 @@ def nomogram(
     replicates: float = 1,
     roles: Facets = PAPER_ROLES,
 ) -> np.ndarray:
-    """:math:`E\\rho^2` on a judges x items grid (paper figure 4)."""
+    """:math:`E\\rho^2` on a judges x items grid (paper figure 4); NaN where undefined (:func:`erho2`)."""
     return np.array(
         [
             [

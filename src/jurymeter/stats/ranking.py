@@ -22,6 +22,8 @@ from collections.abc import Mapping
 import numpy as np
 import polars as pl
 
+from jurymeter.errors import DesignError
+
 LEADERBOARD_SCHEMA: dict[str, pl.DataType] = {
     "system_id": pl.String(),
     "mean": pl.Float64(),
@@ -54,8 +56,11 @@ def tie_groups(means: Mapping[str, float], mdd: float) -> pl.DataFrame:
 
     Raises
     ------
-    ValueError
-        ``mdd`` is NaN or negative, or a mean is not finite.
+    DesignError
+        ``mdd`` is not a number, NaN or negative, or a mean is not a finite
+        number; the message names the value and what is allowed. (A
+        :class:`~jurymeter.errors.JurymeterError`, so the CLI reports it in
+        one line; it was a ``ValueError`` before issue 11.)
 
     Notes
     -----
@@ -70,17 +75,20 @@ def tie_groups(means: Mapping[str, float], mdd: float) -> pl.DataFrame:
     >>> tie_groups({"a": 3.0, "b": 2.9, "c": 2.0, "d": 1.95}, 0.5)["tie_group"].to_list()
     [1, 1, 2, 2]
     """
-    mdd = float(mdd)
-    if math.isnan(mdd) or mdd < 0:
-        msg = f"mdd must be a number >= 0 (inf allowed), got {mdd!r}"
-        raise ValueError(msg)
+    value = _real(mdd)
+    if value is None or math.isnan(value) or value < 0:
+        msg = f"mdd must be a number >= 0 (inf allowed); got {_shown(mdd)!r}"
+        raise DesignError(msg)
+    mdd = value
     ids = [str(k) for k in means]
-    values = np.array([float(v) for v in means.values()], dtype=np.float64)
-    bad = ~np.isfinite(values)
-    if bad.any():
-        shown = ", ".join(f"{ids[k]!r}: {values[k]!r}" for k in np.flatnonzero(bad)[:5])
-        msg = f"every mean must be finite; got {shown}"
-        raise ValueError(msg)
+    reals = [_real(v) for v in means.values()]
+    bad = [k for k, v in enumerate(reals) if v is None or not math.isfinite(v)]
+    if bad:
+        raw = list(means.values())
+        shown = ", ".join(f"{ids[k]!r}: {_shown(raw[k])!r}" for k in bad[:5])
+        msg = f"every mean must be a finite number; got {shown}"
+        raise DesignError(msg)
+    values = np.array(reals, dtype=np.float64)
     table = pl.DataFrame(
         {"system_id": ids, "mean": values},
         schema={"system_id": pl.String(), "mean": pl.Float64()},
@@ -101,3 +109,19 @@ def tie_groups(means: Mapping[str, float], mdd: float) -> pl.DataFrame:
         pl.Series("tie_group", group, dtype=pl.Int64),
         pl.lit(mdd, dtype=pl.Float64).alias("mdd95"),
     ).select(list(LEADERBOARD_SCHEMA))
+
+
+def _real(value: object) -> float | None:
+    """``value`` as a float when it is a real number (not a bool, not a string), else ``None``."""
+    if isinstance(value, bool | str | bytes):
+        return None
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+
+
+def _shown(value: object) -> object:
+    """A numpy scalar shown as the Python number it is (``nan``, not ``np.float64(nan)``)."""
+    real = _real(value)
+    return real if real is not None else value

@@ -9,8 +9,10 @@ the CLI's job). Paper symbols are spelled the same everywhere: ``sigma2_sj``,
 
 from __future__ import annotations
 
+import numbers
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 import polars as pl
@@ -28,7 +30,10 @@ from jurymeter.stats.diagnostics import (
     wrong_order_probability,
 )
 from jurymeter.stats.dstudy import (
+    MAX_JUDGES,
     PAPER_ROLES,
+    Facets,
+    beyond_observed,
     budget_optimum,
     ceiling,
     delta_df,
@@ -38,7 +43,7 @@ from jurymeter.stats.dstudy import (
     judges_needed,
     mdd95,
     nomogram,
-    phi,
+    truncated_ratio,
 )
 from jurymeter.stats.gstudy import GStudy, TermSums, fit_terms
 
@@ -56,6 +61,13 @@ class GStudyRequest:
 
     ``judges`` and ``systems`` restrict the fit to a judge universe and a system
     population (``None`` = all in the data).
+
+    Raises
+    ------
+    DesignError
+        Any field of the wrong type or out of range; the message names the
+        field, the value given and what is allowed. Integer and real fields
+        accept numpy scalars and are stored as Python ``int`` / ``float``.
     """
 
     item_set: str
@@ -74,18 +86,66 @@ class GStudyRequest:
     interval_method: str = "pivotal"
 
     def __post_init__(self) -> None:
-        if self.n_boot < 1:
-            msg = f"n_boot must be >= 1, got {self.n_boot}"
-            raise DesignError(msg)
-        if not 0 < self.target < 1:
-            msg = f"target must be in (0, 1), got {self.target}"
-            raise DesignError(msg)
-        if self.interval_method not in ("pivotal", "percentile"):
-            msg = f"interval_method must be 'pivotal' or 'percentile', got {self.interval_method!r}"
-            raise DesignError(msg)
-        if self.generations not in ("average", "facet"):
-            msg = f"generations must be 'average' or 'facet', got {self.generations!r}"
-            raise DesignError(msg)
+        if not isinstance(self.item_set, str) or not self.item_set:
+            _refuse("item_set", self.item_set, "a non-empty string")
+        for name in ("judges", "systems"):
+            levels = getattr(self, name)
+            if levels is not None and (
+                not isinstance(levels, tuple) or not levels or not all(isinstance(v, str) for v in levels)
+            ):
+                _refuse(name, levels, "None (all in the data) or a non-empty tuple of str ids")
+        if self.generations not in GENERATION_MODES:
+            _refuse("generations", self.generations, f"one of {GENERATION_MODES}")
+        if self.interval_method not in INTERVAL_METHODS:
+            _refuse("interval_method", self.interval_method, f"one of {INTERVAL_METHODS}")
+        for name, low in (("n_boot", 1), ("seed", 0), ("partitions", 1), ("splits", 1), ("fpr_simulations", 0)):
+            object.__setattr__(self, name, _integer(name, getattr(self, name), low))
+        target = _real(self.target)
+        if target is None or not 0 < target < 1:
+            _refuse("target", self.target, "a number strictly between 0 and 1")
+        object.__setattr__(self, "target", target)
+        threshold = _real(self.screen_threshold)
+        if threshold is None or not np.isfinite(threshold):
+            _refuse("screen_threshold", self.screen_threshold, "a finite number")
+        object.__setattr__(self, "screen_threshold", threshold)
+        for name, low, allowed in (
+            ("ensembles", 2, "a tuple of ints >= 2 (judges per ensemble), possibly empty"),
+            ("budgets", 1, "a tuple of ints >= 1 (judge calls per system), possibly empty"),
+        ):
+            values = getattr(self, name)
+            if not isinstance(values, tuple) or any(_int_or_none(v) is None or _int_or_none(v) < low for v in values):
+                _refuse(name, values, allowed)
+            object.__setattr__(self, name, tuple(int(v) for v in values))
+
+
+GENERATION_MODES = ("average", "facet")
+INTERVAL_METHODS = ("pivotal", "percentile")
+
+
+def _refuse(name: str, value: object, allowed: str) -> NoReturn:
+    msg = f"GStudyRequest.{name} must be {allowed}; got {value!r}"
+    raise DesignError(msg)
+
+
+def _int_or_none(value: object) -> int | None:
+    """``value`` as an int when it is an integer (numpy integers too, not bools), else ``None``."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)
+    return None
+
+
+def _integer(name: str, value: object, low: int) -> int:
+    number = _int_or_none(value)
+    if number is None or number < low:
+        _refuse(name, value, f"an int >= {low}")
+    return number
+
+
+def _real(value: object) -> float | None:
+    """``value`` as a float when it is a real number (numpy reals too, not bools), else ``None``."""
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return float(value)
+    return None
 
 
 def restrict(records: pl.LazyFrame, request: GStudyRequest) -> pl.LazyFrame:
@@ -98,45 +158,246 @@ def restrict(records: pl.LazyFrame, request: GStudyRequest) -> pl.LazyFrame:
     return out
 
 
-def _interval(i: Any) -> dict[str, float]:
+def _interval(i: Any) -> dict[str, float | None]:
     return i.to_json()
 
 
-def dstudy_summary(fit: GStudy, *, target: float = 0.8, budgets: tuple[int, ...] = (120, 360, 1080)) -> dict[str, Any]:
-    """Point D-study quantities of paper table 1 and appendix, from a fit."""
+class ReportNotes:
+    """The three note dicts of a report, keyed by the quantity's path in it (``"budget_optimum.120"``).
+
+    ``null_reasons``
+        Why a value is ``None``: it cannot be estimated (a ratio 0/0, an MDD
+        whose :math:`\\sigma^2_\\delta \\le 0`, a budget split the estimates cannot
+        rank), it is never reached (``judges_needed``, ``items_needed``), or
+        the check was skipped or does not apply.
+    ``truncated``
+        A coefficient at its boundary 0 or 1 because :math:`\\sigma^2_s` or its
+        error variance was estimated below zero and taken as zero (the rule of
+        :mod:`jurymeter.stats.dstudy`, "Boundaries").
+    ``extrapolated``
+        A quantity at facet sizes beyond the fitted block's (more items, judges,
+        runs or generations than observed; the block's judges are the
+        universe's): the components are assumed to hold there. Unlimited sizes
+        (the ceilings) are limits, not extrapolations, and are not listed.
+    """
+
+    def __init__(self, fit: GStudy, roles: Facets = PAPER_ROLES) -> None:
+        self.fit, self.roles = fit, roles
+        self.null_reasons: dict[str, str] = {}
+        self.truncated: dict[str, str] = {}
+        self.extrapolated: dict[str, str] = {}
+
+    def as_dict(self) -> dict[str, dict[str, str]]:
+        return {"null_reasons": self.null_reasons, "truncated": self.truncated, "extrapolated": self.extrapolated}
+
+    # ------------------------------------------------------------ helpers
+    def value(self, key: str, value: float | None, reason: str) -> float | None:
+        """``value`` as a float, or ``None`` (NaN or ``None`` given) with ``reason`` recorded."""
+        if value is None or np.isnan(value):
+            self.null_reasons[key] = reason
+            return None
+        return float(value)
+
+    def where(self, n: Mapping[str, float]) -> str:
+        return "at " + ", ".join(f"n_{f}={float(np.max(v)):g}" for f, v in n.items())
+
+    def negative(self, n: Mapping[str, float], *, absolute: bool = False) -> str:
+        """The negative raw components that enter the error variance at sizes ``n``."""
+        fit = self.fit
+        eye = np.eye(len(fit.effects))
+        _, delta_w, abs_w = error_variances(eye, fit.design, n, obj=self.roles.system)
+        weights = abs_w if absolute else delta_w
+        found = [
+            f"sigma2_{label.replace(':', '_')} = {fit.sigma2[k]:.4g}"
+            for k, label in enumerate(fit.effects)
+            if weights[k] > 0 and fit.sigma2[k] < 0
+        ]
+        return "negative estimates: " + ", ".join(found) if found else "no negative component"
+
+    def beyond(self, key: str, n: Mapping[str, float]) -> None:
+        found = beyond_observed(self.fit.design, n, self.fit.sizes, self.roles)
+        if found:
+            self.extrapolated[key] = "; ".join(found)
+
+    def ratio(self, key: str, n: Mapping[str, float], *, absolute: bool = False) -> float | None:
+        """:math:`E\\rho^2` (or :math:`\\Phi`) at sizes ``n`` by the boundary rule, its notes recorded."""
+        fit = self.fit
+        tau, delta, total = (float(v) for v in error_variances(fit.sigma2, fit.design, n, obj=self.roles.system))
+        error, name = (total, "sigma2_Delta") if absolute else (delta, "sigma2_delta")
+        value = float(truncated_ratio(tau, error))
+        if np.isnan(value):
+            self.null_reasons[key] = (
+                f"sigma2_s = {tau:.4g} <= 0 and {name} = {error:.4g} <= 0 {self.where(n)} "
+                f"({self.negative(n, absolute=absolute)}): no variance to form a ratio (0/0)"
+            )
+            return None
+        if tau < 0:
+            self.truncated[key] = f"sigma2_s = {tau:.4g} < 0, taken as 0: no system variance detected (value 0)"
+        elif error < 0:
+            self.truncated[key] = (
+                f"{name} = {error:.4g} < 0 {self.where(n)} ({self.negative(n, absolute=absolute)}), "
+                "taken as 0 (value 1)"
+            )
+        self.beyond(key, n)
+        return value
+
+    def mdd(self, key: str, n: Mapping[str, float], *, df: float | None = None) -> float | None:
+        """:math:`\\mathrm{MDD}_{95}` at sizes ``n`` (``None`` when :math:`\\sigma^2_\\delta \\le 0`)."""
+        fit = self.fit
+        _, delta, _ = error_variances(fit.sigma2, fit.design, n, obj=self.roles.system)
+        value = float(mdd95(fit.sigma2, fit.design, n, obj=self.roles.system, df=df))
+        if np.isnan(value):
+            if float(delta) <= 0:
+                reason = (
+                    f"sigma2_delta = {float(delta):.4g} <= 0 {self.where(n)} ({self.negative(n)}): no floor "
+                    "can be estimated (an MDD of 0 would call every difference detectable)"
+                )
+            else:
+                reason = f"no t quantile: the Satterthwaite degrees of freedom are {df!r}"
+            self.null_reasons[key] = reason
+            return None
+        self.beyond(key, n)
+        return value
+
+
+def dstudy_summary(
+    fit: GStudy,
+    *,
+    target: float = 0.8,
+    budgets: tuple[int, ...] = (120, 360, 1080),
+    notes: ReportNotes | None = None,
+) -> dict[str, Any]:
+    """Point D-study quantities of paper table 1 and appendix, from a fit.
+
+    Coefficients follow the boundary rule of :mod:`jurymeter.stats.dstudy`
+    (in [0, 1]); a value that cannot be estimated is ``None`` with its reason
+    in ``null_reasons``, a coefficient at a truncation boundary is listed in
+    ``truncated``, and a quantity beyond the block's facet sizes in
+    ``extrapolated`` (:class:`ReportNotes`). The budget splits have at most the
+    block's judges (the universe's judges that survived the block rule):
+    a panel cannot have more distinct judges than its universe. ``notes``
+    (default: new ones) receives the notes; the summary holds its dicts.
+    """
     design, sigma2, roles = fit.design, fit.sigma2, PAPER_ROLES
+    notes = notes if notes is not None else ReportNotes(fit, roles)
     native = roles.observed(design, fit.sizes)
     at30 = roles.sizes(design, 30, 1, 1)
     unlimited = roles.sizes(design, np.inf, 1, 1)
+    n_judges = int(fit.sizes[roles.judge])
     tau, delta, absolute = error_variances(sigma2, design, native)
     t_df = delta_df(fit.ms, fit.df, design, fit.sizes, native)
-    return {
-        "mdd95_t": float(mdd95(sigma2, design, native, df=t_df)),
-        "mdd95_t_df": t_df,
+    summary: dict[str, Any] = {
+        "mdd95_t": notes.mdd("mdd95_t", native, df=t_df),
+        "mdd95_t_df": notes.value("mdd95_t_df", t_df, "the mean squares give no Satterthwaite degrees of freedom"),
         "sizes": dict(fit.sizes),
         "sigma2_delta": float(delta),
         "sigma2_Delta": float(absolute),
-        "erho2": float(erho2(sigma2, design, native)),
-        "phi": float(phi(sigma2, design, native)),
-        "erho2_30": float(erho2(sigma2, design, at30)),
-        "ceiling": float(ceiling(sigma2, design)),
-        "ceiling_by_judges": {str(k): float(ceiling(sigma2, design, judges=k)) for k in (1, 2, 3, 5, 10)},
-        "mdd95": float(mdd95(sigma2, design, native)),
-        "mdd95_30": float(mdd95(sigma2, design, at30)),
-        "mdd95_unlimited_items": float(mdd95(sigma2, design, unlimited)),
-        "judges_needed": judges_needed(sigma2, design, target=target, items=30, replicates=3),
-        "items_needed": items_needed(sigma2, design, target=target, judges=1, replicates=1),
+        "erho2": notes.ratio("erho2", native),
+        "phi": notes.ratio("phi", native, absolute=True),
+        "erho2_30": notes.ratio("erho2_30", at30),
+        "ceiling": notes.ratio("ceiling", roles.sizes(design, np.inf, 1, np.inf)),
+        "ceiling_by_judges": {
+            str(k): notes.ratio(f"ceiling_by_judges.{k}", roles.sizes(design, np.inf, k, np.inf))
+            for k in (1, 2, 3, 5, 10)
+        },
+        "mdd95": notes.mdd("mdd95", native),
+        "mdd95_30": notes.mdd("mdd95_30", at30),
+        "mdd95_unlimited_items": notes.mdd("mdd95_unlimited_items", unlimited),
+        "judges_needed": _judges_needed(notes, target),
+        "items_needed": _items_needed(notes, target),
         "target": target,
-        "budget_optimum": {
-            str(c): dict(zip(("n_i", "n_j", "n_r", "mdd95"), budget_optimum(sigma2, design, c), strict=True))
-            for c in budgets
-        },
-        "nomogram": {
-            "judges": list(NOMOGRAM_JUDGES),
-            "items": list(NOMOGRAM_ITEMS),
-            "erho2": nomogram(sigma2, design, judges=NOMOGRAM_JUDGES, items=NOMOGRAM_ITEMS).tolist(),
-        },
+        "budget_optimum": {str(c): _budget(notes, c, n_judges) for c in budgets},
+        "nomogram": _nomogram(notes),
         "tau": float(tau),
+    }
+    summary.update(notes.as_dict())
+    return summary
+
+
+def _judges_needed(notes: ReportNotes, target: float) -> int | None:
+    fit, roles = notes.fit, notes.roles
+    design = fit.design
+    k = judges_needed(fit.sigma2, design, target=target, items=30, replicates=3, roles=roles)
+    if k is None:
+        if fit.component(roles.system) <= 0:
+            reason = f"sigma2_s = {fit.component(roles.system):.4g} <= 0: no number of judges reaches any target"
+        else:
+            limit = erho2(fit.sigma2, design, roles.sizes(design, 30, np.inf, 3), obj=roles.system)
+            reason = (
+                f"never: E rho^2 at 30 items and 3 runs stays below {target} up to {MAX_JUDGES} judges "
+                f"(its limit with unlimited judges is {float(limit):.4g})"
+            )
+        notes.null_reasons["judges_needed"] = reason
+        return None
+    notes.beyond("judges_needed", roles.sizes(design, 30, k, 3))
+    return k
+
+
+def _items_needed(notes: ReportNotes, target: float) -> int | None:
+    fit, roles = notes.fit, notes.roles
+    design = fit.design
+    k = items_needed(fit.sigma2, design, target=target, judges=1, replicates=1, roles=roles)
+    if k is None:
+        if fit.component(roles.system) <= 0:
+            reason = f"sigma2_s = {fit.component(roles.system):.4g} <= 0: no number of items reaches any target"
+        else:
+            top = ceiling(fit.sigma2, design, roles)
+            reason = f"never: the target {target} is at or above the single-judge ceiling {float(top):.4g}"
+        notes.null_reasons["items_needed"] = reason
+        return None
+    notes.beyond("items_needed", roles.sizes(design, k, 1, 1))
+    return k
+
+
+def _budget(notes: ReportNotes, budget: int, max_judges: int) -> dict[str, Any]:
+    fit, roles = notes.fit, notes.roles
+    design = fit.design
+    n_i, n_j, n_r, mdd = budget_optimum(fit.sigma2, design, budget, roles=roles, max_judges=max_judges)
+    key = f"budget_optimum.{budget}"
+    n = roles.sizes(design, n_i, n_j, n_r)
+    if np.isnan(mdd):
+        _, delta, _ = error_variances(fit.sigma2, design, n, obj=roles.system)
+        notes.null_reasons[key] = (
+            f"sigma2_delta = {float(delta):.4g} <= 0 at the split minimizing it ({n_i} items x {n_j} judges x "
+            f"{n_r} runs; {notes.negative(n)}): the estimates cannot rank the splits"
+        )
+        return {"n_i": None, "n_j": None, "n_r": None, "mdd95": None, "max_judges": max_judges}
+    notes.beyond(key, n)
+    return {"n_i": n_i, "n_j": n_j, "n_r": n_r, "mdd95": mdd, "max_judges": max_judges}
+
+
+def _nomogram(notes: ReportNotes) -> dict[str, Any]:
+    fit, roles = notes.fit, notes.roles
+    design = fit.design
+    grid = nomogram(fit.sigma2, design, judges=NOMOGRAM_JUDGES, items=NOMOGRAM_ITEMS, roles=roles)
+    tau = fit.component(roles.system)
+    deltas = np.array([
+        [float(error_variances(fit.sigma2, design, roles.sizes(design, ni, nj, 1), obj=roles.system)[1])
+         for ni in NOMOGRAM_ITEMS]
+        for nj in NOMOGRAM_JUDGES
+    ])
+    undefined = int(np.isnan(grid).sum())
+    if undefined:
+        notes.null_reasons["nomogram"] = (
+            f"{undefined} cells have sigma2_s = {tau:.4g} <= 0 and sigma2_delta <= 0 (0/0)"
+        )
+    if tau < 0:
+        notes.truncated["nomogram"] = f"sigma2_s = {tau:.4g} < 0, taken as 0: every defined cell is 0"
+    elif (deltas < 0).any():
+        notes.truncated["nomogram"] = (
+            f"{int((deltas < 0).sum())} cells have sigma2_delta < 0, taken as 0 (value 1)"
+        )
+    beyond = []
+    for name, facet, counts in (("judges", roles.judge, NOMOGRAM_JUDGES), ("items", roles.item, NOMOGRAM_ITEMS)):
+        over = [str(k) for k in counts if k > fit.sizes[facet]]
+        if over:
+            beyond.append(f"{name} > {fit.sizes[facet]} observed ({', '.join(over)})")
+    if beyond:
+        notes.extrapolated["nomogram"] = "; ".join(beyond)
+    return {
+        "judges": list(NOMOGRAM_JUDGES),
+        "items": list(NOMOGRAM_ITEMS),
+        "erho2": [[None if np.isnan(v) else float(v) for v in row] for row in grid],
     }
 
 
@@ -236,7 +497,7 @@ class NestedSplitChunks:
             "sigma2_m": m,
             "sigma2_c_m": cm,
             "config_share_of_system_variance": max(cm, 0.0) / total if total > 0 else None,
-            "ceiling_model_as_object": float(erho2(fit.sigma2, design, sizes, obj="m")),
+            "ceiling_model_as_object": _none_if_nan(float(erho2(fit.sigma2, design, sizes, obj="m"))),
             "components": {
                 f"sigma2_{label.replace(':', '_')}": float(v) for label, v in zip(fit.effects, fit.sigma2, strict=True)
             },
@@ -288,11 +549,14 @@ class GStudyChunks:
         design = self.layout.design
         self.terms.add(x)
         self.item_means.append(system_item_means(x, design))
-        # What a careful author does today: one judge, one run, items resampled.
-        one_judge = x[:, :, :1, ...]
-        if one_judge.ndim > 3:
-            one_judge = one_judge[..., :1]
-        self.one_judge_means.append(system_item_means(one_judge, design))
+        # What a careful author does today: one judge, one run, items resampled;
+        # the generations of an item (a facet block's g:si) are all kept and
+        # averaged, as the block with generations averaged does (_report's MDD
+        # for the comparison counts them).
+        first = tuple(
+            slice(0, 1) if f in (PAPER_ROLES.judge, PAPER_ROLES.replicate) else slice(None) for f in design.facets
+        )
+        self.one_judge_means.append(system_item_means(x[first], design))
         for refits in self.ensembles.values():
             refits.add(x)
         if self.nested is not None:
@@ -302,7 +566,20 @@ class GStudyChunks:
     def report(self) -> dict[str, Any]:
         """The report (what :func:`assess_item_set` returns)."""
         report = _report(self)
-        report["nested"] = self.nested.result() if self.nested is not None else None
+        if self.nested is None:
+            report["nested"] = None
+            report["null_reasons"]["nested"] = (
+                "no nested split: it needs the systems table's models (two or more with two or more "
+                "configurations each) and generations averaged"
+            )
+        else:
+            report["nested"] = self.nested.result()
+            for key, value in report["nested"].items():
+                if value is None:
+                    report["null_reasons"][f"nested.{key}"] = (
+                        "sigma2_m and sigma2_c_m are both <= 0" if key == "config_share_of_system_variance"
+                        else "sigma2_m <= 0 and its error variance <= 0 (0/0)"
+                    )
         return report
 
 
@@ -310,6 +587,7 @@ def _report(chunks: GStudyChunks) -> dict[str, Any]:
     block, request = chunks.layout, chunks.request
     fit = fit_terms(chunks.terms)
     roles = PAPER_ROLES
+    design = block.design
     item_means = np.concatenate(chunks.item_means, axis=1)
     system_means = item_means.mean(axis=1)
     sd_means = float(np.std(system_means, ddof=1)) if len(system_means) > 1 else float("nan")
@@ -321,27 +599,97 @@ def _report(chunks: GStudyChunks) -> dict[str, Any]:
         sd_of_system_means=sd_means,
         method=request.interval_method,  # type: ignore[arg-type]
     )
-    summary = dstudy_summary(fit, target=request.target, budgets=request.budgets)
-    naive = naive_halfwidth_from_means(
-        np.concatenate(chunks.one_judge_means, axis=1), n_boot=request.n_boot, seed=request.seed
+    notes = ReportNotes(fit, roles)  # the summary's and the checks' below, in one set of dicts
+    summary = dstudy_summary(fit, target=request.target, budgets=request.budgets, notes=notes)
+    # The naive bootstrap resamples the first judge's first run with the
+    # generations of each item averaged (GStudyChunks.add): its MDD counts the
+    # same generations (all observed with generations as a facet; the block's
+    # cells average them otherwise).
+    generations = fit.sizes[roles.generation] if roles.generation in design.facets else 1
+    halfwidth = notes.value(
+        "naive_item_bootstrap.halfwidth",
+        naive_halfwidth_from_means(
+            np.concatenate(chunks.one_judge_means, axis=1), n_boot=request.n_boot, seed=request.seed
+        ),
+        f"needs at least 2 resamples; n_boot = {request.n_boot}",
     )
-    single_native = float(
-        mdd95(fit.sigma2, block.design, roles.sizes(block.design, fit.sizes[roles.item], 1, 1))
+    single_native = notes.mdd(
+        "naive_item_bootstrap.mdd95_single_judge",
+        roles.sizes(design, fit.sizes[roles.item], 1, 1, generations=generations),
     )
+    if single_native is not None and halfwidth is not None and halfwidth > 0:
+        over = single_native / halfwidth
+    else:
+        over = notes.value(
+            "naive_item_bootstrap.mdd95_over_halfwidth", None,
+            "the single-judge MDD or the half-width is undefined or zero",
+        )
+    n_systems = len(block.systems)
     items = (
         item_diagnostics_from_means(item_means, splits=request.splits, seed=request.seed)
-        if len(block.systems) >= 4
+        if n_systems >= 4
         else None
     )
+    if items is None:
+        notes.null_reasons["items"] = f"split-half item diagnostics need at least 4 systems; the block has {n_systems}"
     ensembles = {}
-    for k, refits in chunks.ensembles.items():
+    for k in request.ensembles:
+        refits = chunks.ensembles.get(k)
+        if refits is None:
+            notes.null_reasons[f"ensembles.{k}"] = (
+                f"not run: ensembles of {k} judges need at least {2 * k} judges; the block has {len(block.judges)}"
+            )
+            continue
         check = refits.check(fit)
-        ensembles[str(k)] = {"median": check.median, "low": check.low, "high": check.high, "partitions": len(check.ratios)}
+        reason = f"sigma2_sj = {fit.component('sj'):.4g} <= 0: no prediction sigma2_sj / {k} to compare with"
+        ensembles[str(k)] = {
+            "median": notes.value(f"ensembles.{k}.median", check.median, reason),
+            "low": notes.value(f"ensembles.{k}.low", check.low, reason),
+            "high": notes.value(f"ensembles.{k}.high", check.high, reason),
+            "partitions": len(check.ratios),
+        }
     screened = [block.items[k] for k in items.screened(request.screen_threshold)] if items else []
+    mdd_sd = None
+    if summary["mdd95"] is None:
+        notes.null_reasons["mdd95_in_sd_of_system_means"] = "mdd95 is undefined"
+    elif not sd_means > 0:
+        notes.null_reasons["mdd95_in_sd_of_system_means"] = (
+            f"the system means do not vary (SD {sd_means!r})"
+        )
+    else:
+        mdd_sd = summary["mdd95"] / sd_means
+    intervals = {name: _interval(i) for name, i in boot.derived.items()}
+    for name, interval in intervals.items():
+        if interval["low"] is None:
+            notes.null_reasons[f"intervals.{name}"] = "no bootstrap draw defines it"
+    p_ceiling = notes.value(
+        "p_ceiling_at_least_0_8", boot.p_ceiling_at_least_080, "no bootstrap draw defines the ceiling"
+    )
+    wrong = {}
+    for judges, key in ((1, "wrong_order_top10_1_judge"), (3, "wrong_order_top10_3_judges")):
+        n = roles.sizes(design, fit.sizes[roles.item], judges, 1)
+        _, delta, _ = error_variances(fit.sigma2, design, n)
+        wrong[key] = notes.value(
+            f"rank_reliability.{key}",
+            wrong_order_probability(fit, judges=judges, seed=request.seed),
+            f"sigma2_delta = {float(delta):.4g} <= 0 {notes.where(n)} ({notes.negative(n)})",
+        )
+    if block.observations_used > FPR_MAX_OBSERVATIONS or request.fpr_simulations == 0:
+        fpr = notes.value(
+            "rank_reliability.mdd_false_positive_rate", None,
+            f"skipped: fpr_simulations = 0 or more than {FPR_MAX_OBSERVATIONS} observations "
+            f"({block.observations_used})",
+        )
+    else:
+        fpr = notes.value(
+            "rank_reliability.mdd_false_positive_rate",
+            mdd_false_positive_rate(fit, simulations=request.fpr_simulations, seed=request.seed),
+            "no refitted data set has a defined MDD",
+        )
     return {
         "item_set": request.item_set,
         "request": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(request).items()},
-        "design": _design_text(block.design),
+        "design": _design_text(design),
         "block": block.summary(),
         "grand_mean": fit.grand_mean,
         "components": {
@@ -355,43 +703,49 @@ def _report(chunks: GStudyChunks) -> dict[str, Any]:
             for k, label in enumerate(fit.effects)
         },
         **summary,
-        "mdd95_in_sd_of_system_means": summary["mdd95"] / sd_means if sd_means > 0 else None,
+        "mdd95_in_sd_of_system_means": mdd_sd,
         "sd_of_system_means": sd_means,
         "system_means": dict(zip(block.systems, system_means.tolist(), strict=True)),
         "intervals": {
-            **{name: _interval(i) for name, i in boot.derived.items()},
+            **intervals,
             "n_boot": boot.n_boot,
             "level": 0.95,
             "method": boot.method,
         },
-        "p_ceiling_at_least_0_8": boot.p_ceiling_at_least_080,
+        "p_ceiling_at_least_0_8": p_ceiling,
         "naive_item_bootstrap": {
-            "halfwidth": naive,
+            "halfwidth": halfwidth,
             "mdd95_single_judge": single_native,
-            "mdd95_over_halfwidth": single_native / naive if naive > 0 else None,
+            "mdd95_over_halfwidth": over,
+            "generations": generations,
         },
-        "rank_reliability": {
-            "wrong_order_top10_1_judge": wrong_order_probability(fit, judges=1, seed=request.seed),
-            "wrong_order_top10_3_judges": wrong_order_probability(fit, judges=3, seed=request.seed),
-            "mdd_false_positive_rate": mdd_false_positive_rate(
-                fit, simulations=request.fpr_simulations, seed=request.seed
-            )
-            if block.observations_used <= FPR_MAX_OBSERVATIONS and request.fpr_simulations > 0
-            else None,
-        },
+        "rank_reliability": {**wrong, "mdd_false_positive_rate": fpr},
         "ensembles": ensembles,
-        "items": None
-        if items is None
-        else {
-            "discrimination": dict(zip(block.items, items.discrimination.tolist(), strict=True)),
-            "split_half_rho_median": float(np.median(items.split_half_rho)),
-            "split_half_rho_low": float(np.percentile(items.split_half_rho, 2.5)),
-            "split_half_rho_high": float(np.percentile(items.split_half_rho, 97.5)),
-            "screen_threshold": request.screen_threshold,
-            "screened_items": screened,
-        },
+        "items": None if items is None else _item_report(items, block.items, request, screened, notes),
     }
 
+
+def _item_report(
+    items: Any, item_ids: tuple[str, ...] | list[str], request: GStudyRequest, screened: list[str], notes: ReportNotes
+) -> dict[str, Any]:
+    rho = items.split_half_rho[np.isfinite(items.split_half_rho)]
+    reason = "every split has constant discriminations in a half: no rank correlation"
+
+    def summary(name: str, q: float) -> float | None:
+        return notes.value(f"items.{name}", float(np.percentile(rho, q)) if rho.size else None, reason)
+
+    return {
+        "discrimination": dict(zip(item_ids, items.discrimination.tolist(), strict=True)),
+        "split_half_rho_median": summary("split_half_rho_median", 50),
+        "split_half_rho_low": summary("split_half_rho_low", 2.5),
+        "split_half_rho_high": summary("split_half_rho_high", 97.5),
+        "screen_threshold": request.screen_threshold,
+        "screened_items": screened,
+    }
+
+
+def _none_if_nan(value: float) -> float | None:
+    return None if np.isnan(value) else value
 
 
 def _design_text(design: Design) -> str:
