@@ -215,3 +215,53 @@ def test_dstudy_functions_follow_the_boundary_rule_on_hand_vectors() -> None:
     assert (n_i, n_j, n_r) == (90, 4, 1)
     assert mdd == pytest.approx(Z95 * math.sqrt(2 * (0.05 / 90 + 0.3 / 4 + 0.3 / 360)))
     assert budget_optimum(sigma2, DESIGN, 360)[1] > 4  # unrestricted, it would take more judges
+
+
+def test_the_cli_and_the_nightly_path_print_and_publish_small_data_without_warnings_or_crashes(
+    tmp_path: Any,
+) -> None:
+    """The seed-47 case through the store: `jurymeter gstudy` prints it, a run publishes and renders it."""
+    import subprocess
+    import sys
+
+    import orjson
+
+    from jurymeter.io.ingest import ingest
+    from jurymeter.io.sources import discover_sources
+    from jurymeter.io.store import Store
+    from jurymeter.io.validate import ValidationOptions
+    from jurymeter.pipeline.cache import run_fits
+    from jurymeter.pipeline.config import load_config
+    from jurymeter.pipeline.jobs import plan_fits
+    from jurymeter.pipeline.publish import publish_run
+
+    source = tmp_path / "small.jsonl"
+    records(SEED).with_columns(item_set=pl.lit("small")).write_ndjson(source)
+    store = Store(str(tmp_path / "store"))
+    ingest(store, discover_sources([str(source)]), ValidationOptions())
+    shown = subprocess.run(
+        [sys.executable, "-W", "error::RuntimeWarning", "-m", "jurymeter.cli", "gstudy", "--item-set", "small",
+         "--store", store.url, "--boot", "200"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert "Warning" not in shown.stderr, shown.stderr
+    assert "no optimum can be estimated" in shown.stdout
+    assert "not estimable: mdd95_unlimited_items" in shown.stdout
+    (tmp_path / "jm.toml").write_text(f'store = "{store.url}"\nlanding = ""\n[fit]\nn_boot = 200\n')
+    config = load_config(tmp_path / "jm.toml", environ={})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        plan = plan_fits(store, config)
+        outcomes = run_fits(store, plan.jobs, figures=True)
+        assert [o.status for o in outcomes] == ["fitted"], outcomes[0].error
+        summary = publish_run(store, "small-run", config=config, started="t", ingest_report=None,
+                              outcomes=outcomes, timings={})
+    headline = summary["fits"][0]["analyses"]["gstudy"]
+    for key in ("erho2", "ceiling"):
+        assert headline[key] is None or 0.0 <= headline[key] <= 1.0, (key, headline[key])
+    ceilings = pl.read_parquet(tmp_path / "store" / "results" / "small-run" / "ceilings.parquet")
+    assert ceilings["ceiling"].drop_nulls().is_between(0.0, 1.0).all()
+    page = (tmp_path / "store" / "results" / "small-run" / "report" / "index.html").read_text()
+    assert "G-study and D-study" in page
+    orjson.loads((tmp_path / "store" / "results" / "small-run" / "summary.json").read_bytes())

@@ -539,8 +539,7 @@ def demo(
     run_command(_demo, workdir, seed)
 
 
-DEMO_CONFIG = """\
-# Written by `jurymeter demo`: a nightly run over a simulated dump.
+DEMO_CONFIG = r"""# Written by `jurymeter demo`: a nightly run over a simulated dump.
 store = "{store}"
 landing = "{landing}"
 home = "{home}"

@@ -8,6 +8,7 @@ in which some fits failed. Other exceptions are bugs and keep their traceback.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from pathlib import Path
@@ -130,15 +131,22 @@ def named_levels(settings: dict[str, Any], table: str, name: str | None) -> tupl
     return tuple(values)
 
 
-def fmt(value: Any, digits: int = 3) -> str:
+def fmt(value: Any, digits: int = 3, *, none: str = "n/a") -> str:
+    """A number for a table: ``none`` for a null (not estimable), "never" for infinity."""
     if value is None:
-        return "never"
+        return none
     if isinstance(value, float):
+        if math.isnan(value):
+            return "n/a"
+        if math.isinf(value):
+            return "never" if value > 0 else "-inf"
         return f"{value:.{digits}f}"
     return str(value)
 
 
-def fmt_bound(value: float) -> str:
+def fmt_bound(value: float | None) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
     if value == float("inf"):
         return "never"
     return f"{value:.0f}" if float(value).is_integer() and abs(value) >= 2 else f"{value:.3f}"

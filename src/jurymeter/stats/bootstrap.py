@@ -1,4 +1,4 @@
-"""Parametric bootstrap of variance components and everything derived from them.
+r"""Parametric bootstrap of variance components and everything derived from them.
 
 Two kinds of draws share one mechanism (chi-square mean squares, no data
 touched): the paper's plug-in percentile bootstrap, and the generalized pivotal
@@ -6,7 +6,7 @@ inversion used by default because its intervals keep their nominal coverage
 for sigma2_s (see :func:`resample_components`).
 
 In a balanced design under normality each mean square is an independent scaled
-chi-square variable, :math:`MS_S \\sim E[MS_S] \\, \\chi^2_{df_S} / df_S`
+chi-square variable, :math:`MS_S \sim E[MS_S] \, \chi^2_{df_S} / df_S`
 (Searle, Casella and McCulloch 1992, sec. 4.5). A resample therefore draws mean
 squares, not data: plug the observed mean squares in for their expectations,
 draw, and solve for the components. The paper (``ask-which-not-how-good``,
@@ -17,7 +17,7 @@ percentile intervals.
 Boundaries (issue 11): every draw goes through the same functions as the point
 estimate (:mod:`jurymeter.stats.dstudy`, "Boundaries"), so a coefficient's
 draws, and hence its interval bounds, are in [0, 1]; a draw where the quantity
-is undefined (an MDD whose :math:`\\sigma^2_\\delta \\le 0`, a ratio 0/0) is left
+is undefined (an MDD whose :math:`\sigma^2_\delta \le 0`, a ratio 0/0) is left
 out of the percentiles, and the interval says which share of the draws
 defined it (``defined``).
 """
@@ -48,7 +48,7 @@ DEFAULT_RESAMPLES = 800
 def resample_mean_squares(
     ms: np.ndarray, df: np.ndarray, n_boot: int, rng: np.random.Generator
 ) -> np.ndarray:
-    """``(n_boot, n_effects)`` draws of :math:`MS \\, \\chi^2_{df}/df`."""
+    r"""``(n_boot, n_effects)`` draws of :math:`MS \, \chi^2_{df}/df`."""
     ms, df = np.asarray(ms, dtype=np.float64), np.asarray(df, dtype=np.float64)
     return ms * rng.chisquare(df, size=(n_boot, len(df))) / df
 

@@ -1,11 +1,11 @@
-"""The G-study's curves and leaderboard, recomputed from a fitted report's components.
+r"""The G-study's curves and leaderboard, recomputed from a fitted report's components.
 
 Figure 1 (E rho^2 against items, per judge count), figure 2 (MDD of budget
 splits), the ceiling by judge count, and the leaderboard's tie groups.
 
 Values follow the boundary rule of :mod:`jurymeter.stats.dstudy` ("Boundaries";
 ``docs/gstudy.md``): coefficients in [0, 1], an undefined value is ``None``
-(a ratio 0/0, an MDD whose :math:`\\sigma^2_\\delta \\le 0`). The budget splits
+(a ratio 0/0, an MDD whose :math:`\sigma^2_\delta \le 0`). The budget splits
 use at most the block's judges (the universe's judges that survived the block
 rule), as the report's budget optimum does; the other curves keep their fixed
 judge counts and list the points beyond the observed sizes in the report's
@@ -29,11 +29,11 @@ BUDGET_JUDGES = (1, 2, 3, 4, 5, 6, 8, 10)
 
 
 def curves(report: dict[str, Any]) -> dict[str, Any]:
-    """Figure 1 (E rho^2 against items per judge count) and figure 2 (budget splits) data.
+    r"""Figure 1 (E rho^2 against items per judge count) and figure 2 (budget splits) data.
 
     Recomputed from the fitted components with :mod:`jurymeter.stats.dstudy`
-    (paper section 3, :math:`E\\rho^2 = \\sigma^2_s / (\\sigma^2_s + \\sigma^2_\\delta)`
-    and :math:`\\mathrm{MDD}_{95} = 1.96\\sqrt{2\\sigma^2_\\delta}`; appendix, the
+    (paper section 3, :math:`E\rho^2 = \sigma^2_s / (\sigma^2_s + \sigma^2_\delta)`
+    and :math:`\mathrm{MDD}_{95} = 1.96\sqrt{2\sigma^2_\delta}`; appendix, the
     budget optimum; eq. 4, the ceilings).
 
     Returns
@@ -42,7 +42,7 @@ def curves(report: dict[str, Any]) -> dict[str, Any]:
         ``erho2_curve`` (rows ``judges``, ``items``, ``erho2``), ``budget_curve``
         (rows ``budget``, ``judges``, ``items``, ``replicates``, ``mdd95``,
         ``optimal``: judges at most the block's; ``optimal`` marks the split
-        with the smallest :math:`\\sigma^2_\\delta`, and no row when that
+        with the smallest :math:`\sigma^2_\delta`, and no row when that
         smallest value is <= 0, since the estimates then cannot rank the
         splits), ``ceiling_by_judges``, and the report's ``null_reasons``,
         ``truncated`` and ``extrapolated`` dicts with the curves' entries added
@@ -140,11 +140,11 @@ def _number(value: float) -> float | None:
 
 
 def leaderboard(report: dict[str, Any]) -> list[dict[str, Any]]:
-    """The balanced block's system means, grouped into ties below the fit's MDD (docs/results.md).
+    r"""The balanced block's system means, grouped into ties below the fit's MDD (docs/results.md).
 
     The block's means, not all records', so the ranking and the MDD describe
     the same data. When the report's ``mdd95`` is ``None`` (no positive
-    :math:`\\sigma^2_\\delta`; its reason is in ``null_reasons``), the systems are
+    :math:`\sigma^2_\delta`; its reason is in ``null_reasons``), the systems are
     still ranked, but ``tie_group`` and ``mdd95`` are ``None``: no grouping can
     be drawn without a floor.
     """

@@ -1,4 +1,4 @@
-"""Balanced random-effects designs, crossed and nested, and their expected mean squares.
+r"""Balanced random-effects designs, crossed and nested, and their expected mean squares.
 
 A design names its facets by single letters and says which are nested in which,
 in the notation of generalizability theory (Brennan 2001, ch. 3; paper
@@ -22,12 +22,12 @@ Sums of squares
     For balanced data the averaging operators :math:`A_T` (mean over the facets
     outside ``T``) commute, and the projection onto effect ``S`` is the Möbius
     inversion over the lattice of closed sets,
-    :math:`P_S = \\sum_{U \\subseteq R(S)} (-1)^{|U|} A_{S \\setminus U}`, with
-    :math:`R(S)` the primary facets of ``S``. Then :math:`SS_S = \\lVert P_S x \\rVert^2`
-    and :math:`df_S = \\prod_{f \\in R(S)} (n_f - 1) \\prod_{f \\in S \\setminus R(S)} n_f`.
+    :math:`P_S = \sum_{U \subseteq R(S)} (-1)^{|U|} A_{S \setminus U}`, with
+    :math:`R(S)` the primary facets of ``S``. Then :math:`SS_S = \lVert P_S x \rVert^2`
+    and :math:`df_S = \prod_{f \in R(S)} (n_f - 1) \prod_{f \in S \setminus R(S)} n_f`.
 
 Expected mean squares (all facets random, infinite universes)
-    :math:`E[MS_S] = \\sum_{T \\supseteq S} \\sigma^2_T \\, N / \\prod_{f \\in T} n_f`
+    :math:`E[MS_S] = \sum_{T \supseteq S} \sigma^2_T \, N / \prod_{f \in T} n_f`
     (Cornfield and Tukey 1956; Brennan 2001, eq. 3.27), so the matrix of
     coefficients is triangular and the components solve one linear system. No
     design is written out by hand.

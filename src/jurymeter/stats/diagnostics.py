@@ -1,4 +1,4 @@
-"""Checks around a G-study: ensembles, items, the naive bootstrap and rank reliability.
+r"""Checks around a G-study: ensembles, items, the naive bootstrap and rank reliability.
 
 All follow the appendix of paper ``ask-which-not-how-good``:
 
@@ -19,7 +19,7 @@ All follow the appendix of paper ``ask-which-not-how-good``:
 
 Functions take the dense block and design (see :mod:`jurymeter.stats.blocks`); they
 never read files. A check that its inputs cannot support (no positive
-:math:`\\sigma^2_\\delta`, no positive predicted :math:`\\sigma^2_{sj}`, fewer than
+:math:`\sigma^2_\delta`, no positive predicted :math:`\sigma^2_{sj}`, fewer than
 two resamples, constant discriminations) returns NaN without a numpy warning;
 the report says why (``null_reasons``).
 """

@@ -1,34 +1,34 @@
-"""D-study: error variances, generalizability, ceilings, MDD and sizing from components.
+r"""D-study: error variances, generalizability, ceilings, MDD and sizing from components.
 
 Notation of paper ``ask-which-not-how-good`` (section 3, appendix): the object of
 measurement is the system facet ``s``; every other facet is random and sampled
-``n_f`` times. For an effect ``T`` with variance component :math:`\\sigma^2_T`,
+``n_f`` times. For an effect ``T`` with variance component :math:`\sigma^2_T`,
 
-- relative error :math:`\\sigma^2_\\delta = \\sum_{T \\ni s, T \\ne \\{s\\}} \\sigma^2_T / \\prod_{f \\in T \\setminus s} n_f`
-  (for ``s x i x j x r:sij``: :math:`\\sigma^2_{si}/n_i + \\sigma^2_{sj}/n_j + \\sigma^2_{sij}/(n_i n_j) + \\sigma^2_e/(n_i n_j n_r)`);
-- absolute error :math:`\\sigma^2_\\Delta = \\sigma^2_\\delta + \\sum_{T \\not\\ni s} \\sigma^2_T / \\prod_{f \\in T} n_f`;
-- :math:`E\\rho^2 = \\sigma^2_s / (\\sigma^2_s + \\sigma^2_\\delta)`, :math:`\\Phi = \\sigma^2_s / (\\sigma^2_s + \\sigma^2_\\Delta)`;
-- the single-judge ceiling is :math:`E\\rho^2` with unlimited items (and runs) and
-  one judge, :math:`\\sigma^2_s / (\\sigma^2_s + \\sigma^2_{sj})` (paper eq. 4), and
-  at ``n`` judges :math:`\\sigma^2_s / (\\sigma^2_s + \\sigma^2_{sj}/n)`;
-- :math:`\\mathrm{MDD}_{95} = 1.96 \\sqrt{2 \\sigma^2_\\delta}` (appendix: the
+- relative error :math:`\sigma^2_\delta = \sum_{T \ni s, T \ne \{s\}} \sigma^2_T / \prod_{f \in T \setminus s} n_f`
+  (for ``s x i x j x r:sij``: :math:`\sigma^2_{si}/n_i + \sigma^2_{sj}/n_j + \sigma^2_{sij}/(n_i n_j) + \sigma^2_e/(n_i n_j n_r)`);
+- absolute error :math:`\sigma^2_\Delta = \sigma^2_\delta + \sum_{T \not\ni s} \sigma^2_T / \prod_{f \in T} n_f`;
+- :math:`E\rho^2 = \sigma^2_s / (\sigma^2_s + \sigma^2_\delta)`, :math:`\Phi = \sigma^2_s / (\sigma^2_s + \sigma^2_\Delta)`;
+- the single-judge ceiling is :math:`E\rho^2` with unlimited items (and runs) and
+  one judge, :math:`\sigma^2_s / (\sigma^2_s + \sigma^2_{sj})` (paper eq. 4), and
+  at ``n`` judges :math:`\sigma^2_s / (\sigma^2_s + \sigma^2_{sj}/n)`;
+- :math:`\mathrm{MDD}_{95} = 1.96 \sqrt{2 \sigma^2_\delta}` (appendix: the
   difference of two system means shares items and judges, so only the
-  system interactions remain, and its variance is :math:`2\\sigma^2_\\delta`).
+  system interactions remain, and its variance is :math:`2\sigma^2_\delta`).
 
 Boundaries (issue 11; ``docs/gstudy.md``, "Boundaries, nulls and extrapolation")
-    Raw components (possibly negative) enter :math:`\\sigma^2_\\delta` and
-    :math:`\\sigma^2_\\Delta` unchanged, as the paper does (appendix: "we truncate
+    Raw components (possibly negative) enter :math:`\sigma^2_\delta` and
+    :math:`\sigma^2_\Delta` unchanged, as the paper does (appendix: "we truncate
     at zero when reporting variance shares and leave the raw value in place when
-    computing :math:`\\sigma^2_\\delta`"). A *ratio* then truncates the two
+    computing :math:`\sigma^2_\delta`"). A *ratio* then truncates the two
     variances it is made of, never single components:
-    :math:`E\\rho^2 = \\tau_+ / (\\tau_+ + \\delta_+)` with
-    :math:`\\tau_+ = \\max(\\sigma^2_s, 0)` and
-    :math:`\\delta_+ = \\max(\\sigma^2_\\delta, 0)` (likewise :math:`\\Phi` with
-    :math:`\\Delta_+`, and the ceilings), so every coefficient is in [0, 1] and
-    depends on the components only through the raw sums :math:`\\tau`,
-    :math:`\\delta`, :math:`\\Delta` (so generations averaged or nested still
+    :math:`E\rho^2 = \tau_+ / (\tau_+ + \delta_+)` with
+    :math:`\tau_+ = \max(\sigma^2_s, 0)` and
+    :math:`\delta_+ = \max(\sigma^2_\delta, 0)` (likewise :math:`\Phi` with
+    :math:`\Delta_+`, and the ceilings), so every coefficient is in [0, 1] and
+    depends on the components only through the raw sums :math:`\tau`,
+    :math:`\delta`, :math:`\Delta` (so generations averaged or nested still
     give the same native D-study). A ratio is undefined (NaN) when
-    :math:`\\tau_+ + \\delta_+ = 0`. The MDD needs :math:`\\sigma^2_\\delta > 0`:
+    :math:`\tau_+ + \delta_+ = 0`. The MDD needs :math:`\sigma^2_\delta > 0`:
     otherwise it is undefined (NaN), never 0, which would call every difference
     detectable. Bootstrap draws follow the same rule (:mod:`.bootstrap`).
 
@@ -70,7 +70,7 @@ def _sizes(design: Design, obj: str, n: Mapping[str, float]) -> dict[str, np.nda
 def error_variances(
     sigma2: np.ndarray, design: Design, n: Mapping[str, float], *, obj: str = "s"
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Universe-score, relative and absolute error variance at D-study sizes ``n``.
+    r"""Universe-score, relative and absolute error variance at D-study sizes ``n``.
 
     ``n`` maps every facet but ``obj`` to its D-study count (``np.inf`` allowed;
     arrays broadcast against the batch axes of ``sigma2``). ``sigma2`` is
@@ -79,7 +79,7 @@ def error_variances(
     Returns
     -------
     tau, delta, absolute
-        :math:`\\sigma^2_s`, :math:`\\sigma^2_\\delta` and :math:`\\sigma^2_\\Delta`
+        :math:`\sigma^2_s`, :math:`\sigma^2_\delta` and :math:`\sigma^2_\Delta`
         (module docstring; paper appendix, relative error) from the raw
         components: they may be negative.
 
@@ -110,10 +110,10 @@ def error_variances(
 
 
 def truncated_ratio(tau: np.ndarray, error: np.ndarray) -> np.ndarray:
-    """:math:`\\tau_+ / (\\tau_+ + e_+)`, both truncated at zero; NaN when both are <= 0.
+    r""":math:`\tau_+ / (\tau_+ + e_+)`, both truncated at zero; NaN when both are <= 0.
 
     The one rule for every coefficient of this module (module docstring,
-    "Boundaries"): in [0, 1] by construction, 0 when :math:`\\sigma^2_s \\le 0`
+    "Boundaries"): in [0, 1] by construction, 0 when :math:`\sigma^2_s \le 0`
     and 1 when the error variance is <= 0 (its boundary values).
     """
     tau = np.maximum(np.asarray(tau, dtype=np.float64), 0.0)
@@ -124,9 +124,9 @@ def truncated_ratio(tau: np.ndarray, error: np.ndarray) -> np.ndarray:
 
 
 def erho2(sigma2: np.ndarray, design: Design, n: Mapping[str, float], *, obj: str = "s") -> np.ndarray:
-    """Generalizability coefficient :math:`E\\rho^2 = \\tau_+ / (\\tau_+ + \\delta_+)` (relative decisions).
+    r"""Generalizability coefficient :math:`E\rho^2 = \tau_+ / (\tau_+ + \delta_+)` (relative decisions).
 
-    Paper section 3, :math:`E\\rho^2 = \\sigma^2_s / (\\sigma^2_s + \\sigma^2_\\delta)`, with
+    Paper section 3, :math:`E\rho^2 = \sigma^2_s / (\sigma^2_s + \sigma^2_\delta)`, with
     both variances truncated at zero (:func:`truncated_ratio`); NaN when both are <= 0.
     """
     tau, delta, _ = error_variances(sigma2, design, n, obj=obj)
@@ -134,7 +134,7 @@ def erho2(sigma2: np.ndarray, design: Design, n: Mapping[str, float], *, obj: st
 
 
 def phi(sigma2: np.ndarray, design: Design, n: Mapping[str, float], *, obj: str = "s") -> np.ndarray:
-    """Dependability coefficient :math:`\\Phi = \\tau_+ / (\\tau_+ + \\Delta_+)` (absolute decisions).
+    r"""Dependability coefficient :math:`\Phi = \tau_+ / (\tau_+ + \Delta_+)` (absolute decisions).
 
     The same rule as :func:`erho2` with the absolute error variance.
     """
@@ -169,11 +169,11 @@ def mdd95(
     obj: str = "s",
     df: float | None = None,
 ) -> np.ndarray:
-    """Minimum detectable difference :math:`q \\sqrt{2\\sigma^2_\\delta}`, ``q`` = 1.96 or t(0.975, df).
+    r"""Minimum detectable difference :math:`q \sqrt{2\sigma^2_\delta}`, ``q`` = 1.96 or t(0.975, df).
 
-    Paper appendix: :math:`\\mathrm{MDD}_{95} \\approx 1.96\\sqrt{2\\sigma^2_\\delta}`, with a
+    Paper appendix: :math:`\mathrm{MDD}_{95} \approx 1.96\sqrt{2\sigma^2_\delta}`, with a
     t quantile on the error degrees of freedom at small item counts
-    (:func:`delta_df`). NaN where :math:`\\sigma^2_\\delta \\le 0` (no floor is
+    (:func:`delta_df`). NaN where :math:`\sigma^2_\delta \le 0` (no floor is
     estimable: 0 would call every difference detectable) and when ``df`` is
     not a positive number.
     """
@@ -248,10 +248,10 @@ def beyond_observed(
 
 
 def ceiling(sigma2: np.ndarray, design: Design, roles: Facets = PAPER_ROLES, judges: float = 1) -> np.ndarray:
-    """:math:`E\\rho^2` with unlimited items and runs at ``judges`` judges (paper eq. 4).
+    r""":math:`E\rho^2` with unlimited items and runs at ``judges`` judges (paper eq. 4).
 
-    :math:`\\tau_+ / (\\tau_+ + \\max(\\sigma^2_{sj}, 0)/n_j)` by the rule of
-    :func:`erho2`: 1 when :math:`\\sigma^2_{sj} \\le 0 < \\sigma^2_s`, NaN when both are <= 0.
+    :math:`\tau_+ / (\tau_+ + \max(\sigma^2_{sj}, 0)/n_j)` by the rule of
+    :func:`erho2`: 1 when :math:`\sigma^2_{sj} \le 0 < \sigma^2_s`, NaN when both are <= 0.
     """
     return erho2(sigma2, design, roles.sizes(design, np.inf, judges, np.inf), obj=roles.system)
 
@@ -265,7 +265,7 @@ def judges_needed_draws(
     replicates: float = 3,
     roles: Facets = PAPER_ROLES,
 ) -> np.ndarray:
-    """Fewest judges for :math:`E\\rho^2 \\ge` target, per row of ``sigma2``; ``inf`` = never."""
+    r"""Fewest judges for :math:`E\rho^2 \ge` target, per row of ``sigma2``; ``inf`` = never."""
     sigma2 = np.atleast_2d(sigma2)
     found = np.full(sigma2.shape[0], np.inf)
     for k in range(1, MAX_JUDGES + 1):
@@ -286,7 +286,7 @@ def judges_needed(
     replicates: float = 3,
     roles: Facets = PAPER_ROLES,
 ) -> int | None:
-    """Fewest judges for :math:`E\\rho^2 \\ge` target at given items and runs; ``None`` = never."""
+    r"""Fewest judges for :math:`E\rho^2 \ge` target at given items and runs; ``None`` = never."""
     (k,) = judges_needed_draws(
         sigma2, design, target=target, items=items, replicates=replicates, roles=roles
     )
@@ -302,9 +302,9 @@ def items_needed_draws(
     replicates: float = 1,
     roles: Facets = PAPER_ROLES,
 ) -> np.ndarray:
-    """Fewest items for :math:`E\\rho^2 \\ge` target, per row; ``inf`` when the target is at or above the ceiling.
+    r"""Fewest items for :math:`E\rho^2 \ge` target, per row; ``inf`` when the target is at or above the ceiling.
 
-    :math:`E\\rho^2` rises monotonically with items toward the ceiling, so the
+    :math:`E\rho^2` rises monotonically with items toward the ceiling, so the
     count is found by bisection on integers, all rows at once.
     """
     sigma2 = np.atleast_2d(sigma2)
@@ -337,7 +337,7 @@ def items_needed(
     replicates: float = 1,
     roles: Facets = PAPER_ROLES,
 ) -> int | None:
-    """Fewest items for :math:`E\\rho^2 \\ge` target; ``None`` when the target is at or above the ceiling."""
+    r"""Fewest items for :math:`E\rho^2 \ge` target; ``None`` when the target is at or above the ceiling."""
     (k,) = items_needed_draws(
         sigma2, design, target=target, judges=judges, replicates=replicates, roles=roles
     )
@@ -352,20 +352,20 @@ def budget_optimum(
     roles: Facets = PAPER_ROLES,
     max_judges: int | None = None,
 ) -> tuple[int, int, int, float]:
-    """Split of ``budget`` calls, :math:`n_i n_j n_r \\le C`, minimizing :math:`\\sigma^2_\\delta`.
+    r"""Split of ``budget`` calls, :math:`n_i n_j n_r \le C`, minimizing :math:`\sigma^2_\delta`.
 
     Integer search over every feasible triple (appendix: "Under a call budget
-    the optimum is interior"; "Minimising :math:`\\sigma^2_\\delta` subject to
-    cost :math:`\\propto n_i n_j n_r`"), with at most ``max_judges`` judges
+    the optimum is interior"; "Minimising :math:`\sigma^2_\delta` subject to
+    cost :math:`\propto n_i n_j n_r`"), with at most ``max_judges`` judges
     (``None``: any number, as the paper's appendix, whose optima can exceed
     its nine judges; the report passes the universe's judge count).
 
     Returns
     -------
     n_i, n_j, n_r, mdd95
-        The split with the smallest raw :math:`\\sigma^2_\\delta` (first
+        The split with the smallest raw :math:`\sigma^2_\delta` (first
         minimum: fewest judges, then fewest runs) and its MDD; ``mdd95`` is NaN
-        when that smallest :math:`\\sigma^2_\\delta` is <= 0 (the estimates
+        when that smallest :math:`\sigma^2_\delta` is <= 0 (the estimates
         cannot rank the splits, see :func:`mdd95`).
 
     Raises
@@ -403,7 +403,7 @@ def nomogram(
     replicates: float = 1,
     roles: Facets = PAPER_ROLES,
 ) -> np.ndarray:
-    """:math:`E\\rho^2` on a judges x items grid (paper figure 4); NaN where undefined (:func:`erho2`)."""
+    r""":math:`E\rho^2` on a judges x items grid (paper figure 4); NaN where undefined (:func:`erho2`)."""
     return np.array(
         [
             [

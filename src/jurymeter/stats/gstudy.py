@@ -76,7 +76,7 @@ TERM_CHUNK_ELEMENTS = 1_000_000
 
 
 class TermSums:
-    """The T terms of :func:`mean_squares`, accumulated over chunks of one facet's levels.
+    r"""The T terms of :func:`mean_squares`, accumulated over chunks of one facet's levels.
 
     Data may arrive in chunks along the axis of ``facet`` (by default the first
     facet nested in no other; the items of ``s x i x j`` are not: chunks along
@@ -88,10 +88,10 @@ class TermSums:
     Notes
     -----
     With marginal sums :math:`S_A` over the facets outside ``A``, each the sum of
-    :math:`w_A = N / \\mathrm{cells}(A)` observations, and a shift :math:`c`
+    :math:`w_A = N / \mathrm{cells}(A)` observations, and a shift :math:`c`
     (the first chunk's mean; ``P_S`` removes constants, so SS does not depend on
     it, and centring near the grand mean keeps the T terms small),
-    :math:`T_A = \\sum (S_A - c\\,w_A)^2 / w_A`.
+    :math:`T_A = \sum (S_A - c\,w_A)^2 / w_A`.
     """
 
     def __init__(self, design: Design, facet: str | None = None) -> None:
@@ -221,7 +221,7 @@ def term_sums(x: np.ndarray, design: Design, facet: str | None = None) -> TermSu
 
 
 def mean_squares(x: np.ndarray, design: Design) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Degrees of freedom, sums of squares and mean squares of every effect.
+    r"""Degrees of freedom, sums of squares and mean squares of every effect.
 
     Parameters
     ----------
@@ -232,13 +232,13 @@ def mean_squares(x: np.ndarray, design: Design) -> tuple[np.ndarray, np.ndarray,
 
     Notes
     -----
-    :math:`SS_S = \\lVert P_S x \\rVert^2` with
-    :math:`P_S = \\sum_{U \\subseteq R(S)} (-1)^{|U|} A_{S \\setminus U}`
+    :math:`SS_S = \lVert P_S x \rVert^2` with
+    :math:`P_S = \sum_{U \subseteq R(S)} (-1)^{|U|} A_{S \setminus U}`
     (module docstring of :mod:`jurymeter.stats.design`). The averaging operators are
     commuting orthogonal projections, so the norm expands into the "T terms" of
     Brennan (2001, ch. 3):
-    :math:`SS_S = \\sum_{U \\subseteq R(S)} (-1)^{|U|} T_{S \\setminus U}`, with
-    :math:`T_A = (N / \\mathrm{cells}(A)) \\sum (\\bar x_A - \\bar x)^2` over the
+    :math:`SS_S = \sum_{U \subseteq R(S)} (-1)^{|U|} T_{S \setminus U}`, with
+    :math:`T_A = (N / \mathrm{cells}(A)) \sum (\bar x_A - \bar x)^2` over the
     ``A``-marginal means. Centring on the grand mean leaves every SS unchanged
     (``P_S`` removes constants) and keeps the T terms small, so their
     differences lose no precision. Each marginal is the mean of the smallest

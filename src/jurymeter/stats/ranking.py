@@ -1,11 +1,11 @@
-"""Leaderboard tie groups: systems whose means differ by less than the MDD.
+r"""Leaderboard tie groups: systems whose means differ by less than the MDD.
 
 The rule (``docs/results.md``, "Tie groups"): systems are sorted by mean, best
 first. The first system opens group 1; each next system joins the current group
 if its mean is less than ``mdd95`` below the mean of the group's first system,
 and otherwise opens the next group. Two systems in one group therefore differ by
 less than the benchmark's minimum detectable difference at 95 %
-(:math:`\\mathrm{MDD}_{95} = 1.96 \\sqrt{2 \\sigma^2_\\delta}`, [Anand2026]_
+(:math:`\mathrm{MDD}_{95} = 1.96 \sqrt{2 \sigma^2_\delta}`, [Anand2026]_
 appendix), and no reader should rank them against each other.
 
 References
@@ -34,7 +34,7 @@ LEADERBOARD_SCHEMA: dict[str, pl.DataType] = {
 
 
 def tie_groups(means: Mapping[str, float], mdd: float) -> pl.DataFrame:
-    """Rank systems by mean and group those closer than the MDD to their group's leader.
+    r"""Rank systems by mean and group those closer than the MDD to their group's leader.
 
     Parameters
     ----------
@@ -65,8 +65,8 @@ def tie_groups(means: Mapping[str, float], mdd: float) -> pl.DataFrame:
     Notes
     -----
     The rule of ``docs/results.md`` ("Tie groups"): with means sorted best
-    first, :math:`m_1 \\ge m_2 \\ge \\dots`, system ``k`` joins the group opened
-    by system ``g`` when :math:`m_g - m_k < \\mathrm{MDD}_{95}` and opens a new
+    first, :math:`m_1 \ge m_2 \ge \dots`, system ``k`` joins the group opened
+    by system ``g`` when :math:`m_g - m_k < \mathrm{MDD}_{95}` and opens a new
     group otherwise. The MDD is that of [Anand2026]_ (appendix): the smallest
     difference between two system means that the design detects at 95 %.
 

@@ -163,15 +163,15 @@ def _interval(i: Any) -> dict[str, float | None]:
 
 
 class ReportNotes:
-    """The three note dicts of a report, keyed by the quantity's path in it (``"budget_optimum.120"``).
+    r"""The three note dicts of a report, keyed by the quantity's path in it (``"budget_optimum.120"``).
 
     ``null_reasons``
         Why a value is ``None``: it cannot be estimated (a ratio 0/0, an MDD
-        whose :math:`\\sigma^2_\\delta \\le 0`, a budget split the estimates cannot
+        whose :math:`\sigma^2_\delta \le 0`, a budget split the estimates cannot
         rank), it is never reached (``judges_needed``, ``items_needed``), or
         the check was skipped or does not apply.
     ``truncated``
-        A coefficient at its boundary 0 or 1 because :math:`\\sigma^2_s` or its
+        A coefficient at its boundary 0 or 1 because :math:`\sigma^2_s` or its
         error variance was estimated below zero and taken as zero (the rule of
         :mod:`jurymeter.stats.dstudy`, "Boundaries").
     ``extrapolated``
@@ -220,7 +220,7 @@ class ReportNotes:
             self.extrapolated[key] = "; ".join(found)
 
     def ratio(self, key: str, n: Mapping[str, float], *, absolute: bool = False) -> float | None:
-        """:math:`E\\rho^2` (or :math:`\\Phi`) at sizes ``n`` by the boundary rule, its notes recorded."""
+        r""":math:`E\rho^2` (or :math:`\Phi`) at sizes ``n`` by the boundary rule, its notes recorded."""
         fit = self.fit
         tau, delta, total = (float(v) for v in error_variances(fit.sigma2, fit.design, n, obj=self.roles.system))
         error, name = (total, "sigma2_Delta") if absolute else (delta, "sigma2_delta")
@@ -242,7 +242,7 @@ class ReportNotes:
         return value
 
     def mdd(self, key: str, n: Mapping[str, float], *, df: float | None = None) -> float | None:
-        """:math:`\\mathrm{MDD}_{95}` at sizes ``n`` (``None`` when :math:`\\sigma^2_\\delta \\le 0`)."""
+        r""":math:`\mathrm{MDD}_{95}` at sizes ``n`` (``None`` when :math:`\sigma^2_\delta \le 0`)."""
         fit = self.fit
         _, delta, _ = error_variances(fit.sigma2, fit.design, n, obj=self.roles.system)
         value = float(mdd95(fit.sigma2, fit.design, n, obj=self.roles.system, df=df))

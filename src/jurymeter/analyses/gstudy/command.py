@@ -122,7 +122,8 @@ def print_gstudy(report: dict[str, Any]) -> None:
         table.add_column(col, justify="left" if col == "component" else "right")
     for name, c in report["components"].items():
         i = c["interval"]
-        table.add_row(name, f"{c['raw']:.4f}", f"{100 * c['share']:.1f}%", f"[{i['low']:.4f}, {i['high']:.4f}]")
+        table.add_row(name, fmt(c["raw"], 4), f"{fmt(100 * c['share'], 1)}%",
+                      f"[{fmt(i.get('low'), 4)}, {fmt(i.get('high'), 4)}]")
     out.print(table)
     iv = report["intervals"]
     rows = [
@@ -139,56 +140,67 @@ def print_gstudy(report: dict[str, Any]) -> None:
     d = Table(title="D-study", title_justify="left")
     for col in ("quantity", "estimate", "95% interval"):
         d.add_column(col, justify="left" if col == "quantity" else "right")
+    reasons = report.get("null_reasons") or {}
+    # judges/items needed: null means "never reached", unless a reason says it cannot be estimated.
+    never = {"judges needed (30 items, 3 runs)": "judges_needed", "items needed (1 judge, 1 run)": "items_needed"}
     for name, value, interval in rows:
+        key = never.get(name)
         d.add_row(
-            name, fmt(value),
-            f"[{fmt_bound(interval['low'])}, {fmt_bound(interval['high'])}]" if interval else "",
+            name, fmt(value, none="n/a" if key is None or key in reasons else "never"),
+            f"[{fmt_bound(interval.get('low'))}, {fmt_bound(interval.get('high'))}]" if interval else "",
         )
     out.print(d)
     out.print(
-        f"P(ceiling >= 0.8) = {report['p_ceiling_at_least_0_8']:.3f}; judges needed for "
-        f"E rho^2 >= {report['target']} at 30 items, 3 runs: {fmt(report['judges_needed'])}; "
-        f"items needed at 1 judge, 1 run: {fmt(report['items_needed'])}",
+        f"P(ceiling >= 0.8) = {fmt(report['p_ceiling_at_least_0_8'])}; judges needed for "
+        f"E rho^2 >= {report['target']} at 30 items, 3 runs: "
+        f"{fmt(report['judges_needed'], none='n/a' if 'judges_needed' in reasons else 'never')}; "
+        f"items needed at 1 judge, 1 run: "
+        f"{fmt(report['items_needed'], none='n/a' if 'items_needed' in reasons else 'never')}",
         markup=False,
     )
     for budget, best in report["budget_optimum"].items():
+        if best is None or best.get("n_i") is None:
+            out.print(f"budget {budget} calls: no optimum can be estimated", markup=False)
+            continue
         out.print(
             f"budget {budget} calls: {best['n_i']} items x {best['n_j']} judges x {best['n_r']} runs "
-            f"(MDD95 {best['mdd95']:.3f})"
+            f"(MDD95 {fmt(best['mdd95'])})"
         )
     naive = report["naive_item_bootstrap"]
     out.print(
-        f"naive item bootstrap half-width {naive['halfwidth']:.3f} vs single-judge MDD95 "
-        f"{naive['mdd95_single_judge']:.3f}: understates {fmt(naive['mdd95_over_halfwidth'], 2)}x"
+        f"naive item bootstrap half-width {fmt(naive['halfwidth'])} vs single-judge MDD95 "
+        f"{fmt(naive['mdd95_single_judge'])}: understates {fmt(naive['mdd95_over_halfwidth'], 2)}x"
     )
     rank = report["rank_reliability"]
     out.print(
-        f"adjacent top-10 pairs in the wrong order: {rank['wrong_order_top10_1_judge']:.3f} at 1 judge, "
-        f"{rank['wrong_order_top10_3_judges']:.3f} at 3 judges; MDD rule false-positive rate "
+        f"adjacent top-10 pairs in the wrong order: {fmt(rank['wrong_order_top10_1_judge'])} at 1 judge, "
+        f"{fmt(rank['wrong_order_top10_3_judges'])} at 3 judges; MDD rule false-positive rate "
         f"{fmt(rank['mdd_false_positive_rate'])}"
     )
     for k, e in report["ensembles"].items():
         out.print(
-            f"ensembles of {k}: observed/predicted sigma2_sj median {e['median']:.2f} "
-            f"[{e['low']:.2f}, {e['high']:.2f}] over {e['partitions']} partitions"
+            f"ensembles of {k}: observed/predicted sigma2_sj median {fmt(e['median'], 2)} "
+            f"[{fmt(e['low'], 2)}, {fmt(e['high'], 2)}] over {e['partitions']} partitions"
         )
     nested = report.get("nested")
     if nested:
         share = nested["config_share_of_system_variance"]
         out.print(
             f"nested ({nested['design']}, {len(nested['models'])} models x "
-            f"{nested['configs_per_model']} configs): sigma2_m {nested['sigma2_m']:.4f}, "
-            f"sigma2_c:m {nested['sigma2_c_m']:.4f}, configuration share "
+            f"{nested['configs_per_model']} configs): sigma2_m {fmt(nested['sigma2_m'], 4)}, "
+            f"sigma2_c:m {fmt(nested['sigma2_c_m'], 4)}, configuration share "
             f"{fmt(None if share is None else 100 * share, 1)}%, ceiling with the model as object "
-            f"{nested['ceiling_model_as_object']:.3f}"
+            f"{fmt(nested['ceiling_model_as_object'])}"
         )
     if report["items"]:
         it = report["items"]
         out.print(
-            f"item split-half Spearman {it['split_half_rho_median']:.3f} "
-            f"[{it['split_half_rho_low']:.3f}, {it['split_half_rho_high']:.3f}]; "
+            f"item split-half Spearman {fmt(it['split_half_rho_median'])} "
+            f"[{fmt(it['split_half_rho_low'])}, {fmt(it['split_half_rho_high'])}]; "
             f"{len(it['screened_items'])} of {block['items']} items pass the screen "
             f"(between-system variance >= {it['screen_threshold']})"
         )
-
-
+    for title, notes in (("not estimable", reasons), ("at a bound", report.get("truncated") or {}),
+                         ("extrapolated beyond the observed sizes", report.get("extrapolated") or {})):
+        for key, why in notes.items():
+            out.print(f"{title}: {key}: {why}", markup=False)

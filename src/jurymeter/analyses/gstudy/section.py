@@ -76,18 +76,25 @@ def _leaderboard_html(rows: pl.DataFrame, entry: Mapping[str, Any]) -> str:
     rows = rows.sort("rank")
     mdd = rows["mdd95"][0] if "mdd95" in rows.columns else entry.get("mdd95")
     groups = rows["tie_group"].to_list()
-    n_groups = len(set(groups))
-    parts.append(
-        f"<p>{rows.height} systems in {n_groups} tie group{'s' if n_groups != 1 else ''}. "
-        f"Systems in one group differ by less than the MDD ({_e(_num(mdd))} points) "
-        "and should not be ranked against each other.</p>"
-    )
+    if any(g is None for g in groups):  # no MDD (docs/gstudy.md, Boundaries): ranks only
+        parts.append(
+            f"<p>{rows.height} systems ranked by mean. No tie groups: the minimum detectable "
+            "difference cannot be estimated from these data, so no difference between two "
+            "systems can be called detectable.</p>"
+        )
+    else:
+        n_groups = len(set(groups))
+        parts.append(
+            f"<p>{rows.height} systems in {n_groups} tie group{'s' if n_groups != 1 else ''}. "
+            f"Systems in one group differ by less than the MDD ({_e(_num(mdd))} points) "
+            "and should not be ranked against each other.</p>"
+        )
     cells, classes, previous = [], [], None
     for rank, system, mean, group in rows.select("rank", "system_id", "mean", "tie_group").iter_rows():
-        shade = "tie-a" if group % 2 == 1 else "tie-b"
+        shade = "tie-a" if group is None or group % 2 == 1 else "tie-b"
         classes.append(f"{shade} group-start" if previous is not None and group != previous else shade)
         previous = group
-        cells.append([_e(rank), _e(system), _e(_num(mean)), _e(group)])
+        cells.append([_e(rank), _e(system), _e(_num(mean)), _e("\u2014" if group is None else group)])
     parts.append(_table(["rank", "system", "mean", "tie group"], cells, numeric=[True, False, True, True], row_classes=classes))
     return "\n".join(parts)
 
