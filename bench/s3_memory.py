@@ -70,12 +70,17 @@ CREDENTIALS = {
 # ---------------------------------------------------------------- data
 
 
-def write_source(path: Path, records: int, systems: int, judges: int, replicates: int, seed: int) -> int:
-    """One Parquet file of a crossed item set; returns its number of records (whole items)."""
+def write_source(path: Path, records: int, systems: int, judges: int, replicates: int, seed: int,
+                 generations: int = 1) -> int:
+    """One Parquet file of a crossed item set; returns its number of records (whole items).
+
+    With ``generations`` > 1 each (system, item, judge, replicate) cell holds that
+    many generations (averaged by the G-study): records grow, cells do not.
+    """
     import numpy as np
     import polars as pl
 
-    per_item = systems * judges * replicates
+    per_item = systems * judges * replicates * generations
     items = records // per_item
     rng = np.random.default_rng(seed)
     s_eff = rng.normal(0, 0.6, systems)
@@ -85,8 +90,8 @@ def write_source(path: Path, records: int, systems: int, judges: int, replicates
     n = items * per_item
     k = np.arange(n, dtype=np.int64)
     item = k // per_item
-    system = (k // (judges * replicates)) % systems
-    judge = (k // replicates) % judges
+    system = (k // (judges * replicates * generations)) % systems
+    judge = (k // (replicates * generations)) % judges
     score = 5.5 + s_eff[system] + i_eff[item] + j_eff[judge] + si_eff[system, item]
     score = np.clip(np.rint(score + rng.normal(0, 0.8, n)), 1, 10)
     frame = pl.DataFrame(
@@ -95,7 +100,8 @@ def write_source(path: Path, records: int, systems: int, judges: int, replicates
             "item_id": pl.Series([f"item-{x:05d}" for x in range(items)]).gather(item),
             "system_id": pl.Series([f"sys-{x:02d}" for x in range(systems)]).gather(system),
             "judge_id": pl.Series([f"judge-{x:02d}" for x in range(judges)]).gather(judge),
-            "replicate": k % replicates,
+            "replicate": (k // generations) % replicates,
+            "generation": k % generations,
             "score": score,
         }
     )
@@ -234,6 +240,12 @@ def main() -> None:
     parser.add_argument("--systems", type=int, default=20)
     parser.add_argument("--judges", type=int, default=10)
     parser.add_argument("--replicates", type=int, default=2)
+    parser.add_argument(
+        "--generations", default=None,
+        help="generations per cell, comma-separated (e.g. 1,5,15): items fixed by --items, so the records "
+             "grow and the fit's cells do not (instead of --sizes)",
+    )
+    parser.add_argument("--items", type=int, default=1000, help="items, with --generations")
     parser.add_argument("--boot", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--repeats", type=int, default=1, help="fits per store and code version (max peak kept)")
@@ -243,7 +255,11 @@ def main() -> None:
     parser.add_argument("--no-append", action="store_true")
     args = parser.parse_args()
 
-    sizes = [int(x) for x in args.sizes.split(",")]
+    per_cell = args.systems * args.judges * args.replicates
+    if args.generations:
+        plan = [(args.items * per_cell * int(g), int(g)) for g in args.generations.split(",")]
+    else:
+        plan = [(int(x), 1) for x in args.sizes.split(",")]
     os.environ.update(CREDENTIALS)  # this process ingests into the S3 store too
     time_bin = gnu_time()
     facts = machine_facts()
@@ -258,9 +274,9 @@ def main() -> None:
     moto, endpoint = start_moto(free_port())
     rows: list[dict[str, Any]] = []
     try:
-        for size in sizes:
+        for size, generations in plan:
             source = args.workdir / f"source-{size}.parquet"
-            n = write_source(source, size, args.systems, args.judges, args.replicates, args.seed)
+            n = write_source(source, size, args.systems, args.judges, args.replicates, args.seed, generations)
             local_url = str(args.workdir / f"local-{size}")
             s3_url = f"s3://{BUCKET}/store-{size}"
             local_ingest = ingest_into(local_url, source, {})
@@ -276,7 +292,7 @@ def main() -> None:
                           f"{fits[backend]['seconds']:.1f} s", flush=True)
                 same = _comparable(fits["local"]["report"]) == _comparable(fits["S3"]["report"])
                 block = fits["local"]["report"].get("block", {})
-                rows.append({"records": n, "items": n // (args.systems * args.judges * args.replicates),
+                rows.append({"records": n, "items": n // (per_cell * generations), "generations": generations,
                              "version": label, "local": fits["local"], "s3": fits["S3"], "same": same,
                              "block": block, "parts": s3_ingest["parts"]})
     finally:
@@ -311,13 +327,13 @@ def render(rows: list[dict[str, Any]], args: argparse.Namespace, facts: dict[str
         f" maximum resident set size (the fit's Python process); {args.repeats} fit(s) per cell, largest peak kept;"
         " a baseline version runs the same command with the revision's `src/` first on PYTHONPATH",
         "",
-        "| code | records | items | S3 parts | local peak RSS | S3 peak RSS | S3 - local | local fit (s) | S3 fit (s) |"
+        "| code | records | items | generations | S3 parts | local peak RSS | S3 peak RSS | S3 - local | local fit (s) | S3 fit (s) |"
         " reports equal |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in rows:
         lines.append(
-            f"| {r['version']} | {r['records']:,} | {r['items']:,} | {r['parts']} | {fmt_rss(r['local']['peak'])} | "
+            f"| {r['version']} | {r['records']:,} | {r['items']:,} | {r['generations']} | {r['parts']} | {fmt_rss(r['local']['peak'])} | "
             f"{fmt_rss(r['s3']['peak'])} | {(r['s3']['peak'] - r['local']['peak']) / 1e6:+.0f} MB | "
             f"{r['local']['seconds']:.1f} | {r['s3']['seconds']:.1f} | {'yes' if r['same'] else '**no**'} |"
         )
