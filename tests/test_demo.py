@@ -59,3 +59,20 @@ def test_demo_runs_the_flow_and_quarantines_exactly_the_injected_faults(tmp_path
     assert page.stat().st_size > 10_000
     assert not (Path.home() / ".prefect" / "jurymeter-demo").exists()
     assert (tmp_path / "prefect-home").exists()  # Prefect's state went where it was told
+    # A second demo in the same folder reuses every fit and prints the same headline numbers.
+    again = subprocess.run(
+        [sys.executable, "-m", "jurymeter.cli", "demo", "--workdir", str(tmp_path / "demo")],
+        capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path,
+    )
+    assert again.returncode == 0, again.stdout + again.stderr
+
+    def headline_rows(stdout: str) -> list[list[str]]:
+        rows = [line.split("\u2502")[1:-1] for line in stdout.splitlines() if line.startswith("\u2502")]
+        return [[cell.strip() for cell in row] for row in rows]
+
+    first, second = headline_rows(result.stdout), headline_rows(again.stdout)
+    assert len(first) == 2
+    assert [row[3] for row in first] == ["fitted", "fitted"]
+    assert [row[3] for row in second] == ["reused", "reused"]
+    assert [row[:3] + row[4:] for row in second] == [row[:3] + row[4:] for row in first]
+    assert all(cell not in ("-", "n/a") for row in second for cell in row[4:])
