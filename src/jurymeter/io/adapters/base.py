@@ -1,0 +1,124 @@
+"""The log-adapter seam: how a judgment log in a tool's own format becomes canonical records.
+
+An adapter reads one source file (MT-Bench, Arena-Hard-Auto, AlpacaEval,
+inspect_ai, ...) and yields :class:`Judgment` values: one per judgment, the
+unit of reconciliation (an MT-Bench pair line or an Arena-Hard record holds two
+judgments, one per presentation order). A judgment carries canonical columns
+(``docs/schema.md``) and the source's own provenance columns (kept as text), or
+a rejection: the reason code and message it is quarantined under (a parse
+failure, a failed judge call, an unscored grade). Everything after the adapter
+(validation, quarantine, duplicates, reconciliation, the atomic commit) is the
+one ingest path every source takes: ``jurymeter.io.ingest``.
+
+A fifth format is one module under ``io/adapters/`` with an :class:`Adapter`
+subclass, and one line in :data:`jurymeter.io.adapters.ADAPTERS`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+JudgmentProtocol = Literal["pointwise", "pairwise"]
+
+# Reason codes an adapter may give a rejected judgment (also in io.schema.Reason).
+PARSE_FAILURE = "parse_failure"  # the judge replied, but no verdict or rating could be read from it
+JUDGE_CALL_FAILED = "judge_call_failed"  # the call to the judge failed (an API error, `$ERROR$`)
+UNSCORED = "unscored"  # the grader gave no grade it was offered (inspect's NaN)
+UNSUPPORTED_RECORD = "unsupported_record"  # a record of the format this adapter does not read
+MALFORMED = "malformed_line"  # not a record of the format at all (a truncated line, a missing field)
+ADAPTER_REASONS = (PARSE_FAILURE, JUDGE_CALL_FAILED, UNSCORED, UNSUPPORTED_RECORD)
+
+
+@dataclass(frozen=True, slots=True)
+class AdapterOptions:
+    """What a user may tell an adapter (``jurymeter ingest`` flags, the run's configuration).
+
+    ``item_set``: overrides the item set the adapter names; ``baseline``: the
+    Arena-Hard v0.1 baseline (not in its records); ``scale``: the declared
+    score range (MT-Bench single defaults to 1-10).
+    """
+
+    item_set: str | None = None
+    baseline: str | None = None
+    scale: tuple[float, float] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Judgment:
+    """One judgment an adapter read, or why it cannot be stored.
+
+    ``line`` is the 1-based line (JSON Lines), element (a JSON array) or sample
+    (an inspect log) it came from; ``raw`` the text quarantine keeps for it.
+    ``fields`` holds canonical columns (``item_set``, ``item_id``, ``judge_id``,
+    ``system_id`` and ``score`` for pointwise, ``system_a``/``system_b``,
+    ``winner``/``preference`` for pairwise, ``generation``, ``replicate``,
+    ``timestamp``, ``response_length``/``length_a``/``length_b``) and
+    provenance columns (any other name; stored as text). ``reject`` is
+    ``(reason, message)`` for a judgment that goes to quarantine.
+    """
+
+    line: int
+    protocol: JudgmentProtocol
+    fields: dict[str, Any]
+    raw: str
+    reject: tuple[str, str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Unreadable:
+    """A line or element that is not a record of the format at all: quarantined as ``malformed``."""
+
+    line: int
+    raw: str
+    message: str
+
+
+@dataclass(slots=True)
+class AdapterNotes:
+    """What an adapter says about one source, for the ingest report (e.g. the baseline it assumed)."""
+
+    format: str
+    notes: list[str] = field(default_factory=list)
+
+
+class SourceBytes(ABC):
+    """A source file as an adapter reads it: line by line (bounded memory) or whole (a JSON document, a ZIP)."""
+
+    path: str
+
+    @abstractmethod
+    def lines(self) -> Iterator[tuple[int, bytes]]:
+        """``(line number from 1, line without its newline)`` for every line, blank ones included."""
+
+    @abstractmethod
+    def read(self) -> bytes:
+        """The whole file (decompressed)."""
+
+
+class Adapter(ABC):
+    """A judgment-log format: how to recognise it, and how to read it into judgments."""
+
+    name: ClassVar[str]  # the ``--format`` value, e.g. "mt-bench"
+    suffixes: ClassVar[tuple[str, ...]]  # file name endings it reads, e.g. (".jsonl",)
+
+    @abstractmethod
+    def detect(self, head: bytes, path: str) -> bool:
+        """Whether a file whose first bytes are ``head`` (up to 64 KiB) is in this format."""
+
+    @abstractmethod
+    def judgments(
+        self, source: SourceBytes, options: AdapterOptions, notes: AdapterNotes
+    ) -> Iterator[Judgment | Unreadable]:
+        """Every judgment of the source, in file order.
+
+        A line-based format reads ``source.lines()`` (memory bounded by a line);
+        a document format (a JSON array, a ZIP) reads ``source.read()``.
+        ``source.path`` names the file (some formats carry names only in it). An
+        adapter never raises on bad content: a record it cannot read is an
+        :class:`Unreadable`, a judgment that cannot be stored carries a
+        ``reject``; ``notes.notes`` gets what the report should say (a
+        baseline it assumed, say).
+        """
