@@ -26,7 +26,8 @@ class ScoreCube:
 
     def system(self, system_id: str) -> np.ndarray:
         """``x[scenario, generation, judge]`` of one system, ready for :func:`fit_cyclic`."""
-        return self.x[self.systems.index(system_id)]
+        x: np.ndarray = self.x[self.systems.index(system_id)]
+        return x
 
 
 def score_cube(frame: pl.DataFrame, *, score: str = "score") -> ScoreCube:
@@ -53,7 +54,7 @@ def score_cube(frame: pl.DataFrame, *, score: str = "score") -> ScoreCube:
         (pl.col("judge_id").cast(pl.Utf8).rank("dense") - 1).alias("j"),
         pl.col(score).cast(pl.Float64).alias("y"),
     )
-    shape = tuple(int(coded[c].max()) + 1 for c in "sigj")  # type: ignore[arg-type]
+    shape = tuple(int(top) + 1 for top in coded.select(pl.col(*"sigj").max()).row(0))
     flat = np.ravel_multi_index(tuple(coded[c].to_numpy() for c in "sigj"), shape)
     if len(np.unique(flat)) != frame.height:
         msg = "frame has more than one score for a (system_id, item_id, generation, judge_id) cell"

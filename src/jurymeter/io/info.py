@@ -76,7 +76,7 @@ def store_info(store: Store) -> pl.DataFrame:
 def metadata_counts(store: Store) -> dict[str, int]:
     """Rows in the systems and judges metadata tables."""
     return {
-        p: store.scan(p).select(pl.len()).collect().item()  # type: ignore[arg-type]
+        p: store.scan(p).select(pl.len()).collect().item()
         for p in ("systems", "judges")
     }
 

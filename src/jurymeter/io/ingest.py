@@ -170,7 +170,7 @@ def _hash_and_ingest(
     sha = content_sha256(source)
     marker = store.marker(sha)
     if marker is not None or sha in seen:
-        first = seen.get(sha) or marker.get("source", "?")  # type: ignore[union-attr]
+        first = seen.get(sha) or (marker or {}).get("source", "?")
         seen.setdefault(sha, source.url)
         return SourceReport(
             source=source.url,
@@ -238,8 +238,10 @@ def _ingest_source(
     watched = frozenset(options.column_map.get(c, c) for c in ID_LIKE_COLUMNS)
     # ingest() started a census exactly for the sources the fast path may try (eligible).
     streamed = stream_source(store, source, sid, options, watched, census) if census is not None else None
+    protocol: Protocol | None
     if streamed is not None:
-        result.read, protocol, staged.parts = streamed.read, streamed.protocol, streamed.parts
+        result.read, protocol = streamed.read, streamed.protocol
+        staged.parts = list(streamed.parts)
     else:
         protocol = _read_validate_stage(
             store, source, staged, options, watched, block_bytes, result, reasons
@@ -356,8 +358,8 @@ def _read_validate_stage(
                     * frame.height,
                 )
             )
-        elif frame.height:
-            accepted, rejected = validate_batch(frame, protocol, options)  # type: ignore[arg-type]
+        elif frame.height and protocol is not None:
+            accepted, rejected = validate_batch(frame, protocol, options)
             if rejected.height:
                 rows = rejected[ROW].to_numpy()
                 quarantined.append(
@@ -371,7 +373,7 @@ def _read_validate_stage(
                         rejected["message"],
                     )
                 )
-            _write_accepted(store, staged, protocol, accepted, batch)  # type: ignore[arg-type]
+            _write_accepted(store, staged, protocol, accepted, batch)
         for q in quarantined:
             reasons.update(q["reason"].to_list())
             relpath = f"quarantine/{staged.next_name()}"
@@ -391,7 +393,9 @@ def _write_accepted(
     )
     if "item_set" in SCHEMAS[protocol].dtypes:
         groups = accepted.partition_by("item_set", as_dict=True, include_key=False)
-        items = [(str(key[0]), part) for key, part in groups.items()]
+        items: list[tuple[str | None, pl.DataFrame]] = [
+            (str(key[0]), part) for key, part in groups.items()
+        ]
     else:
         items = [(None, accepted)]
     for item_set, part in items:

@@ -9,9 +9,12 @@ Columns outside the schema are kept as strings under their own name.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal, get_args
 
 import polars as pl
+
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType
 
 Protocol = Literal["pointwise", "pairwise", "systems", "judges"]
 PROTOCOLS: tuple[Protocol, ...] = ("pointwise", "pairwise", "systems", "judges")
@@ -36,15 +39,15 @@ class ProtocolSchema:
     key: tuple[str, ...]
     value: tuple[str, ...]
     required: tuple[str, ...]
-    optional: dict[str, pl.DataType]
-    dtypes: dict[str, pl.DataType]
+    optional: dict[str, PolarsDataType]
+    dtypes: dict[str, PolarsDataType]
 
     @property
     def columns(self) -> tuple[str, ...]:
         return tuple(self.dtypes)
 
 
-_OPTIONAL_JUDGMENT: dict[str, pl.DataType] = {
+_OPTIONAL_JUDGMENT: dict[str, PolarsDataType] = {
     "batch_id": ID,
     "batch_position": INDEX,
     "judge_logprob": FLOAT,
@@ -155,9 +158,9 @@ Reason = Literal[
     "conflicting_duplicate",
     "unknown_protocol",
 ]
-REASONS: tuple[str, ...] = Reason.__args__  # type: ignore[attr-defined]
+REASONS: tuple[str, ...] = get_args(Reason)
 
-QUARANTINE_SCHEMA: dict[str, pl.DataType] = {
+QUARANTINE_SCHEMA: dict[str, PolarsDataType] = {
     "source": pl.String,
     "line": pl.Int64,
     "raw": pl.String,

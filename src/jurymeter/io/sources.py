@@ -439,7 +439,7 @@ def _parse_jsonl_block(
     starts = _line_starts(block)
     # Slow path: one line at a time, so a bad line costs only itself.
     records: list[dict[str, Any]] = []
-    kept: list[int] = []
+    kept_rows: list[int] = []
     malformed: list[MalformedRecord] = []
     texts = _slice_lines(block, starts, np.arange(n_lines))
     for k, text in enumerate(texts):
@@ -462,8 +462,8 @@ def _parse_jsonl_block(
             )
             continue
         records.append({key: _as_text(v) for key, v in value.items()})
-        kept.append(k)
-    kept_idx = np.asarray(kept, dtype=np.int64)
+        kept_rows.append(k)
+    kept_idx = np.asarray(kept_rows, dtype=np.int64)
     batch = RawBatch(
         frame=_frame_of_text_records(records),
         lines=first_line + kept_idx,

@@ -35,7 +35,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import polars as pl
@@ -45,6 +45,9 @@ from jurymeter.errors import ConfigError, StoreError, StoreLockedError
 from jurymeter.io.naming import decode_item_set, is_digested, item_set_folder
 from jurymeter.io.schema import JUDGMENT_PROTOCOLS, PROTOCOLS, SCHEMAS, SOURCE_LINE, Protocol
 from jurymeter.io.sources import filesystem_for
+
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType
 
 STORE_FORMAT = 1
 MARKER_FILE = "jurymeter-store.json"
@@ -267,9 +270,10 @@ class Store:
     def marker(self, sha256: str) -> dict[str, Any] | None:
         """The commit marker of a source, or ``None`` if it was never committed."""
         try:
-            return self.read_json(f"ingested/{sha256}.json")
+            marker: dict[str, Any] = self.read_json(f"ingested/{sha256}.json")
         except FileNotFoundError:
             return None
+        return marker
 
     def markers(self) -> list[dict[str, Any]]:
         return [m for sha in self.committed().values() if (m := self.marker(sha)) is not None]
@@ -328,7 +332,7 @@ class Store:
         if protocol not in PROTOCOLS:
             msg = f"unexpected file in store: {path}"
             raise StoreError(msg)
-        return protocol, item_set  # type: ignore[return-value]
+        return protocol, item_set
 
     def _digested_name(self, folder: str, segment: str) -> str:
         """The full item-set name kept in a digested partition folder; checked against the folder name."""
@@ -501,15 +505,15 @@ class Store:
             self._reader = {} if mapped is None else mapped
         return self._reader or None
 
-    def _scan_pyarrow(self, paths: list[str], wanted: dict[str, pl.DataType]) -> pl.LazyFrame:
+    def _scan_pyarrow(self, paths: list[str], wanted: dict[str, PolarsDataType]) -> pl.LazyFrame:
         """A lazy scan through ``pyarrow.dataset`` on the store's s3fs file system."""
         import pyarrow.dataset as ds
         from pyarrow.fs import FSSpecHandler, PyFileSystem
 
         schema = pl.DataFrame(schema=wanted).to_arrow(compat_level=pl.CompatLevel.oldest()).schema
-        dataset = ds.dataset(
-            paths, schema=schema, format="parquet", filesystem=PyFileSystem(FSSpecHandler(self.fs))
-        )
+        # pyarrow-stubs declare FSSpecHandler without the FileSystemHandler methods it implements.
+        handler = FSSpecHandler(self.fs)  # type: ignore[abstract]
+        dataset = ds.dataset(paths, schema=schema, format="parquet", filesystem=PyFileSystem(handler))
         return pl.scan_pyarrow_dataset(dataset).select(list(wanted))
 
     @contextlib.contextmanager
@@ -636,11 +640,12 @@ def _s3_error_code(exc: BaseException) -> str | None:
     for err in (exc, exc.__cause__):
         response = getattr(err, "response", None)
         if isinstance(response, dict):
-            return response.get("Error", {}).get("Code")
+            code: str | None = response.get("Error", {}).get("Code")
+            return code
     return None
 
 
-def _dtype_of(column: str, protocol: Protocol) -> pl.DataType:
+def _dtype_of(column: str, protocol: Protocol) -> PolarsDataType:
     """Stored type of a column: the protocol's schema, the lineage columns', else text."""
     if column in SCHEMAS[protocol].dtypes:
         return SCHEMAS[protocol].dtypes[column]
@@ -842,10 +847,10 @@ class _BotocoreCredentials:
         import botocore.session
 
         credentials = botocore.session.Session(profile=self.profile).get_credentials()
-        if credentials is None:
+        frozen = None if credentials is None else credentials.get_frozen_credentials()
+        if frozen is None or frozen.access_key is None or frozen.secret_key is None:
             msg = "no AWS credentials found (environment, shared files or instance metadata)"
             raise StoreError(msg)
-        frozen = credentials.get_frozen_credentials()
         out = {"aws_access_key_id": frozen.access_key, "aws_secret_access_key": frozen.secret_key}
         if frozen.token:
             out["aws_session_token"] = frozen.token

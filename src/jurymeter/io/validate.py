@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import polars as pl
 
@@ -23,6 +23,9 @@ from jurymeter.io.schema import (
     Protocol,
 )
 from jurymeter.io.sources import NOT_SCALAR
+
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType
 
 ROW = "__row"
 FrameT = TypeVar("FrameT", pl.DataFrame, pl.LazyFrame)
@@ -88,6 +91,7 @@ def apply_column_map(frame: FrameT, column_map: dict[str, str]) -> FrameT:
 
 def _text(expr: pl.Expr, dtype: pl.DataType) -> pl.Expr:
     """A column's values as short text, for messages and for unknown columns."""
+    text: pl.Expr
     if isinstance(dtype, pl.Struct):
         text = pl.when(expr.is_not_null()).then(expr.struct.json_encode())
     elif isinstance(dtype, pl.List | pl.Array):
@@ -129,7 +133,7 @@ def parse_timestamps(text: pl.Series) -> pl.Series:
 def _coerce(
     name: str,
     dtype: pl.DataType,
-    target: pl.DataType,
+    target: PolarsDataType,
     *,
     marked: bool = True,
     timestamp_format: str | None = None,
@@ -153,7 +157,7 @@ def _coerce(
 def _coerce_scalar(
     col: pl.Expr,
     dtype: pl.DataType,
-    target: pl.DataType,
+    target: PolarsDataType,
     present: pl.Expr,
     timestamp_format: str | None = None,
 ) -> tuple[pl.Expr, pl.Expr]:
@@ -207,17 +211,17 @@ def _coerce_scalar(
     raise AssertionError(msg)
 
 
-_EXPECTED = {
+_EXPECTED: dict[PolarsDataType, str] = {
     pl.String: "a text or integer id",
     pl.Float64: "a number",
     pl.Int64: "an integer",
 }
 
 
-def _expected(target: pl.DataType) -> str:
+def _expected(target: PolarsDataType) -> str:
     if target.is_temporal():
         return "an ISO 8601 timestamp"
-    return _EXPECTED.get(target, str(target))  # type: ignore[call-overload]
+    return _EXPECTED.get(target, str(target))
 
 
 def staging_exprs(
@@ -261,7 +265,7 @@ def staging_exprs(
     return exprs, unknown
 
 
-def check_code(checks: list[tuple[pl.Expr, str, Callable]]) -> pl.Expr:
+def check_code(checks: list[tuple[pl.Expr, str, _Message]]) -> pl.Expr:
     """Index of the first failing check per row (null when the row passes)."""
     code: pl.Expr = pl.lit(None, dtype=pl.UInt8)
     for k in reversed(range(len(checks))):
@@ -382,6 +386,22 @@ def flag_rejected(
 _Message = Callable[[dict[str, pl.Expr]], pl.Expr]
 
 
+def _missing(name: str) -> _Message:
+    return lambda _t: pl.lit(f"required field {name!r} is missing or empty")
+
+
+def _wrong_type(name: str, target: PolarsDataType) -> _Message:
+    return lambda t: pl.format(
+        "field {}: expected {}, got {}", pl.lit(repr(name)), pl.lit(_expected(target)), t[name]
+    )
+
+
+def _negative(name: str) -> _Message:
+    return lambda _t: pl.format(
+        "field {}: expected an integer >= 0, got {}", pl.lit(repr(name)), pl.col(name)
+    )
+
+
 def _winner(raw: pl.Expr) -> pl.Expr:
     return raw.str.strip_chars().str.to_lowercase().replace_strict(
         WINNER_ALIASES, default=None, return_dtype=pl.String
@@ -402,7 +422,7 @@ def _checks(
             (
                 missing & ~pl.col(f"__bad_{name}"),
                 "missing_field",
-                lambda _t, name=name: pl.lit(f"required field {name!r} is missing or empty"),
+                _missing(name),
             )
         )
     if protocol == "pairwise":
@@ -421,12 +441,7 @@ def _checks(
             (
                 pl.col(f"__bad_{name}"),
                 "wrong_type",
-                lambda t, name=name, target=target: pl.format(
-                    "field {}: expected {}, got {}",
-                    pl.lit(repr(name)),
-                    pl.lit(_expected(target)),
-                    t[name],
-                ),
+                _wrong_type(name, target),
             )
         )
     for name in schema.dtypes:
@@ -435,9 +450,7 @@ def _checks(
                 (
                     pl.col(name) < 0,
                     "out_of_range",
-                    lambda _t, name=name: pl.format(
-                        "field {}: expected an integer >= 0, got {}", pl.lit(repr(name)), pl.col(name)
-                    ),
+                    _negative(name),
                 )
             )
     if protocol == "pointwise":

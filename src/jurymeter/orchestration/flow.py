@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar
 
-from prefect import flow, task
+from prefect import Task, flow, task
 from prefect.cache_policies import NO_CACHE
 from prefect.utilities.annotations import quote
 
@@ -32,13 +32,23 @@ from jurymeter.pipeline.jobs import FitJob, Plan, new_run_id, plan_fits
 from jurymeter.pipeline.landing import ingest_landing as _ingest_landing
 from jurymeter.pipeline.publish import publish_run
 
+if TYPE_CHECKING:
+    import distributed
+    from prefect import State
+    from prefect.client.schemas.objects import TaskRun
+    from tornado.ioloop import IOLoop
+
+P = ParamSpec("P")
+R = TypeVar("R")
+T = TypeVar("T")
+
 # Transient I/O (a flaky S3 call, a busy disk) gets a second and third chance;
 # a configuration error or a bug does not, since it would only fail again.
 IO_RETRIES = 2
 IO_RETRY_DELAY = 2.0
 
 
-def _transient(task: Any, task_run: Any, state: Any) -> bool:
+def _transient(task: Task[..., Any], task_run: TaskRun, state: State[Any]) -> bool:
     """Prefect retry condition: retry I/O failures only."""
     from jurymeter.errors import SourceError, StoreError
 
@@ -46,24 +56,39 @@ def _transient(task: Any, task_run: Any, state: Any) -> bool:
     return isinstance(error, OSError | StoreError | SourceError | TimeoutError)
 
 
-IO_TASK = {
-    "retries": IO_RETRIES,
-    "retry_delay_seconds": IO_RETRY_DELAY,
-    "retry_condition_fn": _transient,
-    "cache_policy": NO_CACHE,
-}
+def io_task(fn: Callable[P, R]) -> Task[P, R]:
+    """A task of I/O: retried on transient failures (:func:`_transient`), never cached."""
+    return task(
+        retries=IO_RETRIES,
+        retry_delay_seconds=IO_RETRY_DELAY,
+        retry_condition_fn=_transient,
+        cache_policy=NO_CACHE,
+    )(fn)
+
+
+# The parts of distributed's API the flow calls, typed: distributed leaves the constructors
+# of Client and as_completed unannotated. Assigning the real classes to these checks them.
+class _ClientOf(Protocol):
+    def __call__(self, address: str, *, set_as_default: bool) -> distributed.Client: ...
+
+
+class _AsCompleted(Protocol):
+    def __call__(
+        self, futures: Iterable[distributed.Future[T]], *, loop: IOLoop | None
+    ) -> Iterator[distributed.Future[T]]: ...
 
 
 @contextlib.contextmanager
-def dask_client(settings: DaskConfig) -> Iterator[Any]:
+def dask_client(settings: DaskConfig) -> Iterator[distributed.Client]:
     """A client of the configured scheduler, or of a LocalCluster started for the run."""
     from distributed import Client
 
     from jurymeter.orchestration.runtime import run_cluster
 
+    client_of: _ClientOf = Client
     with (
         run_cluster(settings.address, settings.workers, settings.threads_per_worker) as address,
-        Client(address, set_as_default=False) as client,
+        client_of(address, set_as_default=False) as client,
     ):
         yield client
 
@@ -107,7 +132,7 @@ def start_ingest_early(config: RunConfig) -> None:
     threading.Thread(target=work, name="jurymeter-early-ingest", daemon=True).start()
 
 
-@task(**IO_TASK)
+@io_task
 def ingest_landing(config: RunConfig) -> dict[str, Any] | None:
     """Ingest every dump in the landing location, or take the ingest begun before the flow."""
     early = _early_ingests.pop(_ingest_key(config), None)
@@ -116,7 +141,7 @@ def ingest_landing(config: RunConfig) -> dict[str, Any] | None:
     return _ingest(config)
 
 
-@task(**IO_TASK)
+@io_task
 def plan(config: RunConfig) -> Plan:
     return plan_fits(Store(config.store, config.storage_options), config)
 
@@ -163,6 +188,7 @@ def fit_all(jobs: list[FitJob], config: RunConfig, force: bool) -> list[FitOutco
     if todo:
         from distributed import as_completed
 
+        completed: _AsCompleted = as_completed
         with dask_client(config.dask) as client:
             started = {k: time.perf_counter() for k in todo}
             futures = {
@@ -170,7 +196,7 @@ def fit_all(jobs: list[FitJob], config: RunConfig, force: bool) -> list[FitOutco
                               retries=config.dask.retries, pure=False): k
                 for k in todo
             }
-            for future in as_completed(list(futures), loop=client.loop):
+            for future in completed(list(futures), loop=client.loop):
                 k = futures[future]
                 seconds = time.perf_counter() - started[k]
                 try:
@@ -187,7 +213,7 @@ def fit_all(jobs: list[FitJob], config: RunConfig, force: bool) -> list[FitOutco
     return [outcomes[k] for k in range(len(jobs))]
 
 
-@task(**IO_TASK)
+@io_task
 def publish(
     config: RunConfig,
     run_id: str,
@@ -245,4 +271,9 @@ def nightly(
     timings["fits"] = time.perf_counter() - clock
     # quote: Prefect walks every task argument looking for futures; the fits'
     # tables, reports and figures took it 1.3 s (two walks of 200,000 objects).
-    return publish(config, run_id, started, ingest_report, quote(outcomes), timings, quote(planned))
+    # return_state=False is the default; it selects the signature Prefect types for
+    # arguments it transforms (it unwraps quote), where the task's own wants the bare values.
+    return publish(
+        config, run_id, started, ingest_report, quote(outcomes), timings, quote(planned),
+        return_state=False,
+    )

@@ -26,8 +26,12 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 from jurymeter.errors import OrchestrationError
+
+if TYPE_CHECKING:
+    import distributed
 
 # Quiet by default; any of these can be set by the user to override.
 QUIET = {
@@ -232,6 +236,20 @@ LOCAL_CLUSTER_CONFIG = {
 WORKER_PRELOAD = "jurymeter.orchestration.worker_preload"
 
 
+class _LocalClusterOf(Protocol):
+    """The part of ``LocalCluster``'s constructor run_cluster calls, typed (distributed leaves it unannotated)."""
+
+    def __call__(
+        self,
+        *,
+        n_workers: int,
+        threads_per_worker: int,
+        processes: bool,
+        dashboard_address: str,
+        preload: list[str],
+    ) -> distributed.LocalCluster: ...
+
+
 @contextlib.contextmanager
 def run_cluster(address: str | None, workers: int, threads_per_worker: int) -> Iterator[str]:
     """Yield a scheduler address: ``address`` itself, or a LocalCluster's, started for the run.
@@ -245,10 +263,11 @@ def run_cluster(address: str | None, workers: int, threads_per_worker: int) -> I
     import dask
     from distributed import LocalCluster
 
+    local_cluster: _LocalClusterOf = LocalCluster
     with (
         _worker_environ(WORKER_MALLOC),
         dask.config.set(LOCAL_CLUSTER_CONFIG),
-        LocalCluster(
+        local_cluster(
             n_workers=workers,
             threads_per_worker=threads_per_worker,
             processes=True,
@@ -325,7 +344,7 @@ def run_environment(
                 importlib.import_module(module)
             if meanwhile is not None:
                 meanwhile()
-            url = external or server.wait(_startup_timeout())  # type: ignore[union-attr]
+            url = None if server is None else server.wait(_startup_timeout())  # None: external
         finally:
             starter.join()  # the cluster must be in its stack before the stacks unwind
         if isinstance(ready[0], BaseException):
@@ -334,7 +353,7 @@ def run_environment(
         if not address:  # a LocalCluster of ours: the flow may retire it early
             _retirable[scheduler] = closer.start
             stack.callback(_retirable.pop, scheduler, None)
-        if external:
+        if url is None:
             yield scheduler
         else:
             with _flow_api(url):

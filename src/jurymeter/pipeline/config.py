@@ -13,11 +13,20 @@ import os
 import tomllib
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 
 from jurymeter.errors import ConfigError
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+    from jurymeter.stats.blocks import GenerationMode
+    from jurymeter.stats.bootstrap import IntervalMethod
+
+# A dataclass of settings, read from its TOML table by _section.
+Settings = TypeVar("Settings", bound="DataclassInstance")
 
 DEFAULT_STORE = "jurymeter-store"
 DEFAULT_LANDING = "jurymeter-landing"
@@ -58,8 +67,8 @@ class FitConfig:
     n_boot: int = 800
     seed: int = 0
     target: float = 0.8
-    generations: str = "average"
-    interval: str = "pivotal"
+    generations: GenerationMode = "average"  # checked on reading (GENERATION_MODES)
+    interval: IntervalMethod = "pivotal"  # checked on reading (INTERVAL_METHODS)
     cyclic: bool = True  # CyclicJudge where the data have generations
     analyses: tuple[str, ...] = ()
     options: dict[str, Any] = field(default_factory=dict)
@@ -238,7 +247,7 @@ def _levels(table: Any, where: str) -> dict[str, tuple[str, ...]]:
     return out
 
 
-def _section(table: Any, default: Any, where: str, *, lists: str = "names") -> Any:
+def _section(table: object, default: Settings, where: str, *, lists: str = "names") -> Settings:
     """A dataclass of settings from its TOML table: known keys only, types following the defaults.
 
     A tuple-valued setting (or, with ``lists="integers"``, one whose default is
@@ -252,7 +261,7 @@ def _section(table: Any, default: Any, where: str, *, lists: str = "names") -> A
     if unknown:
         msg = f"{where}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})"
         raise ConfigError(msg)
-    values = {}
+    values: dict[str, object] = {}
     for name, value in table.items():
         current = known[name]
         if lists == "integers" and (current is None or isinstance(current, tuple)):

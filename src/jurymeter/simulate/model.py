@@ -71,7 +71,8 @@ def _run_order(
 def _emit(z: np.ndarray, p: SimulationParams) -> np.ndarray:
     if not p.round_scores:
         return z
-    return np.clip(np.rint(z), p.scale[0], p.scale[1])
+    emitted: np.ndarray = np.clip(np.rint(z), p.scale[0], p.scale[1])
+    return emitted
 
 
 def _carry_over(x: np.ndarray, p: SimulationParams) -> np.ndarray:

@@ -114,7 +114,7 @@ def curves(report: dict[str, Any]) -> dict[str, Any]:
 
     ceilings = {}
     for j in CURVE_JUDGES:
-        ceilings[str(j)] = _number(ceiling(sigma2, design, judges=j))
+        ceilings[str(j)] = _number(float(ceiling(sigma2, design, judges=j)))
         if ceilings[str(j)] is None:
             null_reasons[f"ceiling_by_judges.{j}"] = "sigma2_s <= 0 and sigma2_sj <= 0 (0/0)"
         elif sigma2[design.labels.index("s")] < 0 or sigma2[design.labels.index("sj")] < 0:

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TypeAlias
 
 import numpy as np
 from scipy import stats
@@ -48,13 +49,17 @@ from scipy import stats
 from jurymeter.errors import DesignError
 from jurymeter.stats.design import Design
 
+# A D-study count: one number, or an array of them broadcast against the batch axes of
+# the components (a curve's grid, every split of a budget).
+Size: TypeAlias = float | np.ndarray
+
 Z95 = float(stats.norm.ppf(0.975))
 # Search limits for "how many judges / items": beyond these the answer is "never".
 MAX_JUDGES = 1_000
 MAX_ITEMS = 10_000_000
 
 
-def _sizes(design: Design, obj: str, n: Mapping[str, float]) -> dict[str, np.ndarray]:
+def _sizes(design: Design, obj: str, n: Mapping[str, Size]) -> dict[str, np.ndarray]:
     missing = [f for f in design.facets if f != obj and f not in n]
     if missing:
         msg = f"D-study sizes needed for facets {missing}"
@@ -68,7 +73,7 @@ def _sizes(design: Design, obj: str, n: Mapping[str, float]) -> dict[str, np.nda
 
 
 def error_variances(
-    sigma2: np.ndarray, design: Design, n: Mapping[str, float], *, obj: str = "s"
+    sigma2: np.ndarray, design: Design, n: Mapping[str, Size], *, obj: str = "s"
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     r"""Universe-score, relative and absolute error variance at D-study sizes ``n``.
 
@@ -109,7 +114,7 @@ def error_variances(
     return tau, delta, delta + absolute_extra
 
 
-def truncated_ratio(tau: np.ndarray, error: np.ndarray) -> np.ndarray:
+def truncated_ratio(tau: Size, error: Size) -> np.ndarray:
     r""":math:`\tau_+ / (\tau_+ + e_+)`, both truncated at zero; NaN when both are <= 0.
 
     The one rule for every coefficient of this module (module docstring,
@@ -123,7 +128,7 @@ def truncated_ratio(tau: np.ndarray, error: np.ndarray) -> np.ndarray:
     return np.where(positive, tau / np.where(positive, total, 1.0), np.nan)
 
 
-def erho2(sigma2: np.ndarray, design: Design, n: Mapping[str, float], *, obj: str = "s") -> np.ndarray:
+def erho2(sigma2: np.ndarray, design: Design, n: Mapping[str, Size], *, obj: str = "s") -> np.ndarray:
     r"""Generalizability coefficient :math:`E\rho^2 = \tau_+ / (\tau_+ + \delta_+)` (relative decisions).
 
     Paper section 3, :math:`E\rho^2 = \sigma^2_s / (\sigma^2_s + \sigma^2_\delta)`, with
@@ -133,7 +138,7 @@ def erho2(sigma2: np.ndarray, design: Design, n: Mapping[str, float], *, obj: st
     return truncated_ratio(tau, delta)
 
 
-def phi(sigma2: np.ndarray, design: Design, n: Mapping[str, float], *, obj: str = "s") -> np.ndarray:
+def phi(sigma2: np.ndarray, design: Design, n: Mapping[str, Size], *, obj: str = "s") -> np.ndarray:
     r"""Dependability coefficient :math:`\Phi = \tau_+ / (\tau_+ + \Delta_+)` (absolute decisions).
 
     The same rule as :func:`erho2` with the absolute error variance.
@@ -143,7 +148,7 @@ def phi(sigma2: np.ndarray, design: Design, n: Mapping[str, float], *, obj: str 
 
 
 def delta_df(
-    ms: np.ndarray, df: np.ndarray, design: Design, sizes: Mapping[str, int], n: Mapping[str, float], *, obj: str = "s"
+    ms: np.ndarray, df: np.ndarray, design: Design, sizes: Mapping[str, int], n: Mapping[str, Size], *, obj: str = "s"
 ) -> float:
     r"""Satterthwaite degrees of freedom of the estimated :math:`\sigma^2_\delta`.
 
@@ -164,7 +169,7 @@ def delta_df(
 def mdd95(
     sigma2: np.ndarray,
     design: Design,
-    n: Mapping[str, float],
+    n: Mapping[str, Size],
     *,
     obj: str = "s",
     df: float | None = None,
@@ -197,8 +202,8 @@ class Facets:
     generation: str | None = "g"
 
     def sizes(
-        self, design: Design, items: float, judges: float, replicates: float = 1, generations: float = 1
-    ) -> dict[str, float]:
+        self, design: Design, items: Size, judges: Size, replicates: Size = 1, generations: Size = 1
+    ) -> dict[str, Size]:
         """D-study sizes of every facet but the system, by role.
 
         ``generations`` counts the responses a system generates per item (the
@@ -226,7 +231,7 @@ PAPER_ROLES = Facets()
 
 
 def beyond_observed(
-    design: Design, n: Mapping[str, float], observed: Mapping[str, float], roles: Facets = PAPER_ROLES
+    design: Design, n: Mapping[str, Size], observed: Mapping[str, float], roles: Facets = PAPER_ROLES
 ) -> list[str]:
     """The D-study sizes in ``n`` that exceed the study's own, as ``"30 items > 20 observed"``.
 

@@ -53,7 +53,8 @@ class GStudy:
 
     @property
     def sigma2_truncated(self) -> np.ndarray:
-        return np.maximum(self.sigma2, 0.0)
+        truncated: np.ndarray = np.maximum(self.sigma2, 0.0)
+        return truncated
 
     @property
     def shares(self) -> np.ndarray:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from typing import SupportsFloat, SupportsIndex
 
 import numpy as np
 import polars as pl
@@ -113,10 +114,10 @@ def tie_groups(means: Mapping[str, float], mdd: float) -> pl.DataFrame:
 
 def _real(value: object) -> float | None:
     """``value`` as a float when it is a real number (not a bool, not a string), else ``None``."""
-    if isinstance(value, bool | str | bytes):
+    if isinstance(value, bool | str | bytes) or not isinstance(value, SupportsFloat | SupportsIndex):
         return None
     try:
-        return float(value)  # type: ignore[arg-type]
+        return float(value)
     except (TypeError, ValueError):
         return None
 

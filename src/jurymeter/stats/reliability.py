@@ -19,7 +19,12 @@ import polars as pl
 
 from jurymeter.errors import DesignError
 from jurymeter.stats.blocks import BalancedBlock, BlockLayout, GenerationMode, balanced_block
-from jurymeter.stats.bootstrap import DEFAULT_RESAMPLES, bootstrap_reliability
+from jurymeter.stats.bootstrap import (
+    DEFAULT_RESAMPLES,
+    Interval,
+    IntervalMethod,
+    bootstrap_reliability,
+)
 from jurymeter.stats.design import Design
 from jurymeter.stats.diagnostics import (
     EnsembleRefits,
@@ -33,6 +38,7 @@ from jurymeter.stats.dstudy import (
     MAX_JUDGES,
     PAPER_ROLES,
     Facets,
+    Size,
     beyond_observed,
     budget_optimum,
     ceiling,
@@ -83,7 +89,7 @@ class GStudyRequest:
     screen_threshold: float = 1.0
     budgets: tuple[int, ...] = (120, 360, 1080)
     fpr_simulations: int = 200
-    interval_method: str = "pivotal"
+    interval_method: IntervalMethod = "pivotal"
 
     def __post_init__(self) -> None:
         if not isinstance(self.item_set, str) or not self.item_set:
@@ -113,7 +119,7 @@ class GStudyRequest:
             ("budgets", 1, "a tuple of ints >= 1 (judge calls per system), possibly empty"),
         ):
             values = getattr(self, name)
-            if not isinstance(values, tuple) or any(_int_or_none(v) is None or _int_or_none(v) < low for v in values):
+            if not isinstance(values, tuple) or any((k := _int_or_none(v)) is None or k < low for v in values):
                 _refuse(name, values, allowed)
             object.__setattr__(self, name, tuple(int(v) for v in values))
 
@@ -158,7 +164,7 @@ def restrict(records: pl.LazyFrame, request: GStudyRequest) -> pl.LazyFrame:
     return out
 
 
-def _interval(i: Any) -> dict[str, float | None]:
+def _interval(i: Interval) -> dict[str, float | None]:
     return i.to_json()
 
 
@@ -198,10 +204,10 @@ class ReportNotes:
             return None
         return float(value)
 
-    def where(self, n: Mapping[str, float]) -> str:
+    def where(self, n: Mapping[str, Size]) -> str:
         return "at " + ", ".join(f"n_{f}={float(np.max(v)):g}" for f, v in n.items())
 
-    def negative(self, n: Mapping[str, float], *, absolute: bool = False) -> str:
+    def negative(self, n: Mapping[str, Size], *, absolute: bool = False) -> str:
         """The negative raw components that enter the error variance at sizes ``n``."""
         fit = self.fit
         eye = np.eye(len(fit.effects))
@@ -214,12 +220,12 @@ class ReportNotes:
         ]
         return "negative estimates: " + ", ".join(found) if found else "no negative component"
 
-    def beyond(self, key: str, n: Mapping[str, float]) -> None:
+    def beyond(self, key: str, n: Mapping[str, Size]) -> None:
         found = beyond_observed(self.fit.design, n, self.fit.sizes, self.roles)
         if found:
             self.extrapolated[key] = "; ".join(found)
 
-    def ratio(self, key: str, n: Mapping[str, float], *, absolute: bool = False) -> float | None:
+    def ratio(self, key: str, n: Mapping[str, Size], *, absolute: bool = False) -> float | None:
         r""":math:`E\rho^2` (or :math:`\Phi`) at sizes ``n`` by the boundary rule, its notes recorded."""
         fit = self.fit
         tau, delta, total = (float(v) for v in error_variances(fit.sigma2, fit.design, n, obj=self.roles.system))
@@ -241,7 +247,7 @@ class ReportNotes:
         self.beyond(key, n)
         return value
 
-    def mdd(self, key: str, n: Mapping[str, float], *, df: float | None = None) -> float | None:
+    def mdd(self, key: str, n: Mapping[str, Size], *, df: float | None = None) -> float | None:
         r""":math:`\mathrm{MDD}_{95}` at sizes ``n`` (``None`` when :math:`\sigma^2_\delta \le 0`)."""
         fit = self.fit
         _, delta, _ = error_variances(fit.sigma2, fit.design, n, obj=self.roles.system)
@@ -597,7 +603,7 @@ def _report(chunks: GStudyChunks) -> dict[str, Any]:
         seed=request.seed,
         target=request.target,
         sd_of_system_means=sd_means,
-        method=request.interval_method,  # type: ignore[arg-type]
+        method=request.interval_method,
     )
     notes = ReportNotes(fit, roles)  # the summary's and the checks' below, in one set of dicts
     summary = dstudy_summary(fit, target=request.target, budgets=request.budgets, notes=notes)
@@ -617,6 +623,7 @@ def _report(chunks: GStudyChunks) -> dict[str, Any]:
         "naive_item_bootstrap.mdd95_single_judge",
         roles.sizes(design, fit.sizes[roles.item], 1, 1, generations=generations),
     )
+    over: float | None
     if single_native is not None and halfwidth is not None and halfwidth > 0:
         over = single_native / halfwidth
     else:
