@@ -65,10 +65,24 @@ def ingest(
     block_mb: Annotated[
         float, typer.Option("--block-mb", help="Megabytes of input per batch (bounds memory)")
     ] = 64.0,
+    log_format: Annotated[
+        str, typer.Option("--format", help="auto (recognise each file), canonical, mt-bench, arena-hard, "
+                          "alpaca-eval or inspect")
+    ] = "auto",
+    baseline: Annotated[
+        str | None, typer.Option("--baseline", help="Baseline system of Arena-Hard-Auto v0.1 logs "
+                                 "(they do not name it) [default: gpt-4-0314]")
+    ] = None,
 ) -> None:
-    """Ingest judgment logs into the store, with quarantine and reconciliation."""
+    """Ingest judgment logs into the store, with quarantine and reconciliation.
+
+    Reads canonical records and the logs of MT-Bench, Arena-Hard-Auto,
+    AlpacaEval and inspect_ai as they are (``--format auto`` recognises each
+    file and says which format it chose). Exit 5 when a source yielded no
+    accepted judgment at all.
+    """
     run_command(_ingest, sources, store, map_, item_set, scale, storage_option, config, strict,
-         lock_timeout, as_json, block_mb)
+         lock_timeout, as_json, block_mb, log_format, baseline)
 
 
 def _parse_scale(scale: str | None) -> tuple[float, float] | None:
@@ -84,17 +98,22 @@ def _parse_scale(scale: str | None) -> tuple[float, float] | None:
 
 
 def _ingest(sources, store, map_, item_set, scale, storage_option, config, strict,
-            lock_timeout, as_json, block_mb) -> None:
+            lock_timeout, as_json, block_mb, log_format="auto", baseline=None) -> None:
     from jurymeter.io.ingest import ingest as run_ingest
     from jurymeter.io.sources import discover_sources
     from jurymeter.io.store import s3fs_options
     from jurymeter.io.validate import ValidationOptions
 
     target = open_store(store, storage_option, config)
+    from jurymeter.io.adapters import FORMATS
+
+    if log_format not in FORMATS:
+        msg = f"--format must be one of {', '.join(FORMATS)}, got {log_format!r}"
+        raise ConfigError(msg)
     options = ValidationOptions(
-        column_map=pairs(map_, "--map"), item_set=item_set, scale=_parse_scale(scale)
+        column_map=pairs(map_, "--map"), item_set=item_set, scale=_parse_scale(scale), baseline=baseline
     )
-    found = discover_sources(sources, storage_options=s3fs_options(target.storage_options))
+    found = discover_sources(sources, storage_options=s3fs_options(target.storage_options), log_format=log_format)
     if not block_mb > 0:
         msg = f"--block-mb must be positive, got {block_mb}"
         raise ConfigError(msg)
@@ -109,24 +128,36 @@ def _ingest(sources, store, map_, item_set, scale, storage_option, config, stric
         )
     if as_json:
         sys.stdout.write(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2).decode() + "\n")
-        return
-    print_ingest_report(report)
+    else:
+        print_ingest_report(report)
+    empty = [s for s in report.sources if s.status == "ingested" and s.read and not s.accepted]
+    for s in empty:
+        err.print(f"error: {s.source}: no judgment accepted ({s.read:,} read, all quarantined: "
+                  + ", ".join(f"{k} {v}" for k, v in s.reasons.items()) + ")", markup=False)
+    if empty:
+        raise typer.Exit(5)
 
 
 def print_ingest_report(report) -> None:
     table = Table(title=f"ingest {report.run_id} -> {report.store}", title_justify="left")
-    for col in ("source", "status", "protocol", "read", "accepted", "quarantined", "duplicates"):
-        table.add_column(col, justify="right" if col in ("read", "accepted", "quarantined", "duplicates") else "left")
+    for col in ("source", "format", "status", "protocol", "lines", "judgments", "accepted", "quarantined",
+                "duplicates"):
+        table.add_column(col, justify="right" if col in ("lines", "judgments", "accepted", "quarantined",
+                                                         "duplicates") else "left")
     for s in report.sources:
         table.add_row(
-            s.source, s.status, s.protocol or "-", f"{s.read:,}", f"{s.accepted:,}",
+            s.source, s.format, s.status, s.protocol or "-", f"{s.lines:,}", f"{s.read:,}", f"{s.accepted:,}",
             f"{s.quarantined:,}", f"{s.duplicates_dropped:,}",
         )
     t = report.totals()
-    table.add_row("total", "", "", f"{t['read']:,}", f"{t['accepted']:,}",
-                  f"{t['quarantined']:,}", f"{t['duplicates_dropped']:,}")
+    table.add_row("total", "", "", "", f"{sum(s.lines for s in report.sources):,}", f"{t['read']:,}",
+                  f"{t['accepted']:,}", f"{t['quarantined']:,}", f"{t['duplicates_dropped']:,}")
     out.print(table)
     for s in report.sources:
+        if s.format != "canonical" and s.status == "ingested":
+            out.print(f"{s.source}: read as {s.format}", markup=False)
+        for note in s.notes:
+            out.print(f"{s.source}: {note}", markup=False)
         if s.note:
             out.print(f"{s.source}: {s.note}", markup=False)
         if s.reasons:
@@ -136,7 +167,7 @@ def print_ingest_report(report) -> None:
             )
     balanced = all(s.balanced for s in report.sources)
     out.print(
-        "reconciliation: read = accepted + quarantined + duplicates dropped "
+        "reconciliation: judgments read = accepted + quarantined + duplicates dropped "
         + ("holds for every source" if balanced else "DOES NOT HOLD")
     )
 

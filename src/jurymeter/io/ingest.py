@@ -30,6 +30,7 @@ import numpy as np
 import polars as pl
 
 from jurymeter.errors import StrictModeError
+from jurymeter.io.adapters.reading import REJECT_MESSAGE, REJECT_REASON
 from jurymeter.io.schema import (
     ID_LIKE_COLUMNS,
     QUARANTINE_SCHEMA,
@@ -41,6 +42,7 @@ from jurymeter.io.schema import (
 )
 from jurymeter.io.sources import (
     DEFAULT_BLOCK_BYTES,
+    DOCUMENT_FORMATS,
     RawBatch,
     SourceFile,
     content_sha256,
@@ -61,12 +63,15 @@ class SourceReport:
     sha256: str
     status: str  # "ingested" | "already_ingested"
     protocol: str | None = None
-    read: int = 0
+    format: str = "canonical"  # or the log adapter that read it (io.adapters)
+    lines: int = 0  # lines (or elements, samples) read; a line may hold several judgments
+    read: int = 0  # judgments read: the unit of reconciliation
     accepted: int = 0
     quarantined: int = 0
     duplicates_dropped: int = 0
     reasons: dict[str, int] = field(default_factory=dict)
     note: str = ""
+    notes: list[str] = field(default_factory=list)  # what the adapter says (a baseline it assumed)
 
     @property
     def balanced(self) -> bool:
@@ -239,8 +244,11 @@ def _ingest_source(
     # ingest() started a census exactly for the sources the fast path may try (eligible).
     streamed = stream_source(store, source, sid, options, watched, census) if census is not None else None
     protocol: Protocol | None
+    if source.adapter is not None:
+        result.format = source.adapter
     if streamed is not None:
         result.read, protocol = streamed.read, streamed.protocol
+        result.lines = streamed.read
         staged.parts = list(streamed.parts)
     else:
         protocol = _read_validate_stage(
@@ -282,6 +290,7 @@ def _ingest_source(
             "source": source.url,
             "size": source.size,
             "format": source.format,
+            "log_format": result.format,
             "protocol": protocol,
             "run_id": run_id,
             "committed": _now(),
@@ -291,6 +300,7 @@ def _ingest_source(
                 "scale": list(options.scale) if options.scale else None,
             },
             "counts": {
+                "lines": result.lines,
                 "read": result.read,
                 "accepted": result.accepted,
                 "quarantined": result.quarantined,
@@ -318,12 +328,29 @@ def _read_validate_stage(
     sid = staged.sid
     protocol: Protocol | None = None
     decided = False
-    batches = read_batches(
-        source, block_bytes=block_bytes, parquet_rows=_rows_for(block_bytes), text_fields=watched
-    )
+    last_line = 0
+    if source.adapter is not None:
+        from jurymeter.io.adapters import adapter
+        from jurymeter.io.adapters.base import AdapterNotes, AdapterOptions
+        from jurymeter.io.adapters.reading import adapted_batches
+
+        notes = AdapterNotes(format=source.adapter)
+        told = AdapterOptions(item_set=options.item_set, baseline=options.baseline, scale=options.scale)
+        batches: Iterator[RawBatch] = adapted_batches(source, adapter(source.adapter), told, notes)
+    else:
+        notes = None
+        batches = read_batches(
+            source, block_bytes=block_bytes, parquet_rows=_rows_for(block_bytes), text_fields=watched
+        )
     for batch in prefetch(batches):
         result.read += batch.n_read
-        frame = apply_column_map(batch.frame, options.column_map)
+        # Lines come in file order; one line may hold several judgments.
+        seen = np.concatenate([batch.lines, np.asarray([m.line for m in batch.malformed], dtype=np.int64)])
+        for line in np.unique(seen):
+            if line != last_line:
+                result.lines += 1
+                last_line = int(line)
+        frame = apply_column_map(batch.frame, options.column_map) if source.adapter is None else batch.frame
         if not decided and frame.width:
             protocol, decided = detect_protocol(set(frame.columns)), True
         quarantined: list[pl.DataFrame] = []
@@ -359,6 +386,19 @@ def _read_validate_stage(
                 )
             )
         elif frame.height and protocol is not None:
+            if REJECT_REASON in frame.columns:  # judgments the adapter rejected (parse failures, failed calls)
+                told_rows = np.flatnonzero(frame[REJECT_REASON].is_not_null().to_numpy())
+                if len(told_rows):
+                    quarantined.append(
+                        _quarantine_frame(
+                            source, sid, protocol, batch.lines[told_rows], batch.raw(told_rows),
+                            frame[REJECT_REASON].gather(told_rows), frame[REJECT_MESSAGE].gather(told_rows),
+                        )
+                    )
+                keep = np.flatnonzero(frame[REJECT_REASON].is_null().to_numpy())
+                frame = frame.drop(REJECT_REASON, REJECT_MESSAGE)[keep]
+                batch = RawBatch(frame=frame, lines=batch.lines[keep], malformed=[],
+                                 raw=_subset_raw(batch.raw, keep))
             accepted, rejected = validate_batch(frame, protocol, options)
             if rejected.height:
                 rows = rejected[ROW].to_numpy()
@@ -379,7 +419,14 @@ def _read_validate_stage(
             relpath = f"quarantine/{staged.next_name()}"
             store.write_parquet(relpath, q)
             staged.quarantine_parts.append(relpath)
+    if notes is not None:
+        result.notes = list(notes.notes)
     return protocol
+
+
+def _subset_raw(raw: Callable[[np.ndarray], list[str]], keep: np.ndarray) -> Callable[[np.ndarray], list[str]]:
+    """The raw text of a batch's rows ``keep[rows]``: rows of its subset, numbered anew."""
+    return lambda rows: raw(keep[rows])
 
 
 def _write_accepted(
@@ -605,6 +652,13 @@ def _rows_for(block_bytes: int) -> int:
 
 def _fetch_raw(source: SourceFile, lines: np.ndarray, block_bytes: int) -> dict[int, str]:
     """Raw text of the given lines, by reading the source again (conflicts only)."""
+    if source.adapter is not None:
+        if source.format in DOCUMENT_FORMATS:
+            return {}  # a document has no lines to show; the message names the key
+        from jurymeter.io.adapters.reading import FileBytes
+
+        wanted_lines = set(int(x) for x in lines)
+        return {n: text.decode("utf-8", "replace") for n, text in FileBytes(source).lines() if n in wanted_lines}
     wanted = set(int(x) for x in lines)
     out: dict[int, str] = {}
     for batch in read_batches(

@@ -157,6 +157,11 @@ Reason = Literal[
     "invalid_item_set",  # no longer given (long names get digested folders); older quarantines hold it
     "conflicting_duplicate",
     "unknown_protocol",
+    # Given by the log adapters (io.adapters): the judge's health, not malformed input.
+    "parse_failure",  # the judge replied, but no rating or verdict could be read from its reply
+    "judge_call_failed",  # the call to the judge failed (an API error, `$ERROR$`, a winner `error`)
+    "unscored",  # the grader gave no grade it was offered (inspect's NaN)
+    "unsupported_record",  # a record of the log format the adapter does not read
 ]
 REASONS: tuple[str, ...] = get_args(Reason)
 

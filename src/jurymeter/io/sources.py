@@ -13,6 +13,7 @@ never by the size of the file.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import glob as globmod
 import hashlib
 import io
@@ -31,7 +32,7 @@ import pyarrow.parquet as pq
 
 from jurymeter.errors import SourceError
 
-SourceFormat = Literal["jsonl", "csv", "parquet"]
+SourceFormat = Literal["jsonl", "csv", "parquet", "json", "eval"]
 
 _FORMATS: tuple[tuple[str, SourceFormat, str | None], ...] = (
     (".jsonl.gz", "jsonl", "gzip"),
@@ -43,7 +44,11 @@ _FORMATS: tuple[tuple[str, SourceFormat, str | None], ...] = (
     (".csv.gz", "csv", "gzip"),
     (".csv", "csv", None),
     (".parquet", "parquet", None),
+    # Read by a log adapter only (AlpacaEval, inspect_ai): never canonical records.
+    (".json", "json", None),
+    (".eval", "eval", None),
 )
+DOCUMENT_FORMATS = ("json", "eval")
 
 # Prefix of a text value that was a JSON boolean, array or object (slow path only).
 NOT_SCALAR = "\x1e"
@@ -62,6 +67,7 @@ class SourceFile:
     format: SourceFormat
     compression: str | None
     size: int
+    adapter: str | None = None  # the log format an adapter reads it as (io.adapters); None: canonical records
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,15 +120,60 @@ def filesystem_for(url: str, storage_options: dict[str, Any] | None = None) -> t
 
 
 def discover_sources(
-    specs: list[str], *, storage_options: dict[str, Any] | None = None
+    specs: list[str], *, storage_options: dict[str, Any] | None = None, log_format: str = "auto"
 ) -> list[SourceFile]:
     """Expand files, folders and globs into an ordered, de-duplicated list of sources.
+
+    ``log_format``: ``"auto"`` recognises each file's format from its content
+    (:func:`jurymeter.io.adapters.detect`: MT-Bench, Arena-Hard-Auto,
+    AlpacaEval, inspect_ai, else canonical records); ``"canonical"`` reads
+    every file as canonical records; an adapter's name reads every file with it.
 
     Raises
     ------
     SourceError
-        When a spec matches nothing, or names a single file of unsupported format.
+        When a spec matches nothing, names a single file of unsupported format,
+        or a file cannot be read by the format asked for.
     """
+    found = _discover(specs, storage_options)
+    if log_format == "canonical":
+        refused = [s for s in found.values() if s.format in DOCUMENT_FORMATS]
+        if refused:
+            msg = (f"{refused[0].url}: a .{refused[0].format} file is read only by a log adapter "
+                   "(--format auto, alpaca-eval or inspect), not as canonical records")
+            raise SourceError(msg)
+        return list(found.values())
+    from jurymeter.io.adapters import adapter, detect
+    from jurymeter.io.adapters.reading import head
+
+    out = []
+    for source in found.values():
+        if log_format == "auto":
+            try:
+                chosen = detect(head(source), source.url)
+            except OSError as exc:
+                msg = f"cannot read {source.url}: {_short(exc)}"
+                raise SourceError(msg) from exc
+            if chosen is None and source.format in DOCUMENT_FORMATS:
+                if len(found) == 1:
+                    msg = (f"{source.url}: not a log format jurymeter reads (a .{source.format} file must be "
+                           "an AlpacaEval annotations.json or an inspect_ai log)")
+                    raise SourceError(msg)
+                continue  # a folder may hold other .json files (configs, PROVENANCE.json)
+        else:
+            chosen = adapter(log_format)
+            if not source.url.lower().endswith(chosen.suffixes):
+                msg = f"{source.url}: the {chosen.name} format reads {', '.join(chosen.suffixes)} files"
+                raise SourceError(msg)
+        out.append(dataclasses.replace(source, adapter=chosen.name if chosen is not None else None))
+    if not out:
+        msg = f"source not found: {', '.join(specs)} holds no judgment log jurymeter reads"
+        raise SourceError(msg)
+    return out
+
+
+def _discover(specs: list[str], storage_options: dict[str, Any] | None) -> dict[str, SourceFile]:
+    """Every supported file the specs name, by URL, in order."""
     found: dict[str, SourceFile] = {}
     for spec in specs:
         if spec.startswith("s3://"):
@@ -145,7 +196,8 @@ def discover_sources(
                 if explicit:
                     msg = (
                         f"unsupported source format: {spec} (expected .jsonl, .ndjson, "
-                        ".jsonl.gz, .jsonl.zst, .csv, .csv.gz or .parquet)"
+                        ".jsonl.gz, .jsonl.zst, .csv, .csv.gz, .parquet, or a log adapter's "
+                        ".json / .eval)"
                     )
                     raise SourceError(msg)
                 continue
@@ -163,9 +215,9 @@ def discover_sources(
                 )
             matched += 1
         if matched == 0:
-            msg = f"source not found: {spec} matches no .jsonl/.csv/.parquet file"
+            msg = f"source not found: {spec} matches no .jsonl/.csv/.parquet/.json/.eval file"
             raise SourceError(msg)
-    return list(found.values())
+    return found
 
 
 def _candidates(fs: Any, path: str, spec: str) -> tuple[list[str], bool]:

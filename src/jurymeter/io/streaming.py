@@ -77,7 +77,8 @@ def eligible(source: SourceFile, store: Store) -> bool:
     """Whether the fast path may try ``source`` (local uncompressed JSON Lines, local store)."""
     protocols = source.fs.protocol
     local = "file" in (protocols if isinstance(protocols, tuple) else (protocols,))
-    return source.format == "jsonl" and source.compression is None and local and not store.is_s3
+    return (source.format == "jsonl" and source.adapter is None and source.compression is None and local
+            and not store.is_s3)
 
 
 def _timestamp_format(records: pl.LazyFrame) -> str | None:

@@ -54,11 +54,15 @@ class ValidationOptions:
         Value for records that have no ``item_set`` (``--item-set``).
     scale
         Inclusive ``(low, high)`` range of a pointwise score (``--scale 1,10``).
+    baseline
+        The baseline system of Arena-Hard-Auto v0.1 logs, which do not name it
+        (``--baseline``; read by that adapter only).
     """
 
     column_map: dict[str, str] = field(default_factory=dict)
     item_set: str | None = None
     scale: tuple[float, float] | None = None
+    baseline: str | None = None
 
     def __post_init__(self) -> None:
         if self.scale is not None:

@@ -84,6 +84,8 @@ class RunConfig:
     storage_options: dict[str, str] = field(default_factory=dict)
     scale: tuple[float, float] | None = None  # declared score range of ingested dumps
     column_map: dict[str, str] = field(default_factory=dict)
+    log_format: str = "auto"  # `format`: how landed dumps are read (io.adapters; "auto" recognises each)
+    baseline: str | None = None  # Arena-Hard-Auto v0.1's baseline (its logs do not name it)
     universes: dict[str, tuple[str, ...]] = field(default_factory=dict)
     populations: dict[str, tuple[str, ...]] = field(default_factory=dict)
     fit: FitConfig = field(default_factory=FitConfig)
@@ -151,7 +153,7 @@ def _set(settings: dict[str, Any], dotted: str, value: Any) -> None:
     node[last] = value
 
 
-_TOP = {"store", "landing", "home", "storage_options", "scale", "map", "universes",
+_TOP = {"store", "landing", "home", "storage_options", "scale", "map", "format", "baseline", "universes",
         "populations", "fit", "dask", "report"}
 
 
@@ -178,6 +180,13 @@ def _build(settings: dict[str, Any], where: str) -> RunConfig:
             msg = f"{where}: scale must be [low, high]"
             raise ConfigError(msg)
         scale = (float(scale[0]), float(scale[1]))
+    from jurymeter.io.adapters import FORMATS
+
+    log_format = settings.get("format", "auto")
+    if log_format not in FORMATS:
+        msg = f"{where}: format must be one of {', '.join(FORMATS)}, got {log_format!r}"
+        raise ConfigError(msg)
+    baseline = settings.get("baseline")
     landing = settings.get("landing", DEFAULT_LANDING)
     return RunConfig(
         store=str(settings.get("store", DEFAULT_STORE)),
@@ -186,6 +195,8 @@ def _build(settings: dict[str, Any], where: str) -> RunConfig:
         storage_options={str(k): str(v) for k, v in settings.get("storage_options", {}).items()},
         scale=scale,
         column_map={str(k): str(v) for k, v in settings.get("map", {}).items()},
+        log_format=str(log_format),
+        baseline=str(baseline) if baseline is not None else None,
         universes=universes,
         populations=populations,
         fit=fit,

@@ -21,7 +21,7 @@ def landing_sources(config: RunConfig) -> list[Any]:
     if not fs.exists(path):
         return []
     try:
-        return discover_sources([config.landing], storage_options=options)
+        return discover_sources([config.landing], storage_options=options, log_format=config.log_format)
     except SourceError:  # a landing folder with no dump in it: nothing landed tonight
         if fs.isdir(path):
             return []
@@ -42,7 +42,7 @@ def ingest_landing(config: RunConfig) -> dict[str, Any] | None:
     sources = landing_sources(config)
     if not sources:
         return None
-    options = ValidationOptions(column_map=config.column_map, scale=config.scale)
+    options = ValidationOptions(column_map=config.column_map, scale=config.scale, baseline=config.baseline)
     report = ingest(store, sources, options).to_json()
     report["seconds"] = round(time.perf_counter() - started, 3)  # its own duration, wherever it ran
     return report

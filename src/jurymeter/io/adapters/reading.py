@@ -1,0 +1,128 @@
+"""Turning an adapter's judgments into the raw batches every ingest reads (:class:`RawBatch`).
+
+Judgments come out as text columns, as the JSON Lines slow path gives them, so
+validation types and checks them exactly as it does any source's records; a
+judgment the adapter rejected carries its reason in :data:`REJECT_REASON` and
+:data:`REJECT_MESSAGE`, which the ingest quarantines before validation. Memory
+is bounded by one batch of judgments (and, for a line-based format, by a line).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import orjson
+import polars as pl
+
+from jurymeter.io.adapters.base import (
+    Adapter,
+    AdapterNotes,
+    AdapterOptions,
+    Judgment,
+    SourceBytes,
+    Unreadable,
+)
+from jurymeter.io.sources import MalformedRecord, RawBatch, SourceFile
+
+REJECT_REASON = "_reject_reason"
+REJECT_MESSAGE = "_reject_message"
+HEAD_BYTES = 64 * 1024
+BATCH_JUDGMENTS = 50_000
+
+
+class FileBytes(SourceBytes):
+    """A source file (local or S3, compressed or not) for an adapter."""
+
+    def __init__(self, source: SourceFile) -> None:
+        self.source = source
+        self.path = source.url
+
+    def lines(self) -> Iterator[tuple[int, bytes]]:
+        with self.source.fs.open(self.source.path, "rb", compression=self.source.compression) as handle:
+            for number, line in enumerate(handle, start=1):
+                yield number, line.rstrip(b"\r\n")
+
+    def read(self) -> bytes:
+        with self.source.fs.open(self.source.path, "rb", compression=self.source.compression) as handle:
+            data: bytes = handle.read()
+            return data
+
+
+def head(source: SourceFile) -> bytes:
+    """The first :data:`HEAD_BYTES` of a source, decompressed (what detection looks at)."""
+    with source.fs.open(source.path, "rb", compression=source.compression) as handle:
+        data: bytes = handle.read(HEAD_BYTES)
+        return data
+
+
+def _text(value: Any) -> str | None:
+    """A field value as the text column validation expects (numbers as JSON numbers)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    return orjson.dumps(value).decode()
+
+
+def adapted_batches(
+    source: SourceFile,
+    adapter: Adapter,
+    options: AdapterOptions,
+    notes: AdapterNotes,
+    *,
+    batch_judgments: int = BATCH_JUDGMENTS,
+) -> Iterator[RawBatch]:
+    """The source's judgments as raw batches of at most ``batch_judgments`` rows."""
+    rows: list[dict[str, str | None]] = []
+    lines: list[int] = []
+    raws: list[str] = []
+    malformed: list[MalformedRecord] = []
+
+    def flush() -> RawBatch:
+        frame = _frame(rows)
+        kept = list(raws)
+        batch = RawBatch(
+            frame=frame,
+            lines=np.asarray(lines, dtype=np.int64),
+            malformed=list(malformed),
+            raw=lambda which: [kept[int(k)] for k in which],
+        )
+        rows.clear()
+        lines.clear()
+        raws.clear()
+        malformed.clear()
+        return batch
+
+    for item in adapter.judgments(FileBytes(source), options, notes):
+        if isinstance(item, Unreadable):
+            malformed.append(MalformedRecord(line=item.line, raw=item.raw, message=item.message))
+        else:
+            rows.append(_row(item))
+            lines.append(item.line)
+            raws.append(item.raw)
+        if len(rows) + len(malformed) >= batch_judgments:
+            yield flush()
+    if rows or malformed:
+        yield flush()
+
+
+def _row(judgment: Judgment) -> dict[str, str | None]:
+    row = {name: _text(value) for name, value in judgment.fields.items()}
+    if judgment.reject is not None:
+        row[REJECT_REASON], row[REJECT_MESSAGE] = judgment.reject
+    return row
+
+
+def _frame(rows: list[dict[str, str | None]]) -> pl.DataFrame:
+    """Text columns, one per field any row has (missing fields are null)."""
+    names: dict[str, None] = {}
+    for row in rows:
+        names.update(dict.fromkeys(row))
+    return pl.DataFrame({name: [row.get(name) for row in rows] for name in names}, schema=dict.fromkeys(names, pl.String))
