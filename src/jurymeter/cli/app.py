@@ -184,22 +184,39 @@ def store_info_cmd(
 
 
 def _store_info(store, storage_option, config, as_json) -> None:
-    from jurymeter.io.info import metadata_counts, quarantine_counts, store_info
+    from jurymeter.io.info import judge_health, metadata_counts, quarantine_counts, store_info
 
     target = open_store(store, storage_option, config)
     summary = store_info(target)
     quarantine = quarantine_counts(target)
     meta = metadata_counts(target)
+    health = judge_health(target)
     if as_json:
         payload = {
             "store": target.url,
             "item_sets": summary.to_dicts(),
             "metadata": meta,
             "quarantine": {r["reason"]: r["records"] for r in quarantine.to_dicts()},
+            "judges": health.to_dicts(),
         }
         sys.stdout.write(orjson.dumps(payload, option=orjson.OPT_INDENT_2).decode() + "\n")
         return
     print_store_info(target.url, summary, quarantine, meta)
+    print_judge_health(health)
+
+
+def print_judge_health(health: Any) -> None:
+    """Per judge, the share of its judgments that failed (parse failures, failed calls, unscored grades)."""
+    if not health.height:
+        return
+    table = Table(title="judge health (failed = parse failures + failed calls + unscored grades)",
+                  title_justify="left")
+    for col in ("judge", "stored", "failed", "failed share", "parse_failure", "judge_call_failed", "unscored"):
+        table.add_column(col, justify="left" if col == "judge" else "right")
+    for row in health.iter_rows(named=True):
+        table.add_row(row["judge_id"], f"{row['stored']:,}", f"{row['failed']:,}", f"{100 * row['failed_share']:.1f}%",
+                      f"{row['parse_failure']:,}", f"{row['judge_call_failed']:,}", f"{row['unscored']:,}")
+    out.print(table)
 
 
 def print_store_info(url, summary, quarantine, meta) -> None:
@@ -495,6 +512,12 @@ def print_run_summary(summary: dict[str, Any], *, ingest_printed: bool = False) 
             *(fmt((parts.get(name) or {}).get(h.key)) if name in parts else "-" for name, h in columns),
         )
     out.print(table)
+    for judge in summary.get("judges") or []:
+        if judge.get("failed"):
+            out.print(f"judge {judge['judge_id']}: {judge['failed']:,} of {judge['stored'] + judge['failed']:,} "
+                      f"judgments failed ({100 * judge['failed_share']:.1f}%: parse failures "
+                      f"{judge['parse_failure']:,}, failed calls {judge['judge_call_failed']:,}, "
+                      f"unscored {judge['unscored']:,})", markup=False)
     for skip in summary.get("skipped") or []:
         out.print(f"not fitted: {skip['protocol']} item set {skip['item_set']}: {skip['reason']}", markup=False)
     for fit in summary["fits"]:

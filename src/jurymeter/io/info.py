@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from jurymeter.io.schema import JUDGMENT_PROTOCOLS, Protocol
+from jurymeter.io.schema import JUDGE_FAILURES, JUDGMENT_PROTOCOLS, Protocol
 from jurymeter.io.store import Store
 
 INFO_COLUMNS = (
@@ -90,3 +90,41 @@ def quarantine_counts(store: Store) -> pl.DataFrame:
     return (
         pl.concat(frames).group_by("reason").agg(pl.len().alias("records")).sort("reason")
     )
+
+
+def judge_health(store: Store) -> pl.DataFrame:
+    """Per judge: judgments stored, judgments that failed (by reason), and the failed share.
+
+    A failure is a judgment a log adapter rejected because the judge did not
+    give a usable verdict (``io.schema.JUDGE_FAILURES``: a parse failure, a
+    failed call, an unscored grade), so a broken judge is visible instead of
+    silently thinner. ``failed_share = failed / (stored + failed)``.
+    """
+    stored = [
+        store.scan(protocol).select("judge_id").group_by("judge_id").agg(pl.len().alias("stored"))
+        for protocol in JUDGMENT_PROTOCOLS
+    ]
+    counts = pl.concat(pl.collect_all(stored)).group_by("judge_id").agg(pl.col("stored").sum().cast(pl.Int64))
+    frames = []
+    for path in store.quarantine_files():
+        part = store.read_parquet(path)
+        if "judge_id" in part.columns:
+            frames.append(part.filter(pl.col("reason").is_in(JUDGE_FAILURES)).select("judge_id", "reason"))
+    schema = {"judge_id": pl.String, "stored": pl.Int64, "failed": pl.Int64, "failed_share": pl.Float64,
+              **{r: pl.Int64 for r in JUDGE_FAILURES}}
+    failures = (
+        pl.concat(frames).drop_nulls("judge_id").group_by("judge_id").agg(
+            pl.len().cast(pl.Int64).alias("failed"),
+            *(((pl.col("reason") == r).sum().cast(pl.Int64)).alias(r) for r in JUDGE_FAILURES),
+        )
+        if frames else pl.DataFrame(schema={"judge_id": pl.String, "failed": pl.Int64,
+                                            **{r: pl.Int64 for r in JUDGE_FAILURES}})
+    )
+    joined = counts.join(failures, on="judge_id", how="full", coalesce=True).with_columns(
+        pl.col("stored").fill_null(0), pl.col("failed").fill_null(0), *(pl.col(r).fill_null(0) for r in JUDGE_FAILURES)
+    )
+    if not joined.height:
+        return pl.DataFrame(schema=schema)
+    return joined.with_columns(
+        (pl.col("failed") / (pl.col("stored") + pl.col("failed"))).alias("failed_share")
+    ).select(list(schema)).sort("judge_id")

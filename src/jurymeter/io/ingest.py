@@ -210,6 +210,7 @@ def _quarantine_frame(
     raws: list[str],
     reasons: list[str] | pl.Series,
     messages: list[str] | pl.Series,
+    judges: pl.Series | None = None,
 ) -> pl.DataFrame:
     n = len(lines)
     return pl.DataFrame(
@@ -221,6 +222,7 @@ def _quarantine_frame(
             "message": messages,
             "protocol": [protocol] * n,
             SOURCE_ID: [sid] * n,
+            "judge_id": judges if judges is not None else [None] * n,
         },
         schema=QUARANTINE_SCHEMA,
     )
@@ -393,6 +395,7 @@ def _read_validate_stage(
                         _quarantine_frame(
                             source, sid, protocol, batch.lines[told_rows], batch.raw(told_rows),
                             frame[REJECT_REASON].gather(told_rows), frame[REJECT_MESSAGE].gather(told_rows),
+                            frame["judge_id"].gather(told_rows) if "judge_id" in frame.columns else None,
                         )
                     )
                 keep = np.flatnonzero(frame[REJECT_REASON].is_null().to_numpy())

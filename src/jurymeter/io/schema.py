@@ -173,7 +173,13 @@ QUARANTINE_SCHEMA: dict[str, PolarsDataType] = {
     "message": pl.String,
     "protocol": pl.String,
     SOURCE_ID: pl.String,
+    # The judge of a judgment a log adapter rejected (a parse failure, a failed call, an
+    # unscored grade): judge health counts these. Null for any other quarantined record,
+    # and absent from quarantine parts written before it existed.
+    "judge_id": pl.String,
 }
+# Reasons that say a judge failed, not that the input was malformed.
+JUDGE_FAILURES = ("parse_failure", "judge_call_failed", "unscored")
 
 
 def detect_protocol(columns: set[str]) -> Protocol | None:

@@ -78,6 +78,7 @@ def publish_run(
         "ingest": ingest_report,
         "fits": fits,
         "skipped": [asdict(s) for s in skipped or []],
+        "judges": _judge_health(store),
         "timings": timings,
     }
     if config.report:
@@ -90,6 +91,14 @@ def publish_run(
     store.write_bytes(f"{folder}/summary.json", dumps(summary))
     store.write_json("results/latest.json", {"run_id": run_id, "path": store.path(folder)})
     return summary
+
+
+def _judge_health(store: Store) -> list[dict[str, Any]]:
+    """Per judge, the share of its judgments that failed (``io.info.judge_health``), for the summary."""
+    from jurymeter.io.info import judge_health
+
+    rows: list[dict[str, Any]] = judge_health(store).to_dicts()
+    return rows
 
 
 def write_report(
