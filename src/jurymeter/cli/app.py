@@ -130,7 +130,7 @@ def _ingest(sources, store, map_, item_set, scale, storage_option, config, stric
         sys.stdout.write(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
         print_ingest_report(report)
-    empty = [s for s in report.sources if s.status == "ingested" and s.read and not s.accepted]
+    empty = [s for s in report.sources if s.status == "ingested" and s.read and s.quarantined == s.read]
     for s in empty:
         err.print(f"error: {s.source}: no judgment accepted ({s.read:,} read, all quarantined: "
                   + ", ".join(f"{k} {v}" for k, v in s.reasons.items()) + ")", markup=False)
