@@ -25,8 +25,8 @@ from jurymeter.io.adapters.base import (
     SourceBytes,
     Unreadable,
 )
+from samples import SAMPLES
 
-SAMPLES = Path("/work/shared/samples")
 ALPACA = SAMPLES / "alpaca_eval"
 COT = "alpaca_eval_cot_gpt4_turbo_fn__alpaca-7b.subset.json"
 GPT4 = "alpaca_eval_gpt4__alpaca-7b.subset.json"

@@ -23,7 +23,6 @@ and not imported from the adapter.
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -42,8 +41,8 @@ from jurymeter.io.adapters.base import (
     SourceBytes,
     Unreadable,
 )
+from samples import SAMPLES
 
-SAMPLES = Path(os.environ.get("JURYMETER_SAMPLES", "/work/shared/samples"))
 ARENA = SAMPLES / "arena_hard"
 pytestmark = pytest.mark.skipif(not ARENA.is_dir(), reason=f"no Arena-Hard samples at {ARENA}")
 

@@ -35,8 +35,8 @@ from jurymeter.io.adapters.base import (
     Unreadable,
 )
 from jurymeter.io.adapters.inspect_ai import INSPECT
+from samples import SAMPLES
 
-SAMPLES = Path("/work/shared/samples")
 FOLDER = SAMPLES / "inspect_ai"
 EVAL = FOLDER / "jm_mock_judge.6x2.eval"
 JSON = FOLDER / "jm_mock_judge.6x2.json"

@@ -1,0 +1,121 @@
+"""Real judgment logs through the one ingest path: recognised, reconciled per judgment, quarantined by reason.
+
+Every sample file of ``../shared/samples/`` (MT-Bench, Arena-Hard-Auto,
+AlpacaEval, inspect_ai) is ingested as a new user would (``--format auto``).
+Independent references: the sources' own counts taken from the files here
+with plain ``json`` (lines, elements), the committed Parquet rows counted by
+``_source_id`` (``tests/ingest_util.py``), and the quarantine parts read back.
+The adapters' field-by-field expectations are in ``tests/test_adapter_*.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import polars as pl
+import pytest
+
+from jurymeter.io.adapters import adapters
+from jurymeter.io.ingest import ingest
+from jurymeter.io.sources import discover_sources
+from jurymeter.io.store import Store
+from jurymeter.io.validate import ValidationOptions
+from samples import SAMPLES
+
+FORMAT_OF_FOLDER = {"mt_bench": "mt-bench", "arena_hard": "arena-hard", "alpaca_eval": "alpaca-eval",
+                    "inspect_ai": "inspect"}
+BUILT = {a.name for a in adapters()}
+
+
+def _sample_files() -> list[Path]:
+    return sorted(
+        p for folder in FORMAT_OF_FOLDER for p in (SAMPLES / folder).glob("*")
+        if p.suffix in (".jsonl", ".json", ".eval") and p.name != "PROVENANCE.json"
+    )
+
+
+def _lines_of(path: Path) -> int:
+    """Records in a sample, counted without the adapter: lines, array elements, or sample-epochs."""
+    if path.suffix == ".jsonl":
+        return sum(1 for line in path.read_bytes().splitlines() if line.strip())
+    if path.suffix == ".json":
+        data = json.loads(path.read_text())  # json, not orjson: inspect logs hold bare NaN
+        return len(data) if isinstance(data, list) else len(data["samples"])
+    import zipfile
+
+    with zipfile.ZipFile(path) as archive:
+        return sum(1 for n in archive.namelist() if n.startswith("samples/") and n.endswith(".json"))
+
+
+@pytest.mark.parametrize("path", _sample_files(), ids=lambda p: p.name)
+def test_every_sample_is_recognised_and_reconciled_per_judgment(path: Path, tmp_path: Path) -> None:
+    wanted = FORMAT_OF_FOLDER[path.parent.name]
+    if wanted not in BUILT:
+        pytest.skip(f"the {wanted} adapter is not built yet")
+    [source] = discover_sources([str(path)])
+    assert source.adapter == wanted  # recognised from its content
+    store = Store(str(tmp_path / "store"))
+    report = ingest(store, [source], ValidationOptions())
+    [result] = report.sources
+    assert result.format == wanted
+    assert result.lines == _lines_of(path)
+    assert result.read == result.accepted + result.quarantined + result.duplicates_dropped
+    per_line = 2 if (wanted in ("mt-bench", "arena-hard") and "pair" in path.name) or wanted == "arena-hard" else None
+    if per_line:
+        assert result.read == per_line * result.lines  # two presentation orders a line
+    committed = sum(store.read_parquet(f.path).height for p in ("pointwise", "pairwise") for f in store.data_files(p))
+    assert committed == result.accepted
+    quarantined = [store.read_parquet(q) for q in store.quarantine_files()]
+    reasons = pl.concat(quarantined)["reason"].value_counts() if quarantined else None
+    got = dict(reasons.iter_rows()) if reasons is not None else {}
+    assert got == result.reasons
+
+
+def test_a_folder_of_every_format_ingests_in_one_run_and_says_which_format_each_file_is(tmp_path: Path) -> None:
+    present = [f for f in FORMAT_OF_FOLDER.values() if f in BUILT]
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    for path in _sample_files():
+        if FORMAT_OF_FOLDER[path.parent.name] in present:
+            shutil.copy2(path, landing / path.name)
+    (landing / "notes.json").write_text('{"not": "a judgment log"}')  # skipped, not an error, in a folder
+    found = discover_sources([str(landing)])
+    assert {s.adapter for s in found} == set(present)
+    assert all(not s.url.endswith("notes.json") for s in found)
+    store = Store(str(tmp_path / "store"))
+    report = ingest(store, found, ValidationOptions())
+    assert all(s.balanced for s in report.sources)
+
+
+def test_a_source_whose_every_judgment_is_quarantined_exits_5_with_one_line(tmp_path: Path) -> None:
+    if "alpaca-eval" not in BUILT:
+        pytest.skip("the alpaca-eval adapter is not built yet")
+    failed = [{"instruction": "x", "output_1": "a", "generator_1": "ref", "output_2": "b", "generator_2": "sys",
+               "annotator": "gpt4", "preference": None, "price_per_example": None, "time_per_example": None}]
+    path = tmp_path / "annotations.json"
+    path.write_bytes(orjson.dumps(failed))
+    done = subprocess.run(
+        [sys.executable, "-m", "jurymeter.cli", "ingest", str(path), "--store", str(tmp_path / "store")],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 5, done.stdout + done.stderr
+    assert done.stderr.count("\n") == 1
+    assert "no judgment accepted" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_json_file_that_is_no_log_is_one_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_text('{"a": 1}')
+    done = subprocess.run(
+        [sys.executable, "-m", "jurymeter.cli", "ingest", str(path), "--store", str(tmp_path / "store")],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 1
+    assert "not a log format jurymeter reads" in done.stderr
+    assert done.stderr.count("\n") == 1
