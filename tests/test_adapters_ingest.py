@@ -119,3 +119,47 @@ def test_a_json_file_that_is_no_log_is_one_clear_error(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert "not a log format jurymeter reads" in done.stderr
     assert done.stderr.count("\n") == 1
+
+
+def test_the_nightly_run_on_a_landing_of_every_format_completes_and_publishes(tmp_path: Path) -> None:
+    """One file of each format in the landing folder: ingested, planned, fitted or named, published."""
+    from jurymeter.pipeline.cache import run_fits
+    from jurymeter.pipeline.config import load_config
+    from jurymeter.pipeline.jobs import plan_fits
+    from jurymeter.pipeline.landing import ingest_landing
+    from jurymeter.pipeline.publish import publish_run
+
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    chosen: dict[str, Path] = {}
+    for path in _sample_files():
+        if FORMAT_OF_FOLDER[path.parent.name] in BUILT:
+            chosen.setdefault(path.parent.name, path)
+    for path in chosen.values():
+        shutil.copy2(path, landing / path.name)
+    (tmp_path / "jm.toml").write_text(
+        f'store = "{tmp_path / "store"}"\nlanding = "{landing}"\n[fit]\nn_boot = 50\n'
+    )
+    config = load_config(tmp_path / "jm.toml", environ={})
+    ingested = ingest_landing(config)
+    assert ingested is not None
+    formats = {s["format"] for s in ingested["sources"]}
+    assert formats == {FORMAT_OF_FOLDER[f] for f in chosen}
+    assert all(s["read"] == s["accepted"] + s["quarantined"] + s["duplicates_dropped"] for s in ingested["sources"])
+    store = Store(config.store)
+    plan = plan_fits(store, config)
+    outcomes = run_fits(store, plan.jobs, figures=True)
+    summary = publish_run(store, "every-format", config=config, started="t", ingest_report=ingested,
+                          outcomes=outcomes, timings={}, skipped=plan.skipped)
+    folder = tmp_path / "store" / "results" / "every-format"
+    assert (folder / "summary.json").exists()
+    assert (folder / "report" / "index.html").stat().st_size > 1000
+    # Every item set is either fitted, failed with its one-line reason, or named as not fittable.
+    named = {(f["item_set"], f["status"]) for f in summary["fits"]} | {(s["item_set"], "skipped") for s in summary["skipped"]}
+    item_sets = {(p, s) for p in ("pointwise", "pairwise") for s in store.item_sets(p)}  # type: ignore[arg-type]
+    assert {s for _, s in item_sets} == {s for s, _ in named}
+    assert all(f["error"] for f in summary["fits"] if f["status"] == "failed")
+    # Judge health reaches the summary.
+    if "inspect" in BUILT:
+        beta = next(j for j in summary["judges"] if j["judge_id"] == "mockllm/grader-beta")
+        assert beta["unscored"] == 2
