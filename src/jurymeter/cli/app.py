@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import orjson
 import typer
@@ -30,6 +30,12 @@ from jurymeter.cli.common import (
     run_command,
 )
 from jurymeter.errors import ConfigError, JurymeterError
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from jurymeter.cyclic import VarianceComponents
+    from jurymeter.io.ingest import IngestReport
 
 app = typer.Typer(
     help="How far to trust a leaderboard scored by LLM judges.",
@@ -83,8 +89,8 @@ def _parse_scale(scale: str | None) -> tuple[float, float] | None:
     return low, high
 
 
-def _ingest(sources, store, map_, item_set, scale, storage_option, config, strict,
-            lock_timeout, as_json, block_mb) -> None:
+def _ingest(sources: list[str], store: str | None, map_: list[str] | None, item_set: str | None, scale: str | None, storage_option: list[str] | None, config: Path | None, strict: bool,
+            lock_timeout: float, as_json: bool, block_mb: float) -> None:
     from jurymeter.io.ingest import ingest as run_ingest
     from jurymeter.io.sources import discover_sources
     from jurymeter.io.store import s3fs_options
@@ -113,7 +119,7 @@ def _ingest(sources, store, map_, item_set, scale, storage_option, config, stric
     print_ingest_report(report)
 
 
-def print_ingest_report(report) -> None:
+def print_ingest_report(report: IngestReport) -> None:
     table = Table(title=f"ingest {report.run_id} -> {report.store}", title_justify="left")
     for col in ("source", "status", "protocol", "read", "accepted", "quarantined", "duplicates"):
         table.add_column(col, justify="right" if col in ("read", "accepted", "quarantined", "duplicates") else "left")
@@ -152,7 +158,7 @@ def store_info_cmd(
     run_command(_store_info, store, storage_option, config, as_json)
 
 
-def _store_info(store, storage_option, config, as_json) -> None:
+def _store_info(store: str | None, storage_option: list[str] | None, config: Path | None, as_json: bool) -> None:
     from jurymeter.io.info import metadata_counts, quarantine_counts, store_info
 
     target = open_store(store, storage_option, config)
@@ -171,7 +177,7 @@ def _store_info(store, storage_option, config, as_json) -> None:
     print_store_info(target.url, summary, quarantine, meta)
 
 
-def print_store_info(url, summary, quarantine, meta) -> None:
+def print_store_info(url: str, summary: pl.DataFrame, quarantine: pl.DataFrame, meta: dict[str, int]) -> None:
     table = Table(title=f"store {url}", title_justify="left")
     for col in summary.columns:
         table.add_column(col, justify="left" if col in ("protocol", "item_set") else "right")
@@ -242,7 +248,7 @@ def _ids_from_file(path: Path | None) -> list[str] | None:
     return ids
 
 
-def _plan_components(components, item_set, store, storage_option, config):
+def _plan_components(components: str | None, item_set: str | None, store: str | None, storage_option: list[str] | None, config: Path | None) -> VarianceComponents:
     from jurymeter.cyclic import VarianceComponents
 
     if components is not None:
@@ -264,8 +270,8 @@ def _plan_components(components, item_set, store, storage_option, config):
     return VarianceComponents(*means)
 
 
-def _plan(out_path, store, storage_option, config, item_set, items, systems, judges, generations, seed,
-          prices=None, budget=None, components=None) -> None:
+def _plan(out_path: Path, store: str | None, storage_option: list[str] | None, config: Path | None, item_set: str | None, items: Path | None, systems: Path | None, judges: Path | None, generations: int, seed: int,
+          prices: list[str] | None = None, budget: float | None = None, components: str | None = None) -> None:
     import polars as pl
 
     from jurymeter.cyclic.planner import plan_cost_weighted, plan_round_robin
@@ -284,6 +290,7 @@ def _plan(out_path, store, storage_option, config, item_set, items, systems, jud
         for key, column in (("items", "item_id"), ("systems", "system_id"), ("judges", "judge_id")):
             if found[key] is None:
                 found[key] = records[column].unique().sort().to_list()
+    ids = {k: v for k, v in found.items() if v is not None}  # all three, from the files or the store
     cost_note = None
     if prices:
         if budget is None:
@@ -291,7 +298,7 @@ def _plan(out_path, store, storage_option, config, item_set, items, systems, jud
             raise ConfigError(msg)
         price_map = {k: float(v) for k, v in pairs(prices, "--price").items()}
         cost = plan_cost_weighted(
-            found["items"], found["systems"], found["judges"], prices=price_map, budget=budget,
+            ids["items"], ids["systems"], ids["judges"], prices=price_map, budget=budget,
             components=_plan_components(components, item_set, store, storage_option, config), seed=seed,
         )
         table = cost.plan
@@ -302,7 +309,7 @@ def _plan(out_path, store, storage_option, config, item_set, items, systems, jud
         )
     else:
         table = plan_round_robin(
-            found["items"], found["systems"], found["judges"], generations=generations, seed=seed
+            ids["items"], ids["systems"], ids["judges"], generations=generations, seed=seed
         )
     suffix = out_path.suffix.lower()
     out_path.parent.mkdir(parents=True, exist_ok=True)
@@ -317,8 +324,8 @@ def _plan(out_path, store, storage_option, config, item_set, items, systems, jud
         raise ConfigError(msg)
     calls = table.group_by("judge_id").agg(pl.len().alias("calls")).sort("judge_id")
     out.print(
-        f"wrote {table.height:,} assignments to {out_path} ({len(found['systems'])} systems x "
-        f"{len(found['items'])} items x {generations} generations); calls per judge: "
+        f"wrote {table.height:,} assignments to {out_path} ({len(ids['systems'])} systems x "
+        f"{len(ids['items'])} items x {generations} generations); calls per judge: "
         + ", ".join(f"{r['judge_id']} {r['calls']:,}" for r in calls.to_dicts()),
         markup=False,
     )
@@ -339,7 +346,7 @@ def simulate(
     run_command(_simulate, out_dir, seed, systems, items, judges, faults)
 
 
-def _simulate(out_dir, seed, systems, items, judges, faults) -> dict[str, Path]:
+def _simulate(out_dir: Path, seed: int, systems: int | None, items: int | None, judges: int | None, faults: int) -> dict[str, Path]:
     import dataclasses
 
     from jurymeter.simulate import SimulationParams, simulate_dump, write_dump
@@ -500,7 +507,7 @@ def report(
     run_command(_report, results, store, storage_option, config)
 
 
-def _report(results: str, store, storage_option, config) -> str:
+def _report(results: str, store: str | None, storage_option: list[str] | None, config: Path | None) -> str:
     from jurymeter.pipeline.publish import read_run, write_report
 
     target = open_store(store, storage_option, config)
@@ -573,7 +580,7 @@ for _analysis in registered():  # each analysis brings its own command (gstudy, 
 def main() -> None:  # pragma: no cover - console entry point
     # Piped (CI, a scheduler's log), stdout is block-buffered: a run's lines
     # would arrive all at once at the end. Line buffering shows them as they happen.
-    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]  # typeshed: TextIO; a console script's stdout is an io.TextIOWrapper
     app()
 
 
