@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from jurymeter.stats.blocks import FitChunks, GenerationMode
 
 Result = TypeVar("Result")
+Result_co = TypeVar("Result_co", covariant=True)  # a Fitting only gives its result
 Options = TypeVar("Options")
 HeadlineKind = Literal["number", "count", "text", "flag"]
 
@@ -106,14 +107,14 @@ class FitScope:
     settings: FitSettings
 
 
-class Fitting(Protocol[Result]):  # type: ignore[misc]
+class Fitting(Protocol[Result_co]):
     """An analysis's fit in progress: fed its blocks' chunks, then finished into a result."""
 
     def feeds(self) -> Mapping[GenerationMode, Callable[[np.ndarray], object]]:
         """Where each block's chunks go (an empty mapping: the fitting reads no block)."""
         ...
 
-    def finish(self) -> Result:
+    def finish(self) -> Result_co:
         """The frozen result, once every chunk was fed."""
         ...
 
@@ -146,7 +147,7 @@ class Analysis(ABC, Generic[Result, Options]):
     order: ClassVar[int] = 100
     tables: ClassVar[tuple[Table, ...]]
     headline: ClassVar[tuple[Headline, ...]]
-    options_type: ClassVar[type]
+    options_type: type[Options]  # set on the class: a ClassVar cannot name the type variable
     figure_modules: ClassVar[tuple[str, ...]] = ()  # heavy modules a fit imports (preloaded by workers)
 
     def applies(self, item_set: ItemSet) -> str | None:
@@ -188,7 +189,7 @@ class Analysis(ABC, Generic[Result, Options]):
     # ------------------------------------------------------------ helpers
 
     def default_options(self) -> Options:
-        return self.options_type()  # type: ignore[no-any-return]
+        return self.options_type()
 
     def table(self, name: str) -> Table:
         for table in self.tables:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import orjson
 import typer
@@ -30,6 +30,12 @@ from jurymeter.cli.common import (
     run_command,
 )
 from jurymeter.errors import ConfigError, JurymeterError
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from jurymeter.cyclic import VarianceComponents
+    from jurymeter.io.ingest import IngestReport
 
 app = typer.Typer(
     help="How far to trust a leaderboard scored by LLM judges.",
@@ -97,8 +103,10 @@ def _parse_scale(scale: str | None) -> tuple[float, float] | None:
     return low, high
 
 
-def _ingest(sources, store, map_, item_set, scale, storage_option, config, strict,
-            lock_timeout, as_json, block_mb, log_format="auto", baseline=None) -> None:
+def _ingest(sources: list[str], store: str | None, map_: list[str] | None, item_set: str | None,
+            scale: str | None, storage_option: list[str] | None, config: Path | None, strict: bool,
+            lock_timeout: float, as_json: bool, block_mb: float, log_format: str = "auto",
+            baseline: str | None = None) -> None:
     from jurymeter.io.ingest import ingest as run_ingest
     from jurymeter.io.sources import discover_sources
     from jurymeter.io.store import s3fs_options
@@ -138,7 +146,7 @@ def _ingest(sources, store, map_, item_set, scale, storage_option, config, stric
         raise typer.Exit(5)
 
 
-def print_ingest_report(report) -> None:
+def print_ingest_report(report: IngestReport) -> None:
     table = Table(title=f"ingest {report.run_id} -> {report.store}", title_justify="left")
     for col in ("source", "format", "status", "protocol", "lines", "judgments", "accepted", "quarantined",
                 "duplicates"):
@@ -183,7 +191,7 @@ def store_info_cmd(
     run_command(_store_info, store, storage_option, config, as_json)
 
 
-def _store_info(store, storage_option, config, as_json) -> None:
+def _store_info(store: str | None, storage_option: list[str] | None, config: Path | None, as_json: bool) -> None:
     from jurymeter.io.info import judge_health, metadata_counts, quarantine_counts, store_info
 
     target = open_store(store, storage_option, config)
@@ -219,7 +227,7 @@ def print_judge_health(health: Any) -> None:
     out.print(table)
 
 
-def print_store_info(url, summary, quarantine, meta) -> None:
+def print_store_info(url: str, summary: pl.DataFrame, quarantine: pl.DataFrame, meta: dict[str, int]) -> None:
     table = Table(title=f"store {url}", title_justify="left")
     for col in summary.columns:
         table.add_column(col, justify="left" if col in ("protocol", "item_set") else "right")
@@ -290,7 +298,7 @@ def _ids_from_file(path: Path | None) -> list[str] | None:
     return ids
 
 
-def _plan_components(components, item_set, store, storage_option, config):
+def _plan_components(components: str | None, item_set: str | None, store: str | None, storage_option: list[str] | None, config: Path | None) -> VarianceComponents:
     from jurymeter.cyclic import VarianceComponents
 
     if components is not None:
@@ -312,8 +320,8 @@ def _plan_components(components, item_set, store, storage_option, config):
     return VarianceComponents(*means)
 
 
-def _plan(out_path, store, storage_option, config, item_set, items, systems, judges, generations, seed,
-          prices=None, budget=None, components=None) -> None:
+def _plan(out_path: Path, store: str | None, storage_option: list[str] | None, config: Path | None, item_set: str | None, items: Path | None, systems: Path | None, judges: Path | None, generations: int, seed: int,
+          prices: list[str] | None = None, budget: float | None = None, components: str | None = None) -> None:
     import polars as pl
 
     from jurymeter.cyclic.planner import plan_cost_weighted, plan_round_robin
@@ -332,6 +340,7 @@ def _plan(out_path, store, storage_option, config, item_set, items, systems, jud
         for key, column in (("items", "item_id"), ("systems", "system_id"), ("judges", "judge_id")):
             if found[key] is None:
                 found[key] = records[column].unique().sort().to_list()
+    ids = {k: v for k, v in found.items() if v is not None}  # all three, from the files or the store
     cost_note = None
     if prices:
         if budget is None:
@@ -339,7 +348,7 @@ def _plan(out_path, store, storage_option, config, item_set, items, systems, jud
             raise ConfigError(msg)
         price_map = {k: float(v) for k, v in pairs(prices, "--price").items()}
         cost = plan_cost_weighted(
-            found["items"], found["systems"], found["judges"], prices=price_map, budget=budget,
+            ids["items"], ids["systems"], ids["judges"], prices=price_map, budget=budget,
             components=_plan_components(components, item_set, store, storage_option, config), seed=seed,
         )
         table = cost.plan
@@ -350,7 +359,7 @@ def _plan(out_path, store, storage_option, config, item_set, items, systems, jud
         )
     else:
         table = plan_round_robin(
-            found["items"], found["systems"], found["judges"], generations=generations, seed=seed
+            ids["items"], ids["systems"], ids["judges"], generations=generations, seed=seed
         )
     suffix = out_path.suffix.lower()
     out_path.parent.mkdir(parents=True, exist_ok=True)
@@ -365,8 +374,8 @@ def _plan(out_path, store, storage_option, config, item_set, items, systems, jud
         raise ConfigError(msg)
     calls = table.group_by("judge_id").agg(pl.len().alias("calls")).sort("judge_id")
     out.print(
-        f"wrote {table.height:,} assignments to {out_path} ({len(found['systems'])} systems x "
-        f"{len(found['items'])} items x {generations} generations); calls per judge: "
+        f"wrote {table.height:,} assignments to {out_path} ({len(ids['systems'])} systems x "
+        f"{len(ids['items'])} items x {generations} generations); calls per judge: "
         + ", ".join(f"{r['judge_id']} {r['calls']:,}" for r in calls.to_dicts()),
         markup=False,
     )
@@ -387,7 +396,7 @@ def simulate(
     run_command(_simulate, out_dir, seed, systems, items, judges, faults)
 
 
-def _simulate(out_dir, seed, systems, items, judges, faults) -> dict[str, Path]:
+def _simulate(out_dir: Path, seed: int, systems: int | None, items: int | None, judges: int | None, faults: int) -> dict[str, Path]:
     import dataclasses
 
     from jurymeter.simulate import SimulationParams, simulate_dump, write_dump
@@ -554,7 +563,7 @@ def report(
     run_command(_report, results, store, storage_option, config)
 
 
-def _report(results: str, store, storage_option, config) -> str:
+def _report(results: str, store: str | None, storage_option: list[str] | None, config: Path | None) -> str:
     from jurymeter.pipeline.publish import read_run, write_report
 
     target = open_store(store, storage_option, config)
@@ -627,7 +636,7 @@ for _analysis in registered():  # each analysis brings its own command (gstudy, 
 def main() -> None:  # pragma: no cover - console entry point
     # Piped (CI, a scheduler's log), stdout is block-buffered: a run's lines
     # would arrive all at once at the end. Line buffering shows them as they happen.
-    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]  # typeshed: TextIO; a console script's stdout is an io.TextIOWrapper
     app()
 
 

@@ -11,13 +11,22 @@ from __future__ import annotations
 import math
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
 
 from jurymeter.errors import ConfigError, JurymeterError, StrictModeError
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
+
+    from jurymeter.io.store import Store
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 # Outside a terminal rich would wrap tables at 80 columns; logs read better wide.
 _WIDTH = None if sys.stdout.isatty() else 160
@@ -65,7 +74,7 @@ def load_config(path: Path | None) -> dict[str, Any]:
     return read_toml(path)
 
 
-def open_store(store: str | None, storage_option: list[str] | None, config: Path | None):
+def open_store(store: str | None, storage_option: list[str] | None, config: Path | None) -> Store:
     from jurymeter.io.store import Store, default_store_url
 
     settings = load_config(config)
@@ -76,7 +85,7 @@ def open_store(store: str | None, storage_option: list[str] | None, config: Path
     return Store(store or settings.get("store") or default_store_url(), options)
 
 
-def run_command(fn, *args: Any, **kwargs: Any) -> Any:
+def run_command(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     try:
         return fn(*args, **kwargs)
     except StrictModeError as exc:
@@ -87,7 +96,7 @@ def run_command(fn, *args: Any, **kwargs: Any) -> Any:
         raise typer.Exit(1) from None
 
 
-def progress_bar(label: str, *, bytes_: bool = False) -> Any:
+def progress_bar(label: str, *, bytes_: bool = False) -> Progress:
     """A progress bar on stderr, shown only on a terminal (quiet in CI and in logs)."""
     from rich.progress import (
         BarColumn,
@@ -105,7 +114,7 @@ def progress_bar(label: str, *, bytes_: bool = False) -> Any:
     )
 
 
-def store_with_item_set(store, storage_option, config, item_set: str):
+def store_with_item_set(store: str | None, storage_option: list[str] | None, config: Path | None, item_set: str) -> Store:
     """The store, checked readable and holding the pointwise item set asked for."""
     target_store = open_store(store, storage_option, config)
     target_store.check()

@@ -53,7 +53,7 @@ def import_fit_modules() -> None:
 def fit_scope(job: FitJob) -> FitScope:
     """The fit's records (its universe and population applied) and metadata, opened where it runs."""
     store = Store(job.store, dict(job.storage_options))
-    records = store.scan(job.protocol, job.item_set)  # type: ignore[arg-type]
+    records = store.scan(job.protocol, job.item_set)
     settings = job.settings
     if job.protocol == "pointwise":
         if settings.judges is not None:
@@ -83,7 +83,7 @@ def run_fit(job: FitJob) -> dict[str, AnalysisOutcome]:
     if modes:
         from jurymeter.stats.blocks import fit_chunks
 
-        chunked = fit_chunks(scope.records, modes)  # type: ignore[arg-type]
+        chunked = fit_chunks(scope.records, modes)
     outcomes: dict[str, AnalysisOutcome] = {}
     fittings = {}
     for a, options in analyses:

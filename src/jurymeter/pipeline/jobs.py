@@ -26,6 +26,7 @@ from jurymeter.analyses.base import FitSettings, ItemSet
 from jurymeter.errors import ConfigError
 
 if TYPE_CHECKING:
+    from jurymeter.io.schema import Protocol
     from jurymeter.io.store import Store
     from jurymeter.pipeline.config import RunConfig
 
@@ -81,7 +82,7 @@ class FitJob:
     settings: FitSettings
     analyses: tuple[tuple[str, Any], ...]  # (analysis name, its options), in registry order
     inputs: tuple[str, ...]  # committed files the fit reads (their names identify content)
-    protocol: str = "pointwise"
+    protocol: Protocol = "pointwise"
     code: str = field(default_factory=code_digest)
 
     @property
@@ -164,9 +165,9 @@ def plan_fits(store: Store, config: RunConfig) -> Plan:
     analyses = enabled_analyses(config)
     # One listing of the committed files serves every item set (each listing is
     # several requests on S3).
-    by_set: dict[tuple[str, str], list[str]] = {}
+    by_set: dict[tuple[Protocol, str], list[str]] = {}
     for protocol in ("pointwise", "pairwise"):
-        for f in store.data_files(protocol):  # type: ignore[arg-type]
+        for f in store.data_files(protocol):
             by_set.setdefault((protocol, str(f.item_set)), []).append(f.path[len(store.root) + 1 :])
     present = sorted({name for _, name in by_set})
     wanted = list(config.fit.item_sets) or present
@@ -178,11 +179,11 @@ def plan_fits(store: Store, config: RunConfig) -> Plan:
     metadata_files = sorted(
         f.path[len(store.root) + 1 :]
         for protocol in ("systems", "judges")
-        for f in store.data_files(protocol)  # type: ignore[arg-type]
+        for f in store.data_files(protocol)
     )
     jobs: list[FitJob] = []
     skipped: list[Skipped] = []
-    planned: list[tuple[str, str]] = []
+    planned: list[tuple[Protocol, str]] = []
     for (protocol, item_set), files in sorted(by_set.items()):
         if item_set not in wanted:
             continue
@@ -217,7 +218,7 @@ def plan_fits(store: Store, config: RunConfig) -> Plan:
     return Plan(jobs=jobs, skipped=skipped)
 
 
-def _check_levels(store: Store, config: RunConfig, planned: list[tuple[str, str]]) -> None:
+def _check_levels(store: Store, config: RunConfig, planned: list[tuple[Protocol, str]]) -> None:
     """Every judge of a used universe and every system of a used population occurs in the planned data."""
     import polars as pl
 
@@ -232,11 +233,11 @@ def _check_levels(store: Store, config: RunConfig, planned: list[tuple[str, str]
     seen: dict[str, set[str]] = {"judge_id": set(), "system_id": set()}
     for protocol, item_set in planned:
         columns = ["judge_id", "system_id"] if protocol == "pointwise" else ["judge_id"]
-        frame = store.scan(protocol, item_set).select(columns).unique().collect()  # type: ignore[arg-type]
+        frame = store.scan(protocol, item_set).select(columns).unique().collect()
         for column in columns:
             seen[column].update(frame[column].drop_nulls().to_list())
         if protocol == "pairwise":
-            pairs = store.scan(protocol, item_set).select(  # type: ignore[arg-type]
+            pairs = store.scan(protocol, item_set).select(
                 pl.concat_list("system_a", "system_b").explode().unique().alias("system_id")
             ).collect()
             seen["system_id"].update(pairs["system_id"].drop_nulls().to_list())

@@ -38,7 +38,7 @@ def frame(table: str, names: Mapping[str, str], rows: list[dict[str, Any]]) -> p
     schema = schemas()[table]
     if not rows:
         return empty(table)
-    return pl.DataFrame([{**names, **row} for row in rows], schema_overrides=schema).select(list(schema)).cast(schema)
+    return pl.DataFrame([{**names, **row} for row in rows], schema_overrides=schema).select(list(schema)).cast(schema)  # type: ignore[arg-type]  # polars types cast's mapping with an invariant key (str | selector | dtype): a dict[str, dtype] is refused
 
 
 def fit_tables(job: FitJob, outcomes: Mapping[str, AnalysisOutcome]) -> dict[str, pl.DataFrame]:
@@ -56,6 +56,6 @@ def combine_tables(parts: list[dict[str, pl.DataFrame]]) -> dict[str, pl.DataFra
     """Concatenate the per-fit tables into the run's tables (every table present; empty ones keep their schema)."""
     out = {}
     for table, schema in schemas().items():
-        frames = [p[table].select(list(schema)).cast(schema) for p in parts if table in p]
+        frames = [p[table].select(list(schema)).cast(schema) for p in parts if table in p]  # type: ignore[arg-type]  # as in frame()
         out[table] = pl.concat(frames) if frames else empty(table)
     return out

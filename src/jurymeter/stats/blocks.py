@@ -32,9 +32,9 @@ against.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 import polars as pl
@@ -132,7 +132,7 @@ class CellSums:
     keys: tuple[str, ...] = ()  # the key columns, one per axis
 
 
-def _level_index(column: str, levels: list[object]) -> pl.Expr:
+def _level_index(column: str, levels: list[Any]) -> pl.Expr:
     """Each value's position in the sorted ``levels`` (every value is among them).
 
     Only element-wise expressions, so the streaming engine keeps to one batch at a
@@ -140,13 +140,13 @@ def _level_index(column: str, levels: list[object]) -> pl.Expr:
     """
     if isinstance(levels[0], str):
         return pl.col(column).cast(pl.Enum(levels)).to_physical().cast(pl.Int64)
-    first, last = int(levels[0]), int(levels[-1])  # type: ignore[call-overload]
+    first, last = int(levels[0]), int(levels[-1])
     if last - first + 1 == len(levels):
         return pl.col(column).cast(pl.Int64) - first
     return pl.col(column).cast(pl.String).cast(pl.Enum([str(v) for v in levels])).to_physical().cast(pl.Int64)
 
 
-def _cell_levels(lazy: pl.LazyFrame, keys: tuple[str, ...]) -> tuple[list[list[object]], int] | None:
+def _cell_levels(lazy: pl.LazyFrame, keys: tuple[str, ...]) -> tuple[list[list[Any]], int] | None:
     """The sorted levels of every key column and the record count, by streaming queries.
 
     Returns ``None`` (the caller falls back to the polars path) for what the
@@ -322,10 +322,10 @@ def _fewest_replicates(has: np.ndarray) -> int:
     return int(has.sum(axis=-1, dtype=dtype).min())
 
 
-def _average_plan(has: np.ndarray, names: list[list[object]]) -> _BlockPlan:
+def _average_plan(has: np.ndarray, names: list[list[str]]) -> _BlockPlan:
     """Rules 2-3 with generations averaged, on (system, item, judge, replicate) presence."""
-    present = has.any(axis=3)
-    keep, dropped = _prune(present, tuple(names))  # type: ignore[arg-type]
+    present = np.any(has, axis=3)
+    keep, dropped = _prune(present, tuple(names))
     (kept,) = _pick(keep, has)
     k = _fewest_replicates(kept)  # rule 3
     return _BlockPlan(
@@ -352,13 +352,13 @@ def _chosen_generations(complete: np.ndarray, n_generations: int) -> np.ndarray 
     return position[:, :, None, :, None]
 
 
-def _facet_plan(has: np.ndarray, names: list[list[object]]) -> _BlockPlan:
+def _facet_plan(has: np.ndarray, names: list[list[str]]) -> _BlockPlan:
     """Rules 1-3 with generations as a facet, on (system, item, judge, generation, replicate) presence."""
-    present = has.any(axis=(3, 4))
-    keep, dropped = _prune(present, tuple(names))  # type: ignore[arg-type]
+    present = np.any(has, axis=(3, 4))
+    keep, dropped = _prune(present, tuple(names))
     (has,) = _pick(keep, has)
     # Rule 1: generations judged by every kept judge, indexed within (system, item).
-    complete = has.any(axis=4).all(axis=2)  # (system, item, generation)
+    complete = np.any(has, axis=4).all(axis=2)  # (system, item, generation)
     n_generations = int(complete.sum(axis=2).min())
     if n_generations < 1:
         msg = "generations='facet': some system-item pair has no generation seen by every judge"
@@ -385,7 +385,7 @@ def _facet_x(cells: CellSums, plan: _BlockPlan, items: tuple[int, int]) -> np.nd
     """The generation-facet block's scores of the items ``items``, from their facet-keyed cells."""
     # One record per present cell (checked before planning): the sum is its score.
     has, x = _pick(plan.chunk_keep(items), cells.counts.astype(bool), cells.sums)
-    position = _chosen_generations(has.any(axis=4).all(axis=2), plan.n_generations)
+    position = _chosen_generations(np.any(has, axis=4).all(axis=2), plan.n_generations)
     if position is not None:
         has = np.take_along_axis(has, position, axis=3)
         x = np.take_along_axis(x, position, axis=3)
@@ -404,7 +404,7 @@ def _first_replicates(values: np.ndarray, has: np.ndarray, k: int) -> np.ndarray
     rank = np.cumsum(has, axis=-1, dtype=np.int32) - 1
     take = has & (rank < k)
     x = np.empty((*has.shape[:-1], k))
-    index = np.nonzero(take)
+    index: tuple[np.ndarray, ...] = np.nonzero(take)
     x[(*index[:-1], rank[take])] = values[take]
     return x
 
@@ -541,7 +541,7 @@ def fit_chunks(
     for mode in modes:
         try:
             if mode == "average":
-                plans[mode] = _average_plan(has.any(axis=3) if keys == FACET_KEYS else has, names)
+                plans[mode] = _average_plan(np.any(has, axis=3) if keys == FACET_KEYS else has, names)
             elif int(has.sum()) == n:  # one record per cell; repeats: the polars path ranks them
                 plans[mode] = _facet_plan(has, names)
             else:
@@ -602,7 +602,7 @@ def _facet_block_dense(lazy: pl.LazyFrame) -> BalancedBlock | None:
 
 
 def _prune(
-    present: np.ndarray, names: tuple[list[str], list[str], list[str]]
+    present: np.ndarray, names: Sequence[list[str]]  # the system, item and judge ids
 ) -> tuple[list[np.ndarray], list[list[str]]]:
     """The module's rule 2 on a (system, item, judge) presence array: which levels stay."""
     keep = [np.ones(n, dtype=bool) for n in present.shape]
@@ -718,7 +718,7 @@ def balanced_block(
         )
         per_pair = complete.group_by(["__s", "__i"]).agg(pl.len().alias("g"))
         n_pairs = len(kept_s) * len(kept_i)
-        n_generations = int(per_pair["g"].min()) if per_pair.height == n_pairs else 0
+        n_generations = int(per_pair["g"].min()) if per_pair.height == n_pairs else 0  # type: ignore[arg-type]  # polars types Series.min() as any Python value or None: of a count column it is an int
         if n_generations < 1:
             msg = "generations='facet': some system-item pair has no generation seen by every judge"
             raise DesignError(msg)
@@ -740,7 +740,7 @@ def balanced_block(
         cells = cells.with_columns(
             (pl.col("replicate").rank("ordinal").over(group).cast(pl.Int64) - 1).alias("__r")
         )
-        n_replicates = int(cells.group_by(group).agg(pl.len().alias("n"))["n"].min())
+        n_replicates = int(cells.group_by(group).agg(pl.len().alias("n"))["n"].min())  # type: ignore[arg-type]  # as above: a count column's min is an int
     cells = cells.filter(pl.col("__r") < n_replicates)
     if n_replicates == 1:
         notes.append("one replicate per cell: the replicate facet is confounded with the residual")

@@ -24,6 +24,7 @@ defined it (``defined``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -50,7 +51,8 @@ def resample_mean_squares(
 ) -> np.ndarray:
     r"""``(n_boot, n_effects)`` draws of :math:`MS \, \chi^2_{df}/df`."""
     ms, df = np.asarray(ms, dtype=np.float64), np.asarray(df, dtype=np.float64)
-    return ms * rng.chisquare(df, size=(n_boot, len(df))) / df
+    draws: np.ndarray = ms * rng.chisquare(df, size=(n_boot, len(df))) / df
+    return draws
 
 
 IntervalMethod = Literal["pivotal", "percentile"]
@@ -66,7 +68,8 @@ def pivotal_mean_squares(
     that makes percentile intervals of a variance under-cover.
     """
     ms, df = np.asarray(ms, dtype=np.float64), np.asarray(df, dtype=np.float64)
-    return ms * df / rng.chisquare(df, size=(n_boot, len(df)))
+    draws: np.ndarray = ms * df / rng.chisquare(df, size=(n_boot, len(df)))
+    return draws
 
 
 def resample_components(
@@ -184,7 +187,7 @@ def bootstrap_reliability(
     native = roles.observed(design, fit.sizes)
     at30 = roles.sizes(design, 30, 1, 1)
     unlimited = roles.sizes(design, np.inf, 1, 1)
-    quantities = {
+    quantities: dict[str, Callable[[np.ndarray], np.ndarray]] = {
         "erho2": lambda c: erho2(c, design, native, obj=roles.system),
         "phi": lambda c: phi(c, design, native, obj=roles.system),
         "mdd95": lambda c: mdd95(c, design, native, obj=roles.system),
@@ -202,7 +205,7 @@ def bootstrap_reliability(
         name: percentile_interval(float(f(fit.sigma2)), np.asarray(f(draws)), level, share=True)
         for name, f in quantities.items()
     }
-    counts = {
+    counts: dict[str, Callable[[np.ndarray], np.ndarray]] = {
         "judges_needed": lambda c: judges_needed_draws(c, design, target=target, items=30, replicates=3, roles=roles),
         "items_needed": lambda c: items_needed_draws(c, design, target=target, judges=1, replicates=1, roles=roles),
     }

@@ -161,7 +161,7 @@ def system_item_means(x: np.ndarray, design: Design, roles: Facets = PAPER_ROLES
     """(systems, items) means over every other facet."""
     s, i = design.facets.index(roles.system), design.facets.index(roles.item)
     other = tuple(a for a in range(x.ndim) if a not in (s, i))
-    means = x.mean(axis=other)
+    means: np.ndarray = x.mean(axis=other)
     return means if s < i else means.T
 
 

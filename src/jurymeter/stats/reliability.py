@@ -124,8 +124,22 @@ class GStudyRequest:
             object.__setattr__(self, name, tuple(int(v) for v in values))
 
 
-GENERATION_MODES = ("average", "facet")
-INTERVAL_METHODS = ("pivotal", "percentile")
+GENERATION_MODES: tuple[GenerationMode, ...] = ("average", "facet")
+INTERVAL_METHODS: tuple[IntervalMethod, ...] = ("pivotal", "percentile")
+
+
+def generation_mode(value: str) -> GenerationMode:
+    """``value`` as a generation mode, refused as :class:`GStudyRequest` refuses it."""
+    if value not in GENERATION_MODES:
+        _refuse("generations", value, f"one of {GENERATION_MODES}")
+    return value
+
+
+def interval_method(value: str) -> IntervalMethod:
+    """``value`` as an interval method, refused as :class:`GStudyRequest` refuses it."""
+    if value not in INTERVAL_METHODS:
+        _refuse("interval_method", value, f"one of {INTERVAL_METHODS}")
+    return value
 
 
 def _refuse(name: str, value: object, allowed: str) -> NoReturn:

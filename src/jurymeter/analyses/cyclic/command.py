@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import orjson
 import typer
@@ -18,6 +18,9 @@ from jurymeter.cli.common import (
     run_command,
     store_with_item_set,
 )
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def register(app: typer.Typer) -> None:
@@ -43,7 +46,7 @@ def cyclic(
 
 
 
-def _cyclic(item_set, store, storage_option, config, budgets, at_generations, at_judges, as_json) -> None:
+def _cyclic(item_set: str, store: str | None, storage_option: list[str] | None, config: Path | None, budgets: str | None, at_generations: int, at_judges: int, as_json: bool) -> None:
     from jurymeter.analyses.base import FitSettings
     from jurymeter.analyses.cyclic import CyclicOptions
     from jurymeter.errors import DesignError

@@ -73,17 +73,17 @@ def _finite(value: Any) -> float | None:
 
 def request_of(item_set: str, settings: FitSettings, options: GStudyOptions) -> GStudyRequest:
     """The statistics' request for one fit (validated by :class:`GStudyRequest`)."""
-    from jurymeter.stats.reliability import GStudyRequest
+    from jurymeter.stats.reliability import GStudyRequest, generation_mode, interval_method
 
     return GStudyRequest(
         item_set=item_set,
         judges=settings.judges,
         systems=settings.systems,
-        generations=settings.generations,  # type: ignore[arg-type]
+        generations=generation_mode(settings.generations),
         n_boot=settings.n_boot,
         seed=settings.seed,
         target=settings.target,
-        interval_method=settings.interval,
+        interval_method=interval_method(settings.interval),
         screen_threshold=options.screen_threshold,
     )
 
@@ -169,7 +169,9 @@ class GStudyAnalysis(Analysis[GStudyResult, GStudyOptions]):
     )
 
     def modes(self, settings: FitSettings, options: GStudyOptions) -> tuple[GenerationMode, ...]:
-        return (settings.generations,)  # type: ignore[return-value]
+        from jurymeter.stats.reliability import generation_mode
+
+        return (generation_mode(settings.generations),)
 
     def start(self, scope: FitScope, chunked: FitChunks | None, options: GStudyOptions) -> _GStudyFitting:
         return _GStudyFitting(scope, chunked, options)

@@ -66,9 +66,9 @@ def gstudy(
 
 
 
-def _gstudy(item_set, store, storage_option, config, universe, population, generations,
-            boot, seed, target, as_json, screen_threshold=1.0, screened_out=None,
-            interval="pivotal") -> None:
+def _gstudy(item_set: str, store: str | None, storage_option: list[str] | None, config: Path | None, universe: str | None, population: str | None, generations: str,
+            boot: int, seed: int, target: float, as_json: bool, screen_threshold: float = 1.0, screened_out: Path | None = None,
+            interval: str = "pivotal") -> None:
     from jurymeter.analyses.base import FitSettings
     from jurymeter.pipeline.fit import run_fit
     from jurymeter.pipeline.jobs import FitJob
@@ -92,6 +92,7 @@ def _gstudy(item_set, store, storage_option, config, universe, population, gener
     # The nightly run's own fit path (one scan, or item chunks: memory follows the cells).
     with err.status(f"fitting {item_set} and {boot} bootstrap resamples") if err.is_terminal else contextlib.nullcontext():
         outcome = run_fit(job)["gstudy"]
+    assert outcome.result is not None  # the G-study applies to every pointwise item set: never skipped
     report = dict(outcome.result.report)
     report["universe"], report["population"] = job.universe, job.population
     if screened_out is not None:

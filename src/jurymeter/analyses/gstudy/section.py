@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
 import numpy as np
@@ -27,6 +27,9 @@ from jurymeter.render.html import escape as _e
 from jurymeter.render.html import interval_text as _interval
 from jurymeter.render.html import number as _num
 from jurymeter.render.html import table_html as _table
+
+if TYPE_CHECKING:
+    from matplotlib.colorizer import ColorizingArtist
 
 CONVENTIONAL_THRESHOLD = 0.8
 NOMOGRAM_CONTOURS = (0.7, 0.8, 0.9)
@@ -188,7 +191,7 @@ def _figure_nomogram(grid: pl.DataFrame, title: str) -> Figure | None:
         high = max(1.0, float(finite.max())) if finite.size else 1.0
         masked = np.ma.masked_invalid(z)
         if len(judges) >= 2 and len(items) >= 2 and finite.size:
-            filled = ax.contourf(items, judges, masked, levels=np.linspace(low, high, 21), cmap="viridis")
+            filled: ColorizingArtist = ax.contourf(items, judges, masked, levels=np.linspace(low, high, 21), cmap="viridis")
             ax.set_xscale("log")
             ax.set_yscale("log")
             ax.set_xticks(items, [str(v) for v in items])
