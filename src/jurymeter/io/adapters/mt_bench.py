@@ -1,0 +1,669 @@
+r"""MT-Bench judgment logs, as FastChat's ``llm_judge`` writes them (``<judge>_single.jsonl``, ``<judge>_pair.jsonl``).
+
+Sources: FastChat's ``fastchat/llm_judge/common.py`` (``play_a_match_single``,
+``play_a_match_pair``, ``run_judge_single``, ``run_judge_pair``) and
+``fastchat/llm_judge/data/judge_prompts.jsonl`` (lm-sys/FastChat); the sample
+files and their README in ``shared/samples/mt_bench/``.
+
+One JSON object per line (``line`` below is the 1-based line number). A file
+holds either single-answer grading or pairwise judgments, never both: the first
+line that reads as either kind decides, and a line of the other kind is
+:class:`~jurymeter.io.adapters.base.Unreadable` (one file holds one protocol).
+
+Single-answer grading (``*_single.jsonl``) -> pointwise, one judgment per line
+------------------------------------------------------------------------------
+=================  ==========================================================
+canonical column   from
+=================  ==========================================================
+``item_set``       ``options.item_set``, else ``"mt-bench"``
+``item_id``        ``f"{question_id}-t{turn}"`` (the item is a question's turn:
+                   turn 2 grades the second answer given the whole dialogue)
+``system_id``      ``model``
+``judge_id``       ``judge[0]`` (the judge model; the list is
+                   ``[judge model, prompt name]``)
+``score``          ``score`` as a float
+``generation``     0 (MT-Bench judges one answer per model and question)
+``replicate``      rank of the judgment among the re-runs of its key (below)
+``timestamp``      ``tstamp`` (Unix seconds) as ISO 8601 UTC, microseconds
+``response_length``  characters of the graded answer, cut out of ``user_prompt``
+                   (below), else ``None``
+=================  ==========================================================
+
+Provenance columns: ``question_id`` and ``turn`` (as written, numbers stay
+numbers), ``judge_prompt`` (``judge[1]``: ``single-v1``,
+``single-math-v1-multi-turn``, ...), ``tstamp`` (the raw Unix float). The
+judge's reply (``judgment``) and the prompt (``user_prompt``) are not stored: a
+rejected line keeps them in its ``raw`` text.
+
+Rejects: ``score == -1`` is FastChat's "no rating found" (``run_judge_single``
+starts from ``rating = -1``): :data:`~jurymeter.io.adapters.base.PARSE_FAILURE`,
+except when the reply is FastChat's ``API_ERROR_OUTPUT`` (``"$ERROR$"``, every
+retry of the API call failed), which is
+:data:`~jurymeter.io.adapters.base.JUDGE_CALL_FAILED`. A score outside the
+declared scale (``options.scale``, else 1-10, the range every FastChat single
+prompt asks for) is ``score_out_of_scale``: the ``0`` that FastChat's fallback
+regex ``\[(\d+\.?\d*)\]`` reads out of code such as ``array[0]``.
+
+Pairwise (``*_pair.jsonl``) -> pairwise, two judgments per line
+---------------------------------------------------------------
+Game 1 showed ``model_1`` as Assistant A, game 2 swapped the answers; FastChat
+has already mapped both verdicts back to model names (``g1_map``/``g2_map``).
+
+=================  ==========================================================
+canonical column   game 1 / game 2
+=================  ==========================================================
+``item_id``        ``f"{question_id}-t{turn}"`` (both games)
+``system_a``       ``model_1`` / ``model_2`` (the answer shown first)
+``system_b``       ``model_2`` / ``model_1``
+``winner``         ``g1_winner``: model_1 -> "A", model_2 -> "B", tie -> "tie" /
+                   ``g2_winner``: model_1 -> "B", model_2 -> "A", tie -> "tie"
+``judge_id``       ``judge[0]``
+``replicate``      as for single (both games of a line share it)
+``length_a``,      characters of the two answers as game 1 showed them, cut
+``length_b``       out of ``g1_user_prompt`` (game 2 takes them swapped), else
+                   ``None``
+=================  ==========================================================
+
+Provenance: ``question_id``, ``turn``, ``judge_prompt`` (``judge[1]``),
+``game`` (1 or 2), ``tstamp``; ``timestamp`` and ``item_set`` as for single.
+
+Rejects: ``error`` is what ``run_judge_pair`` gives when it finds no ``[[A]]``,
+``[[B]]`` or ``[[C]]`` in the reply. When that reply is ``"$ERROR$"`` the judge
+call failed (JUDGE_CALL_FAILED); otherwise the judge did reply and no verdict
+could be read (PARSE_FAILURE). A winner label that is none of ``model_1``,
+``model_2``, ``tie``, ``error`` is ``unknown_winner``.
+
+FastChat's "single as pair" mode (a ``single`` prompt run through
+``play_a_match_pair``) writes lines with ``m1_score``/``m2_score``, one
+``winner`` copied into both games, and no ``turn``: each answer was scored
+alone, so nothing was shown in either order, and two pairwise judgments with
+shown orders would be invented (and perfectly position-consistent). Both
+judgments of such a line are rejected with
+:data:`~jurymeter.io.adapters.base.UNSUPPORTED_RECORD`; the same goes for an
+older line with one ``winner`` and no ``g1_winner``/``g2_winner``.
+
+Replicates
+----------
+A key judged more than once (lesnikow's files append re-runs) gets its
+judgments numbered by distinct value in ``tstamp`` order, replicate 0 being the
+earliest: the value is ``(tstamp, score)`` for single and ``(tstamp, model_1,
+g1_winner, g2_winner)`` for pair. Byte-identical lines (and any two with the
+same tstamp and value) share a number, so the store keeps one and drops the
+exact re-delivery as a duplicate. The key is the canonical one less the
+constant item set: ``(item_id, model, judge[0])`` for single, ``(item_id,
+{model_1, model_2}, judge[0])`` for pair, so that a line listing the two
+models in the other order cannot collide with the swapped game of another.
+Rejected judgments are numbered too (a replicate is which judge call it was).
+This needs the whole file's keys: :meth:`MtBenchAdapter.judgments` reads
+``source.lines()`` twice (the same checks both times), the first time keeping
+only the hash of each key and its distinct values: memory grows with the
+number of distinct keys (about 220 bytes each), not with the lines' text. Two
+keys whose 64-bit hashes collided would share one numbering: gaps in their
+numbers, never one number for two values of a key.
+
+Answer lengths
+--------------
+Cut only where the prompt has the exact layout of FastChat's templates, so
+that an answer that quotes a template marker gives ``None``, never a wrong
+length: ``single-v1``/``single-math-v1`` end with ``"\n[The End of Assistant's
+Answer]"`` and hold ``"[The Start of Assistant's Answer]\n"`` once;
+``*-multi-turn`` end with ``"\n\n<|The End of Assistant A's Conversation with
+User|>"``, hold it once and hold ``"\n\n### Assistant A:\n"`` exactly twice
+(the graded answer follows the second). Pair prompts likewise (each Assistant
+A/B marker exactly once; for multi-turn the second ``### Assistant A:`` and
+``### Assistant B:``). For turn 2 the length is that of the second answer, the
+one the judge was asked to grade.
+
+Unreadable: a line that is not a JSON object (a truncated line), a missing
+required field (``question_id``, ``turn``, ``judge``, ``tstamp``, ``model``
+and ``score``, or ``model_1``, ``model_2``, ``g1_winner``, ``g2_winner``), a
+wrong type (``score: "nine"``, a ``judge`` that is not a two-string list, a
+non-string winner), a ``tstamp`` no date can hold. A pair line that cannot be
+read is one :class:`~jurymeter.io.adapters.base.Unreadable` (its two judgments
+are not known), so for pair ``judgments = 2 x readable lines``. Blank lines are
+skipped.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any, ClassVar, Final
+
+import orjson
+
+from jurymeter.io.adapters.base import (
+    JUDGE_CALL_FAILED,
+    PARSE_FAILURE,
+    UNSUPPORTED_RECORD,
+    Adapter,
+    AdapterNotes,
+    AdapterOptions,
+    Judgment,
+    SourceBytes,
+    Unreadable,
+)
+
+ITEM_SET: Final = "mt-bench"
+DEFAULT_SCALE: Final = (1.0, 10.0)  # every FastChat single prompt: "on a scale of 1 to 10"
+API_ERROR_OUTPUT: Final = "$ERROR$"  # fastchat.llm_judge.common.API_ERROR_OUTPUT
+NO_RATING: Final = -1  # run_judge_single's score when no [[rating]] was found
+SCORE_OUT_OF_SCALE: Final = "score_out_of_scale"  # io.schema.Reason
+UNKNOWN_WINNER: Final = "unknown_winner"  # io.schema.Reason
+
+# FastChat's verdicts (already mapped back to model names) -> the slot that model was shown in.
+_GAME_1: Final = {"model_1": "A", "model_2": "B", "tie": "tie"}
+_GAME_2: Final = {"model_1": "B", "model_2": "A", "tie": "tie"}
+_LABELS: Final = "model_1, model_2, tie, error"
+
+# Markers of FastChat's judge_prompts.jsonl templates (answer lengths).
+_S_START: Final = "[The Start of Assistant's Answer]\n"
+_S_END: Final = "\n[The End of Assistant's Answer]"
+_P_A_START: Final = "[The Start of Assistant A's Answer]\n"
+_P_A_END: Final = "\n[The End of Assistant A's Answer]"
+_P_B_START: Final = "[The Start of Assistant B's Answer]\n"
+_P_B_END: Final = "\n[The End of Assistant B's Answer]"
+_M_A: Final = "\n\n### Assistant A:\n"
+_M_B: Final = "\n\n### Assistant B:\n"
+_M_A_END: Final = "\n\n<|The End of Assistant A's Conversation with User|>"
+_M_B_END: Final = "\n\n<|The End of Assistant B's Conversation with User|>"
+
+# detect() on a first line longer than the head: FastChat's json.dumps key order.
+_HEAD_LINE: Final = re.compile(rb'^\{"question_id":\s*[^,]{1,200},\s*"model(?:_1)?":\s*"')
+_JUDGE_LIST: Final = re.compile(rb'"judge":\s*\[\s*"')
+_BOM: Final = b"\xef\xbb\xbf"
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+# Unix seconds a datetime holds: 0001-01-01T00:00:00 to 9999-12-31T23:59:59.
+_TSTAMP_MIN: Final = -62135596800.0
+_TSTAMP_MAX: Final = 253402300799.0
+_SHOWN: Final = 60
+_MINUTES: dict[int, str] = {}  # minute since the epoch -> "YYYY-MM-DDTHH:MM:" (a bounded cache)
+
+# (item_id, question_id, turn, judge model, prompt name, tstamp, model, score)
+_Single = tuple[str, Any, int, str, str, float, str, Any]
+# (item_id, question_id, turn, judge model, prompt name, tstamp, model_1, model_2, g1_winner, g2_winner)
+_Pair = tuple[str, Any, int, str, str, float, str, str, str, str]
+
+
+def _show(value: Any) -> str:
+    text = orjson.dumps(value).decode()
+    return text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
+
+
+def _wrong(name: str, expected: str, value: Any) -> str:
+    return f"field {name!r}: expected {expected}, got {_show(value)}"
+
+
+def _common_error(obj: dict[str, Any]) -> str | None:
+    """Why the fields both kinds share cannot be read (``None``: they can)."""
+    qid, turn, judge, tstamp = obj["question_id"], obj["turn"], obj["judge"], obj["tstamp"]
+    if type(qid) is not int and type(qid) is not str:
+        return _wrong("question_id", "an integer or a string", qid)
+    if type(turn) is not int:
+        return _wrong("turn", "an integer (1 or 2)", turn)
+    if type(judge) is not list or len(judge) != 2 or not all(type(part) is str for part in judge):
+        return _wrong("judge", "a list [judge model, prompt name] of two strings", judge)
+    if type(tstamp) is not float and type(tstamp) is not int:
+        return _wrong("tstamp", "Unix seconds (a number)", tstamp)
+    if not _TSTAMP_MIN <= tstamp <= _TSTAMP_MAX:
+        return f"field 'tstamp': {_show(tstamp)} is not a Unix time of the years 1-9999"
+    return None
+
+
+def _read_single(obj: dict[str, Any]) -> _Single | str:
+    """The fields of a single-answer line, type-checked; or why the line is unreadable."""
+    try:
+        qid, turn, judge, tstamp = obj["question_id"], obj["turn"], obj["judge"], obj["tstamp"]
+        model, score = obj["model"], obj["score"]
+    except KeyError as exc:
+        return f"missing field {exc.args[0]!r}"
+    kind_q, kind_t, kind_s = type(qid), type(tstamp), type(score)
+    if (
+        (kind_q is int or kind_q is str)
+        and type(turn) is int
+        and type(judge) is list
+        and len(judge) == 2
+        and type(judge[0]) is str
+        and type(judge[1]) is str
+        and (kind_t is float or kind_t is int)
+        and _TSTAMP_MIN <= tstamp <= _TSTAMP_MAX
+        and type(model) is str
+        and (kind_s is int or kind_s is float)
+    ):
+        return f"{qid}-t{turn}", qid, turn, judge[0], judge[1], float(tstamp), model, score
+    common = _common_error(obj)
+    if common is not None:
+        return common
+    if type(model) is not str:
+        return _wrong("model", "a string", model)
+    return _wrong("score", "a number", score)
+
+
+def _read_pair(obj: dict[str, Any]) -> _Pair | str:
+    """The fields of a pair line, type-checked; or why the line is unreadable."""
+    try:
+        qid, turn, judge, tstamp = obj["question_id"], obj["turn"], obj["judge"], obj["tstamp"]
+        model_1, model_2, g1, g2 = (
+            obj["model_1"],
+            obj["model_2"],
+            obj["g1_winner"],
+            obj["g2_winner"],
+        )
+    except KeyError as exc:
+        return f"missing field {exc.args[0]!r}"
+    common = _common_error(obj)
+    if common is not None:
+        return common
+    for name, value in (
+        ("model_1", model_1),
+        ("model_2", model_2),
+        ("g1_winner", g1),
+        ("g2_winner", g2),
+    ):
+        if type(value) is not str:
+            return _wrong(name, "a string", value)
+    return f"{qid}-t{turn}", qid, turn, judge[0], judge[1], float(tstamp), model_1, model_2, g1, g2
+
+
+def _unsupported(obj: dict[str, Any]) -> str | None:
+    """Why a pair line is of a kind this adapter does not read, if it is."""
+    if "m1_score" in obj or "m2_score" in obj:
+        return (
+            "FastChat 'single as pair' line (m1_score/m2_score, no turn): each answer was "
+            "scored alone and nothing was shown in either order; ingest the *_single.jsonl "
+            "judgments instead"
+        )
+    if "g1_winner" not in obj and "g2_winner" not in obj and "winner" in obj:
+        return "pair line with one 'winner' and no g1_winner/g2_winner: the shown order of its verdict is unknown"
+    return None
+
+
+def _kind(obj: dict[str, Any]) -> str | None:
+    if "model_1" in obj or "model_2" in obj:
+        return "pair"
+    if "model" in obj:
+        return "single"
+    return None
+
+
+def _other_kind(obj: dict[str, Any], kind: str) -> str:
+    """Why a line that is not of the file's kind is unreadable."""
+    found = _kind(obj)
+    if found is None:
+        return (
+            "missing field 'model'"
+            if kind == "single"
+            else "missing fields 'model_1' and 'model_2'"
+        )
+    if kind == "single":
+        return "an MT-Bench pair line in a file of single-answer judgments (one file holds one protocol)"
+    return "an MT-Bench single-answer line in a file of pairwise judgments (one file holds one protocol)"
+
+
+def _iso(tstamp: float) -> str:
+    """ISO 8601 UTC with microseconds, as ``datetime.fromtimestamp(tstamp, UTC)`` rounds them (half to even)."""
+    secs = int(tstamp)
+    micros = round((tstamp - secs) * 1e6)
+    if micros < 0:
+        secs -= 1
+        micros += 1_000_000
+    elif micros >= 1_000_000:
+        secs += 1
+        micros -= 1_000_000
+    minute = secs // 60
+    prefix = _MINUTES.get(minute)
+    if prefix is None:
+        if len(_MINUTES) >= 65536:
+            _MINUTES.clear()
+        prefix = _MINUTES[minute] = (_EPOCH + timedelta(minutes=minute)).isoformat()[:17]
+    return f"{prefix}{secs - minute * 60:02d}.{micros:06d}Z"
+
+
+def _single_length(prompt: Any) -> int | None:
+    """Characters of the graded answer in a single-answer ``user_prompt``, where the layout is exact."""
+    if type(prompt) is not str:
+        return None
+    if prompt.endswith(_S_END):
+        if prompt.count(_S_START) != 1:
+            return None
+        return len(prompt) - len(_S_END) - prompt.index(_S_START) - len(_S_START)
+    if prompt.endswith(_M_A_END):
+        if prompt.count(_M_A) != 2 or prompt.count(_M_A_END) != 1:
+            return None
+        return len(prompt) - len(_M_A_END) - prompt.rindex(_M_A) - len(_M_A)
+    return None
+
+
+def _pair_lengths(prompt: Any) -> tuple[int | None, int | None]:
+    """Characters of the answers shown as A and B in a pair ``user_prompt``, where the layout is exact."""
+    if type(prompt) is not str:
+        return None, None
+    if prompt.endswith(_P_B_END):
+        if (prompt.count(_P_A_START), prompt.count(_P_A_END), prompt.count(_P_B_START)) != (
+            1,
+            1,
+            1,
+        ):
+            return None, None
+        a0 = prompt.index(_P_A_START) + len(_P_A_START)
+        a1 = prompt.index(_P_A_END)
+        b0 = prompt.index(_P_B_START) + len(_P_B_START)
+        b1 = len(prompt) - len(_P_B_END)
+    elif prompt.endswith(_M_B_END):
+        counts = (
+            prompt.count(_M_A),
+            prompt.count(_M_B),
+            prompt.count(_M_A_END),
+            prompt.count(_M_B_END),
+        )
+        if counts != (2, 2, 1, 1):
+            return None, None
+        a0 = prompt.rindex(_M_A) + len(_M_A)
+        a1 = prompt.index(_M_A_END)
+        b0 = prompt.rindex(_M_B) + len(_M_B)
+        b1 = len(prompt) - len(_M_B_END)
+    else:
+        return None, None
+    if not a0 <= a1 < b0 <= b1:
+        return None, None
+    return a1 - a0, b1 - b0
+
+
+def _parse(raw: bytes) -> dict[str, Any] | str:
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        return f"not a JSON object: {exc}"
+    if type(obj) is not dict:
+        return f"not a JSON object: a JSON {type(obj).__name__}"
+    return obj
+
+
+def _records(source: SourceBytes) -> Iterator[tuple[int, bytes]]:
+    """Non-blank lines, a UTF-8 byte-order mark taken off the first."""
+    for number, raw in source.lines():
+        if number == 1 and raw.startswith(_BOM):
+            raw = raw[len(_BOM) :]
+        if raw and not raw.isspace():
+            yield number, raw
+
+
+class _Replicates:
+    """Pass one: every key's distinct values; then the replicate of a (key, value)."""
+
+    __slots__ = ("ranks", "seen")
+
+    def __init__(self) -> None:
+        self.seen: dict[int, Any] = {}  # hash of a key -> its one value, or the set of its values
+        self.ranks: dict[int, dict[tuple[Any, ...], int]] = {}
+
+    def add(self, key: int, value: tuple[Any, ...]) -> None:
+        prev = self.seen.setdefault(key, value)
+        if prev is value or prev == value:
+            return
+        if type(prev) is set:
+            prev.add(value)
+        else:
+            self.seen[key] = {prev, value}
+
+    def freeze(self) -> int:
+        """Rank the values of every key seen with more than one; how many such keys."""
+        self.ranks = {
+            key: {value: rank for rank, value in enumerate(sorted(values))}
+            for key, values in self.seen.items()
+            if type(values) is set
+        }
+        self.seen = {}
+        return len(self.ranks)
+
+
+def _first_pass(source: SourceBytes) -> tuple[str | None, _Replicates]:
+    """The file's kind (that of its first MT-Bench line) and the distinct values of every key.
+
+    Reads exactly the lines the second pass reads as judgments of that kind,
+    with the same checks, so every value the second pass looks up is there.
+    """
+    replicates = _Replicates()
+    add = replicates.add
+    kind: str | None = None
+    loads = orjson.loads
+    for number, raw in source.lines():
+        if number == 1 and raw.startswith(_BOM):
+            raw = raw[len(_BOM) :]
+        try:
+            obj = loads(raw)
+        except orjson.JSONDecodeError:
+            continue
+        if type(obj) is not dict:
+            continue
+        if kind is None:
+            kind = _kind(obj)
+        if kind == "single":
+            if "model_1" in obj or "model_2" in obj or "model" not in obj:
+                continue
+            single = _read_single(obj)
+            if type(single) is tuple:
+                add(hash((single[0], single[6], single[3])), (single[5], single[7]))
+        elif (
+            kind == "pair" and ("model_1" in obj or "model_2" in obj) and _unsupported(obj) is None
+        ):
+            pair = _read_pair(obj)
+            if type(pair) is tuple:
+                m1, m2 = pair[6], pair[7]
+                lo, hi = (m1, m2) if m1 <= m2 else (m2, m1)
+                add(hash((pair[0], lo, hi, pair[3])), (pair[5], m1, pair[8], pair[9]))
+    return kind, replicates
+
+
+class MtBenchAdapter(Adapter):
+    """FastChat ``llm_judge`` MT-Bench judgments: single-answer grading and pairwise (see the module)."""
+
+    name: ClassVar[str] = "mt-bench"
+    suffixes: ClassVar[tuple[str, ...]] = (".jsonl",)
+
+    def detect(self, head: bytes, path: str) -> bool:
+        """Whether the first non-blank line is an MT-Bench single or pair judgment.
+
+        The line is parsed when the head holds all of it: a JSON object with
+        ``question_id``, a ``judge`` list of two strings, and ``model`` and
+        ``score`` (single) or ``model_1`` and ``model_2`` (pair). A first line
+        longer than the head is recognised by FastChat's key order
+        (``{"question_id": ..., "model": "`` or ``"model_1": "``) and a
+        ``"judge": ["`` list. Arena-Hard-Auto lines, which also start with
+        ``question_id`` and ``model``, have a string ``judge``.
+        """
+        if head.startswith(_BOM):
+            head = head[len(_BOM) :]
+        for line in head.split(b"\n"):
+            line = line.strip()
+            if not line:
+                continue
+            obj = _parse(line)
+            if isinstance(obj, str):
+                return _HEAD_LINE.match(line) is not None and _JUDGE_LIST.search(line) is not None
+            judge = obj.get("judge")
+            if "question_id" not in obj or type(judge) is not list or len(judge) != 2:
+                return False
+            if not all(type(part) is str for part in judge):
+                return False
+            return ("model" in obj and "score" in obj) or ("model_1" in obj and "model_2" in obj)
+        return False
+
+    def judgments(
+        self, source: SourceBytes, options: AdapterOptions, notes: AdapterNotes
+    ) -> Iterator[Judgment | Unreadable]:
+        """Every judgment of an MT-Bench file, in file order (two passes over ``source.lines()``)."""
+        kind, replicates = _first_pass(source)
+        repeated = replicates.freeze()
+        item_set = options.item_set or ITEM_SET
+        if kind == "single":
+            notes.notes.append("mt-bench: single-answer grading, one pointwise judgment per line")
+            if options.scale is None:
+                notes.notes.append(
+                    "mt-bench: scores read on the scale 1-10 that FastChat's single prompts ask for "
+                    "(--scale to declare another); scores outside it are quarantined"
+                )
+        elif kind == "pair":
+            notes.notes.append(
+                "mt-bench: pairwise, two judgments per line (game 1 shows model_1 first, game 2 model_2)"
+            )
+        else:
+            notes.notes.append("mt-bench: no line is an MT-Bench single or pair judgment")
+        if repeated:
+            notes.notes.append(
+                f"mt-bench: {repeated} keys judged more than once, numbered as replicates in tstamp order"
+            )
+        if kind == "single":
+            yield from _singles(source, item_set, options.scale or DEFAULT_SCALE, replicates.ranks)
+        elif kind == "pair":
+            yield from _pairs(source, item_set, replicates.ranks)
+        else:
+            for number, raw in _records(source):
+                obj = _parse(raw)
+                message = (
+                    obj
+                    if isinstance(obj, str)
+                    else "not an MT-Bench judgment (no 'model' nor 'model_1')"
+                )
+                yield Unreadable(number, raw.decode("utf-8", "replace"), message)
+
+
+def _singles(
+    source: SourceBytes,
+    item_set: str,
+    scale: tuple[float, float],
+    ranks: dict[int, dict[tuple[Any, ...], int]],
+) -> Iterator[Judgment | Unreadable]:
+    low, high = scale
+    loads = orjson.loads
+    for number, raw in source.lines():  # _records(source), inlined: this loop is the hot one
+        if number == 1 and raw.startswith(_BOM):
+            raw = raw[len(_BOM) :]
+        if not raw or raw.isspace():
+            continue
+        text = raw.decode("utf-8", "replace")
+        try:
+            obj = loads(raw)
+        except orjson.JSONDecodeError as exc:
+            yield Unreadable(number, text, f"not a JSON object: {exc}")
+            continue
+        if type(obj) is not dict:
+            yield Unreadable(number, text, f"not a JSON object: a JSON {type(obj).__name__}")
+            continue
+        if "model_1" in obj or "model_2" in obj or "model" not in obj:
+            yield Unreadable(number, text, _other_kind(obj, "single"))
+            continue
+        single = _read_single(obj)
+        if isinstance(single, str):
+            yield Unreadable(number, text, single)
+            continue
+        item_id, qid, turn, judge_id, prompt, tstamp, model, score = single
+        reject: tuple[str, str] | None = None
+        if score == NO_RATING:
+            if obj.get("judgment") == API_ERROR_OUTPUT:
+                reject = (
+                    JUDGE_CALL_FAILED,
+                    f"field 'judgment': {API_ERROR_OUTPUT!r}, the judge call failed (score -1)",
+                )
+            else:
+                reject = (
+                    PARSE_FAILURE,
+                    f"field 'score': {score!r}, FastChat found no rating [[x]] in the judgment",
+                )
+        elif not low <= score <= high:
+            reject = (
+                SCORE_OUT_OF_SCALE,
+                f"field 'score': {score!r} is outside the scale {low:g}-{high:g}",
+            )
+        rank = ranks.get(hash((item_id, model, judge_id))) if ranks else None
+        fields: dict[str, Any] = {
+            "item_set": item_set,
+            "item_id": item_id,
+            "system_id": model,
+            "judge_id": judge_id,
+            "score": float(score),
+            "generation": 0,
+            "replicate": 0 if rank is None else rank.get((tstamp, score), 0),
+            "timestamp": _iso(tstamp),
+            "response_length": _single_length(obj.get("user_prompt")),
+            "question_id": qid,
+            "turn": turn,
+            "judge_prompt": prompt,
+            "tstamp": obj["tstamp"],
+        }
+        yield Judgment(number, "pointwise", fields, text, reject)
+
+
+def _verdict(obj: dict[str, Any], game: int, label: str) -> tuple[str, str]:
+    """The reject of a game whose winner label is not a verdict."""
+    name = f"g{game}_winner"
+    if label != "error":
+        return UNKNOWN_WINNER, f"field {name!r}: {_show(label)} is not one of {_LABELS}"
+    if obj.get(f"g{game}_judgment") == API_ERROR_OUTPUT:
+        return (
+            JUDGE_CALL_FAILED,
+            f"field {name!r}: 'error', g{game}_judgment is {API_ERROR_OUTPUT!r} (the judge call failed)",
+        )
+    return (
+        PARSE_FAILURE,
+        f"field {name!r}: 'error', no verdict [[A]], [[B]] or [[C]] in g{game}_judgment",
+    )
+
+
+def _pairs(
+    source: SourceBytes, item_set: str, ranks: dict[int, dict[tuple[Any, ...], int]]
+) -> Iterator[Judgment | Unreadable]:
+    for number, raw in _records(source):
+        text = raw.decode("utf-8", "replace")
+        obj = _parse(raw)
+        if isinstance(obj, str):
+            yield Unreadable(number, text, obj)
+            continue
+        if _kind(obj) != "pair":
+            yield Unreadable(number, text, _other_kind(obj, "pair"))
+            continue
+        unsupported = _unsupported(obj)
+        if unsupported is not None:
+            for game in (1, 2):
+                fields: dict[str, Any] = {"item_set": item_set, "game": game}
+                yield Judgment(number, "pairwise", fields, text, (UNSUPPORTED_RECORD, unsupported))
+            continue
+        pair = _read_pair(obj)
+        if isinstance(pair, str):
+            yield Unreadable(number, text, pair)
+            continue
+        item_id, qid, turn, judge_id, prompt, tstamp, m1, m2, g1, g2 = pair
+        lo, hi = (m1, m2) if m1 <= m2 else (m2, m1)
+        rank = ranks.get(hash((item_id, lo, hi, judge_id))) if ranks else None
+        replicate = 0 if rank is None else rank.get((tstamp, m1, g1, g2), 0)
+        timestamp = _iso(tstamp)
+        len_1, len_2 = _pair_lengths(obj.get("g1_user_prompt"))
+        for game, label, slots, first, second, length_a, length_b in (
+            (1, g1, _GAME_1, m1, m2, len_1, len_2),
+            (2, g2, _GAME_2, m2, m1, len_2, len_1),
+        ):
+            winner = slots.get(label)
+            fields = {
+                "item_set": item_set,
+                "item_id": item_id,
+                "system_a": first,
+                "system_b": second,
+                "judge_id": judge_id,
+                "winner": winner,
+                "generation": 0,
+                "replicate": replicate,
+                "timestamp": timestamp,
+                "length_a": length_a,
+                "length_b": length_b,
+                "question_id": qid,
+                "turn": turn,
+                "judge_prompt": prompt,
+                "game": game,
+                "tstamp": obj["tstamp"],
+            }
+            reject = None if winner is not None else _verdict(obj, game, label)
+            yield Judgment(number, "pairwise", fields, text, reject)
+
+
+MT_BENCH = MtBenchAdapter()
