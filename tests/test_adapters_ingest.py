@@ -163,3 +163,28 @@ def test_the_nightly_run_on_a_landing_of_every_format_completes_and_publishes(tm
     if "inspect" in BUILT:
         beta = next(j for j in summary["judges"] if j["judge_id"] == "mockllm/grader-beta")
         assert beta["unscored"] == 2
+
+
+@pytest.mark.parametrize("name", ["pair__Stefanstud-FastChat__gpt-4_pair.subset.jsonl",
+                                  "pair__lesnikow-fast-chat__gpt-4-turbo_pair.q81-82.jsonl"])
+def test_mt_bench_position_consistency_from_the_store_equals_the_raw_lines(name: str, tmp_path: Path) -> None:
+    """The share of pair lines whose winner differs between the two orders: from stored judgments
+    (winner mapped back through the shown slots) and from the raw ``g1_winner != g2_winner``."""
+    path = SAMPLES / "mt_bench" / name
+    raw = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    judged = [r for r in raw if "error" not in (r["g1_winner"], r["g2_winner"])]
+    raw_share = sum(r["g1_winner"] != r["g2_winner"] for r in judged) / len(judged)
+    store = Store(str(tmp_path / "store"))
+    ingest(store, discover_sources([str(path)]), ValidationOptions())
+    stored = store.scan("pairwise", columns=["item_id", "system_a", "system_b", "winner", "game",
+                                              "_source_line"]).collect()
+    assert sorted(stored["game"].unique().to_list()) == ["1", "2"]  # provenance kept as text
+    winning = stored.with_columns(
+        pl.when(pl.col("winner") == "A").then(pl.col("system_a"))
+        .when(pl.col("winner") == "B").then(pl.col("system_b")).otherwise(pl.lit("tie")).alias("won")
+    )
+    lines = winning.group_by("_source_line").agg(pl.col("won").n_unique().alias("kinds"), pl.len().alias("games"))
+    both = lines.filter(pl.col("games") == 2)  # lines with one game failed are left out, as in the raw count
+    store_share = both.filter(pl.col("kinds") > 1).height / both.height
+    assert both.height == len(judged)
+    assert store_share == pytest.approx(raw_share)
