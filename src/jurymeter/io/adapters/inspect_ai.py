@@ -600,15 +600,7 @@ def _sample_judgments(
                 role = role or next((r for _, r in events[name] if r), None)
             elif scorer.declared or events.get(name) or scorer.base in _MODEL_GRADED or _graded(entry):
                 judge = log.system  # no grader bound: inspect grades with the evaluated model
-        fields = {
-            **base,
-            "judge_id": judge,
-            "score": None,
-            "scorer": name,
-            "grade": None,
-            "self_graded": judge is not None and judge == log.system,
-            "judge_role": role,
-        }
+        fields = _score_fields(base, judge, name, role, log.system)
         if scorer.panel:
             yield Judgment(line, "pointwise", fields, raw, (
                 UNSUPPORTED_RECORD,
@@ -651,15 +643,7 @@ def _sample_judgments(
         judge = scorer.judge
         if judge is None and not scorer.panel and (scorer.declared or scorer.base in _MODEL_GRADED):
             judge = log.system
-        fields = {
-            **base,
-            "judge_id": judge,
-            "score": None,
-            "scorer": name,
-            "grade": None,
-            "self_graded": judge is not None and judge == log.system,
-            "judge_role": scorer.role,
-        }
+        fields = _score_fields(base, judge, name, scorer.role, log.system)
         raw = json.dumps(
             {"id": sample_id, "epoch": epoch, "uuid": sample.get("uuid"), "scorer": name, "score": None, "error": error},
             ensure_ascii=False, separators=(",", ":"), default=str,
@@ -675,3 +659,18 @@ def _graded(entry: dict[str, Any]) -> bool:
     """Whether a score carries a model grader's transcript (``metadata.grading`` of ``model_graded_qa``)."""
     metadata = entry.get("metadata")
     return isinstance(metadata, dict) and "grading" in metadata
+
+
+def _score_fields(
+    base: dict[str, Any], judge: str | None, scorer: str, role: str | None, system: str | None
+) -> dict[str, Any]:
+    """One score's fields before its value is read: the sample's fields, the grader, and ``self_graded``."""
+    return {
+        **base,
+        "judge_id": judge,
+        "score": None,
+        "scorer": scorer,
+        "grade": None,
+        "self_graded": judge is not None and judge == system,
+        "judge_role": role,
+    }
