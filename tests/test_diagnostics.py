@@ -8,6 +8,7 @@ from scipy import stats
 
 from jurymeter.stats.design import Design
 from jurymeter.stats.diagnostics import (
+    EnsembleRefits,
     ensemble_partitions,
     item_diagnostics,
     mdd_false_positive_rate,
@@ -154,3 +155,33 @@ def test_ensemble_refits_on_cell_means_equal_refits_of_the_whole_design(spec: st
             expected.append(fit_gstudy(np.moveaxis(grouped, -1, axis), design).component("sj") / predicted)
         check = ensemble_partitions(x, design, k=k, partitions=8, seed=k)
         np.testing.assert_allclose(check.ratios, expected, rtol=1e-9)
+
+
+@pytest.mark.parametrize(("spec", "sizes"), [
+    ("s x i x j x r:sij", {"s": 7, "i": 9, "j": 7, "r": 3}),
+    ("s x i x j x g:si x r:sijg", {"s": 5, "i": 6, "j": 6, "g": 2, "r": 2}),
+    ("s x i x j", {"s": 7, "i": 8, "j": 9}),
+])
+def test_ensemble_refits_summed_over_item_chunks_equal_refits_of_each_ensembles_array(
+    spec: str, sizes: dict[str, int]
+) -> None:
+    """Refits accumulated over uneven item chunks against every partition's ensembles refitted whole."""
+    design = Design.parse(spec)
+    rng = np.random.default_rng(11)
+    x = 4.0 + rng.normal(size=[sizes[f] for f in design.facets]) + rng.normal(
+        size=(sizes["s"], 1, sizes["j"]) + (1,) * (len(design.facets) - 3)
+    )
+    axis = design.facets.index("j")
+    fit = fit_gstudy(x, design)
+    for k in (2, 3):
+        refits = EnsembleRefits(design, sizes["j"], k=k, partitions=12, seed=k)
+        for lo, hi in ((0, 1), (1, 5), (5, sizes["i"])):
+            refits.add(x[:, lo:hi])
+        draw = np.random.default_rng(k)
+        expected = []
+        for _ in range(12):
+            order = draw.permutation(sizes["j"])[: (sizes["j"] // k) * k]
+            moved = np.moveaxis(x, axis, -1)[..., order]
+            grouped = moved.reshape(*moved.shape[:-1], -1, k).mean(axis=-1)
+            expected.append(fit_gstudy(np.moveaxis(grouped, -1, axis), design).component("sj"))
+        np.testing.assert_allclose(refits.check(fit).ratios, np.array(expected) / (fit.component("sj") / k), rtol=1e-9)

@@ -23,15 +23,16 @@ never read files.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats
 
 from jurymeter.errors import DesignError
-from jurymeter.stats.design import Design
+from jurymeter.stats.design import Design, Effect
 from jurymeter.stats.dstudy import PAPER_ROLES, Facets, error_variances, mdd95
-from jurymeter.stats.gstudy import GStudy, TermSums, fit_gstudy, fit_terms, simulate_design
+from jurymeter.stats.gstudy import GStudy, components_from_ms, fit_gstudy, simulate_design
 
 
 @dataclass(frozen=True)
@@ -79,8 +80,21 @@ class EnsembleRefits:
     """The refits of :func:`ensemble_partitions`, accumulated over item chunks of the block.
 
     The partitions are drawn up front (the same draws, in the same order, as
-    one pass over the whole block); each keeps the :class:`TermSums` of its
-    ensembles' block.
+    one pass over the whole block). A refit is a function of the T terms of
+    its ensembles' block (the squared marginal sums of :class:`TermSums`), and
+    an ensemble's score is a fixed linear combination of its judges' (their
+    mean), so every T term of every partition is a quadratic form in the
+    judges' Gram matrix of one marginal of the block: for a set of facets
+    ``A`` and ``B = A - {judge}``, with ``M_B`` the block's marginal sums over
+    the facets outside ``B`` and the judge (a cells(B) x judges matrix),
+    ``T_A = trace(P' M_B' M_B P) / w_A`` when ``A`` holds the judge and
+    ``u' M_B' M_B u / w_A`` when not (``P`` the judges x ensembles averaging
+    matrix of the partition, ``u = P 1``, ``w_A`` the ensemble block's
+    observations per cell of ``A``). So what is kept is, per marginal, the
+    Gram matrix (a sum over the chunks' items when ``B`` holds the item, else
+    the marginal sums, which add up over chunks); each partition then costs a
+    few judges x judges products instead of a pass over the block. Equal to
+    refitting every ensemble's array to rounding (``tests/test_diagnostics.py``).
     """
 
     def __init__(
@@ -92,21 +106,106 @@ class EnsembleRefits:
             msg = f"ensembles of {k} judges need at least {2 * k} judges; the block has {n_judges}"
             raise DesignError(msg)
         self.k, self.groups, self.design, self.roles = k, groups, design, roles
+        self.n_judges = n_judges
         self.label = design.label(frozenset({roles.system, roles.judge}))
-        self.reduced = _cell_means_design(design)
+        self.reduced = reduced = _cell_means_design(design)
         rng = np.random.default_rng(seed)
         self.orders = [rng.permutation(n_judges)[: groups * k] for _ in range(partitions)]
-        self.terms = [TermSums(self.reduced, roles.item) for _ in self.orders]
+        # The T terms a fit of the ensembles' design needs (those of TermSums),
+        # and the marginals they are quadratic forms of (judge axis kept, last).
+        self._others = tuple(f for f in reduced.facets if f != roles.judge)
+        self._terms = {
+            effect - frozenset(removed)
+            for effect in reduced.effects
+            for r in range(len(reduced.primary(effect)) + 1)
+            for removed in itertools.combinations(sorted(reduced.primary(effect)), r)
+        }
+        self._bases = {a - {roles.judge} for a in self._terms}
+        self._shift: float | None = None
+        self._grams: dict[Effect, np.ndarray] = {}  # bases holding the item: sums of M_B' M_B
+        self._sums: dict[Effect, np.ndarray] = {}  # the other bases: M_B, summed over chunks
+        self._other_sizes: tuple[int, ...] | None = None
+        self._items = 0
 
     def add(self, x: np.ndarray) -> EnsembleRefits:
         """Add the block's scores of some items (all of them, in chunks)."""
-        x, _ = _cell_means(x, self.design)
-        axis = self.reduced.facets.index(self.roles.judge)
-        moved = np.moveaxis(x, axis, -1)
-        for order, terms in zip(self.orders, self.terms, strict=True):
-            grouped = moved[..., order].reshape(*moved.shape[:-1], self.groups, self.k).mean(axis=-1)
-            terms.add(np.moveaxis(grouped, -1, axis))
+        x, _ = _cell_means(np.asarray(x, dtype=np.float64), self.design)
+        roles, others = self.roles, self._others
+        z = np.moveaxis(x, self.reduced.facets.index(roles.judge), -1)  # other facets in order, then judge
+        item_axis = others.index(roles.item)
+        rest = z.shape[:item_axis] + z.shape[item_axis + 1 :]  # the judge axis included
+        if self._other_sizes is None:
+            self._other_sizes = rest
+        elif rest != self._other_sizes:
+            msg = f"chunk sizes {x.shape} differ from the first chunk's on axes other than {roles.item!r}"
+            raise DesignError(msg)
+        if z.size == 0:
+            return self
+        mean = float(z.mean())
+        if not np.isfinite(mean):
+            msg = "data must be complete and finite: extract a balanced block first"
+            raise DesignError(msg)
+        if self._shift is None:
+            self._shift = mean  # any constant: centring keeps the sums of squares small
+        sizes = dict(zip(others, z.shape[:-1], strict=True))
+
+        def cells(base: Effect) -> int:
+            return int(np.prod([sizes[f] for f in base]))
+
+        full = frozenset(others)
+        marginals: dict[Effect, np.ndarray] = {full: z - self._shift}
+        for base in sorted(self._bases - {full}, key=lambda b: (-cells(b), sorted(b))):
+            source = min((b for b in marginals if base < b), key=cells)
+            drop = tuple(a for a, f in enumerate(others) if f in source and f not in base)
+            marginals[base] = marginals[source].sum(axis=drop, keepdims=True)
+        for base in self._bases:
+            m = marginals[base].reshape(-1, z.shape[-1])
+            if roles.item in base:
+                gram = m.T @ m
+                self._grams[base] = self._grams[base] + gram if base in self._grams else gram
+            else:
+                self._sums[base] = self._sums[base] + m if base in self._sums else m
+        self._items += z.shape[item_axis]
         return self
+
+    def _sizes(self) -> dict[str, int]:
+        if self._other_sizes is None:
+            msg = "no data added"
+            raise DesignError(msg)
+        shape = list(self._other_sizes[:-1])
+        shape.insert(self._others.index(self.roles.item), self._items)
+        sizes = dict(zip(self._others, shape, strict=True))
+        sizes[self.roles.judge] = self.groups
+        return {f: sizes[f] for f in self.reduced.facets}
+
+    def components(self) -> np.ndarray:
+        """``(partitions, effects)``: the raw components of each partition's ensembles' design."""
+        design, judge, sizes = self.reduced, self.roles.judge, self._sizes()
+        n = int(np.prod(list(sizes.values())))
+        grams = {**self._grams, **{b: m.T @ m for b, m in self._sums.items()}}
+        average = np.zeros((len(self.orders), self.n_judges, self.groups))  # P of each partition
+        for p, order in enumerate(self.orders):
+            average[p, order, np.repeat(np.arange(self.groups), self.k)] = 1.0 / self.k
+        weights = average.sum(axis=2)  # u = P 1
+        t_terms: dict[Effect, np.ndarray] = {}
+        for a in self._terms:
+            gram = grams[a - {judge}]
+            w = n / int(np.prod([sizes[f] for f in a]))
+            if judge in a:
+                t_terms[a] = np.einsum("pjg,jk,pkg->p", average, gram, average) / w
+            else:
+                t_terms[a] = np.einsum("pj,jk,pk->p", weights, gram, weights) / w
+        df = np.array([design.df(e, sizes) for e in design.effects], dtype=np.float64)
+        if np.any(df <= 0):
+            msg = f"the ensembles' design has an effect with no degrees of freedom (sizes {sizes})"
+            raise DesignError(msg)
+        ss = np.zeros((len(self.orders), len(design.effects)))
+        for col, effect in enumerate(design.effects):
+            primary = sorted(design.primary(effect))
+            for r in range(len(primary) + 1):
+                for removed in itertools.combinations(primary, r):
+                    ss[:, col] += (-1) ** r * t_terms[effect - frozenset(removed)]
+        return components_from_ms(ss / df, design, sizes)
 
     def check(self, fit: GStudy) -> EnsembleCheck:
         """Observed over predicted sigma2_sj per partition; ``fit`` is the whole block's G-study.
@@ -114,8 +213,8 @@ class EnsembleRefits:
         The prediction is the block's sigma2_sj divided by ``k``.
         """
         predicted = fit.component(self.label) / self.k
-        ratios = np.array([fit_terms(terms).component(self.label) / predicted for terms in self.terms])
-        return EnsembleCheck(k=self.k, ratios=ratios)
+        observed = self.components()[:, self.reduced.labels.index(self.label)]
+        return EnsembleCheck(k=self.k, ratios=observed / predicted)
 
 
 def _cell_means_design(design: Design) -> Design:
