@@ -280,21 +280,60 @@ def item_diagnostics(
     return item_diagnostics_from_means(system_item_means(x, design, roles), splits=splits, seed=seed)
 
 
+# Elements of the (splits x half x items) array of system means the split-half
+# check gathers at a time (16 MB).
+SPLIT_BLOCK_ELEMENTS = 2_000_000
+
+
 def item_diagnostics_from_means(means: np.ndarray, *, splits: int = 200, seed: int = 0) -> ItemDiagnostics:
-    """:func:`item_diagnostics` from the (systems, items) means (gathered item chunk by item chunk)."""
-    n_s = means.shape[0]
+    """:func:`item_diagnostics` from the (systems, items) means (gathered item chunk by item chunk).
+
+    The splits are drawn one by one as before; the halves' discriminations are
+    computed for blocks of splits at once (the same numpy reductions, so the
+    same values), and each split's Spearman correlation as scipy's
+    ``spearmanr`` computes it: average ranks, then ``np.corrcoef`` of the
+    ranks. Ranks are integers or halves, so that correlation's sums are exact.
+    A split with a constant or NaN discrimination goes to ``spearmanr`` itself
+    (its warning and NaN).
+    """
+    n_s, n_i = means.shape
     if n_s < 4:
         msg = f"split-half item diagnostics need at least 4 systems; the block has {n_s}"
         raise DesignError(msg)
     rng = np.random.default_rng(seed)
+    half = n_s // 2
+    orders = np.array([rng.permutation(n_s) for _ in range(splits)], dtype=np.intp).reshape(splits, n_s)
     rhos = np.empty(splits)
-    for k in range(splits):
-        order = rng.permutation(n_s)
-        half = n_s // 2
-        a = means[order[:half]].var(axis=0, ddof=1)
-        b = means[order[half : 2 * half]].var(axis=0, ddof=1)
-        rhos[k] = stats.spearmanr(a, b).statistic
+    step = max(1, SPLIT_BLOCK_ELEMENTS // max(1, half * n_i))
+    for start in range(0, splits, step):
+        block = orders[start : start + step]
+        a = means[block[:, :half]].var(axis=1, ddof=1)
+        b = means[block[:, half : 2 * half]].var(axis=1, ddof=1)
+        for k in range(len(block)):
+            rhos[start + k] = _spearman(a[k], b[k])
     return ItemDiagnostics(discrimination=means.var(axis=0, ddof=1), split_half_rho=rhos)
+
+
+def _spearman(a: np.ndarray, b: np.ndarray) -> float:
+    """``scipy.stats.spearmanr(a, b).statistic`` for two 1-D float arrays (the same float)."""
+    if len(a) <= 1 or (a[0] == a).all() or (b[0] == b).all() or np.isnan(a).any() or np.isnan(b).any():
+        from scipy import stats
+
+        return float(stats.spearmanr(a, b).statistic)
+    ranked = np.column_stack((_average_ranks(a), _average_ranks(b)))
+    return float(np.corrcoef(ranked, rowvar=False)[1, 0])
+
+
+def _average_ranks(x: np.ndarray) -> np.ndarray:
+    """Ranks from 1, ties given their mean rank (``scipy.stats.rankdata``'s ``"average"``)."""
+    order = np.argsort(x, kind="stable")
+    ordered = x[order]
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+    ends = np.r_[starts[1:], len(x)]
+    group = np.cumsum(np.r_[True, ordered[1:] != ordered[:-1]]) - 1
+    ranks = np.empty(len(x))
+    ranks[order] = ((starts + 1 + ends) / 2)[group]
+    return ranks
 
 
 NAIVE_BOOT_BLOCK = 64  # resamples drawn at a time by naive_item_bootstrap_halfwidth
