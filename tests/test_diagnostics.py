@@ -185,3 +185,12 @@ def test_ensemble_refits_summed_over_item_chunks_equal_refits_of_each_ensembles_
             grouped = moved.reshape(*moved.shape[:-1], -1, k).mean(axis=-1)
             expected.append(fit_gstudy(np.moveaxis(grouped, -1, axis), design).component("sj"))
         np.testing.assert_allclose(refits.check(fit).ratios, np.array(expected) / (fit.component("sj") / k), rtol=1e-9)
+
+
+def test_the_normal_quantile_and_cdf_from_scipy_special_are_scipy_stats_norm_s() -> None:
+    """diagnostics uses scipy.special (a light import) where scipy.stats.norm was called: the same floats."""
+    from scipy import special
+
+    assert special.ndtri(0.975) == stats.norm.ppf(0.975)
+    x = np.concatenate([np.linspace(-40, 40, 20_001), [-np.inf, np.inf, -0.0, 0.0, 1e-300, -1e-300]])
+    np.testing.assert_array_equal(special.ndtr(x), stats.norm.cdf(x))
