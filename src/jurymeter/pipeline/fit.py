@@ -7,6 +7,9 @@ the tests and the benchmarks call directly, so every fit takes one path.
 
 from __future__ import annotations
 
+import importlib
+import sys
+import threading
 import time
 import traceback
 from collections.abc import Mapping
@@ -50,6 +53,30 @@ def import_fit_modules() -> None:
         importlib.import_module(module)
 
 
+def import_meanwhile(modules: tuple[str, ...]) -> threading.Thread | None:
+    """Import ``modules`` (those not imported yet) in a thread; the thread, or ``None`` if none is missing.
+
+    :func:`run_fit` starts it before it reads a fit's records: the reads are
+    polars queries, which release the GIL, so the analyses' imports (scipy's
+    among them: about half a second) run beside them instead of after. An
+    import that fails here is left for the fit to make again, and report.
+    """
+    missing = [m for m in dict.fromkeys(modules) if m not in sys.modules]
+    if not missing:
+        return None
+
+    def work() -> None:
+        for module in missing:
+            try:
+                importlib.import_module(module)
+            except Exception:  # the fit's own import raises it again, where it is reported
+                return
+
+    thread = threading.Thread(target=work, name="jurymeter-fit-imports", daemon=True)
+    thread.start()
+    return thread
+
+
 def fit_scope(job: FitJob) -> FitScope:
     """The fit's records (its universe and population applied) and metadata, opened where it runs."""
     store = Store(job.store, dict(job.storage_options))
@@ -74,16 +101,21 @@ def run_fit(job: FitJob) -> dict[str, AnalysisOutcome]:
     fit's records, or one scan per item chunk when the cells are many
     (:data:`jurymeter.stats.blocks.CHUNK_CELLS`); each chunk goes to every
     analysis that asked for its block, so no block is held whole and memory
-    follows systems x items, not records.
+    follows systems x items, not records. The analyses' own imports run in a
+    thread meanwhile (:func:`import_meanwhile`).
     """
-    scope = fit_scope(job)
-    analyses = [(analysis_named(name), options) for name, options in job.analyses]
-    modes = tuple(dict.fromkeys(m for a, o in analyses for m in a.modes(job.settings, o)))
-    chunked = None
-    if modes:
-        from jurymeter.stats.blocks import fit_chunks
+    from jurymeter.stats.blocks import (  # imported before the thread starts
+        BlocksChanged,
+        fit_chunks,
+    )
 
-        chunked = fit_chunks(scope.records, modes)  # type: ignore[arg-type]
+    analyses = [(analysis_named(name), options) for name, options in job.analyses]
+    importing = import_meanwhile(tuple(m for a, _ in analyses for m in a.compute_modules))
+    scope = fit_scope(job)
+    modes = tuple(dict.fromkeys(m for a, o in analyses for m in a.modes(job.settings, o)))
+    chunked = fit_chunks(scope.records, modes) if modes else None  # type: ignore[arg-type]
+    if importing is not None:
+        importing.join()
     outcomes: dict[str, AnalysisOutcome] = {}
     fittings = {}
     for a, options in analyses:
