@@ -101,8 +101,11 @@ def run_fit(job: FitJob) -> dict[str, AnalysisOutcome]:
     fit's records, or one scan per item chunk when the cells are many
     (:data:`jurymeter.stats.blocks.CHUNK_CELLS`); each chunk goes to every
     analysis that asked for its block, so no block is held whole and memory
-    follows systems x items, not records. The analyses' own imports run in a
-    thread meanwhile (:func:`import_meanwhile`).
+    follows systems x items, not records. When the blocks were decided as if
+    every cell held a record and a chunk shows a hole
+    (:class:`jurymeter.stats.blocks.BlocksChanged`), the analyses start over
+    from the blocks decided on the real presence. The analyses' own imports
+    run in a thread meanwhile (:func:`import_meanwhile`).
     """
     from jurymeter.stats.blocks import (  # imported before the thread starts
         BlocksChanged,
@@ -116,18 +119,23 @@ def run_fit(job: FitJob) -> dict[str, AnalysisOutcome]:
     chunked = fit_chunks(scope.records, modes) if modes else None  # type: ignore[arg-type]
     if importing is not None:
         importing.join()
-    outcomes: dict[str, AnalysisOutcome] = {}
-    fittings = {}
-    for a, options in analyses:
+    while True:
+        outcomes: dict[str, AnalysisOutcome] = {}
+        fittings = {}
+        for a, options in analyses:
+            try:
+                fittings[a.name] = a.start(scope, chunked, options)
+            except NotApplicableError as exc:
+                outcomes[a.name] = AnalysisOutcome(a.name, SKIPPED, None, str(exc))
+        feeds = [(mode, add) for f in fittings.values() for mode, add in f.feeds().items()]
         try:
-            fittings[a.name] = a.start(scope, chunked, options)
-        except NotApplicableError as exc:
-            outcomes[a.name] = AnalysisOutcome(a.name, SKIPPED, None, str(exc))
-    feeds = [(mode, add) for f in fittings.values() for mode, add in f.feeds().items()]
-    if feeds and chunked is not None:
-        for _, parts in chunked.parts():
-            for mode, add in feeds:
-                add(parts[mode])
+            if feeds and chunked is not None:
+                for _, parts in chunked.parts():
+                    for mode, add in feeds:
+                        add(parts[mode])
+        except BlocksChanged:  # the blocks assumed no hole and met one: start over from the new layouts
+            continue
+        break
     for a, _ in analyses:
         if a.name in fittings:
             try:
