@@ -11,6 +11,7 @@ S3 store on moto's standalone server.
 from __future__ import annotations
 
 import copy
+import functools
 import logging
 import math
 import os
@@ -161,8 +162,7 @@ def test_a_fit_read_in_item_chunks_gives_the_report_of_one_scan_and_of_a_scan_pe
             patched.setattr(blocks, "_presence", counted_presence)
             chunked = reports(job)
             assert scans == []  # a complete panel: the chunks' counts confirm every cell, no presence scan
-            original = blocks.fit_chunks
-            patched.setattr(blocks, "fit_chunks", lambda *a, **k: original(*a, **k, speculate=False))
+            patched.setattr(blocks, "fit_chunks", functools.partial(blocks.fit_chunks, speculate=False))
             scanned = reports(job)
         assert scans == [1]  # the chunked path ran: a presence scan, then the chunks
         with monkeypatch.context() as patched:  # no dense path: each block by polars, a scan each
@@ -179,8 +179,9 @@ def _json(report: object) -> bytes:
     return orjson.dumps(report, option=orjson.OPT_SORT_KEYS | orjson.OPT_SERIALIZE_NUMPY)
 
 
+@pytest.mark.parametrize("where", ["first", "middle"])  # read before the analyses start, or met while feeding them
 def test_a_fit_whose_blocks_assumed_no_hole_and_meet_one_starts_over_with_the_blocks_of_a_presence_scan(
-    small_store: Store, monkeypatch: pytest.MonkeyPatch
+    small_store: Store, monkeypatch: pytest.MonkeyPatch, where: str
 ) -> None:
     import dataclasses
 
@@ -197,7 +198,7 @@ def test_a_fit_whose_blocks_assumed_no_hole_and_meet_one_starts_over_with_the_bl
     def holey(job: object) -> object:
         scope = scope_of(job)  # type: ignore[arg-type]
         items = sorted(scope.records.select("item_id").unique().collect()["item_id"])
-        hole = (pl.col("item_id") == items[len(items) // 2]) & (pl.col("judge_id") == "judge-b")
+        hole = (pl.col("item_id") == items[0 if where == "first" else len(items) // 2]) & (pl.col("judge_id") == "judge-b")
         return dataclasses.replace(scope, records=scope.records.filter(~hole))
 
     settled: list[int] = []
@@ -213,10 +214,22 @@ def test_a_fit_whose_blocks_assumed_no_hole_and_meet_one_starts_over_with_the_bl
     monkeypatch.setattr(fit_module, "fit_scope", holey)
     monkeypatch.setattr(blocks, "CHUNK_CELLS", 1)  # one item per chunk: the hole is in a middle chunk
     monkeypatch.setattr(blocks.FitChunks, "_settle", counted_settle)
+    changed: list[int] = []
+    parts = blocks.FitChunks.parts
+
+    def counted_parts(self: object) -> object:
+        try:
+            yield from parts(self)  # type: ignore[arg-type]
+        except blocks.BlocksChanged:
+            changed.append(1)
+            raise
+
+    monkeypatch.setattr(blocks.FitChunks, "parts", counted_parts)
     speculated = reports()
-    assert settled == [1]  # the chunks' counts met the hole once, and the fit started over
-    original = blocks.fit_chunks
-    monkeypatch.setattr(blocks, "fit_chunks", lambda *a, **k: original(*a, **k, speculate=False))
+    assert settled == [1]  # the chunks' counts met the hole once
+    # In the first chunk (read while the imports run) before any analysis starts; later, the fit starts over.
+    assert changed == ([] if where == "first" else [1])
+    monkeypatch.setattr(blocks, "fit_chunks", functools.partial(blocks.fit_chunks, speculate=False))
     scanned = reports()
     assert settled == [1]
     assert speculated["gstudy"]["block"]["dropped_items"]  # type: ignore[index]

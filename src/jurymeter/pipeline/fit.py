@@ -117,6 +117,8 @@ def run_fit(job: FitJob) -> dict[str, AnalysisOutcome]:
     scope = fit_scope(job)
     modes = tuple(dict.fromkeys(m for a, o in analyses for m in a.modes(job.settings, o)))
     chunked = fit_chunks(scope.records, modes) if modes else None  # type: ignore[arg-type]
+    if chunked is not None:
+        chunked.read_first()  # a scan more while the imports run; a hole there is met before any analysis starts
     if importing is not None:
         importing.join()
     while True:

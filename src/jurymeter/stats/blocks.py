@@ -165,15 +165,22 @@ def _cell_levels(lazy: pl.LazyFrame, keys: tuple[str, ...]) -> tuple[list[list[o
         return None
     # One query per column: run together (``collect_all``, or one select) they
     # peaked at 3x the memory on a store's scan (0.67 against 0.20 GB, 7.5M records).
-    level_frames = [lazy.select(pl.col(c).unique().sort()).collect(engine="streaming") for c in keys]
-    stats = lazy.select(pl.len().alias("n"), pl.col("score").null_count().alias("null_scores")).collect(
-        engine="streaming"
+    # The last (an integer column) is a group-by that also counts the records and
+    # the null scores: one scan less than a query of its own.
+    level_frames = [lazy.select(pl.col(c).unique().sort()).collect(engine="streaming") for c in keys[:-1]]
+    last = keys[-1]
+    counted = (
+        lazy.group_by(last)
+        .agg(pl.len().alias("n"), pl.col("score").null_count().alias("null_scores"))
+        .sort(last)
+        .collect(engine="streaming")
     )
-    n = int(stats["n"][0])
+    level_frames.append(counted.select(last))
+    n = int(counted["n"].sum())
     if not n:
         msg = "no pointwise records to fit"
         raise DesignError(msg)
-    if stats["null_scores"][0] or any(frame.to_series().null_count() for frame in level_frames):
+    if counted["null_scores"].sum() or any(frame.to_series().null_count() for frame in level_frames):
         return None
     levels = [frame.to_series().to_list() for frame in level_frames]
     if int(np.prod([len(v) for v in levels])) > DENSE_CELLS_PER_RECORD * n + 1_000_000:
@@ -509,6 +516,23 @@ class FitChunks:
             has[:, rest[0][0] :] = _presence(self._lazy, self._keys, self._levels, rest)[:, rest[0][0] :]
         self.speculative = False
         self._decide(_plans(has, list(self._plans), self._levels, self._keys, self._records))
+
+    def read_first(self) -> None:
+        """Sum the first chunk's cells now (:meth:`parts` yields them first; a no-op once read).
+
+        :func:`jurymeter.pipeline.fit.run_fit` reads it before any analysis
+        starts (while the analyses' modules are imported), so that a hole in
+        the first chunk of speculative blocks has the blocks decided again
+        before anything is fed (the sums stay: they do not depend on the blocks).
+        """
+        if self._whole is not None or not self.chunks or not self._plans:
+            return
+        if not any(isinstance(p, _BlockPlan) for p in self._plans.values()):
+            return
+        items = self.chunks[0]
+        self._whole = _sum_cells(self._lazy, self._keys, self._levels, self._records, items)
+        if self.speculative and not self._whole.counts.all():
+            self._settle(items, self._whole)
 
     def parts(self) -> Iterator[tuple[tuple[int, int], dict[str, np.ndarray]]]:
         """Each chunk's kept-item offset range in the blocks and its arrays, by mode, in item order.
