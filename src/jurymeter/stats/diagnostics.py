@@ -326,7 +326,7 @@ def _spearman(a: np.ndarray, b: np.ndarray, ranks_a: np.ndarray, ranks_b: np.nda
 
 def _average_ranks(x: np.ndarray) -> np.ndarray:
     """Ranks from 1 along the last axis, ties given their mean rank (``scipy.stats.rankdata``'s ``"average"``)."""
-    order = np.argsort(x, axis=-1, kind="stable")
+    order = np.argsort(x, axis=-1)  # any order of ties: they share one rank
     ordered = np.take_along_axis(x, order, axis=-1)
     new = np.ones(x.shape, dtype=bool)
     new[..., 1:] = ordered[..., 1:] != ordered[..., :-1]  # a NaN row is left to spearmanr
