@@ -159,8 +159,6 @@ def test_a_fit_read_in_item_chunks_gives_the_report_of_one_scan_and_of_a_scan_pe
         scans.clear()
         with monkeypatch.context() as patched:
             patched.setattr(blocks, "CHUNK_CELLS", 1)  # one item per chunk
-            cut = reports(job)  # cut from one scan of every cell (within SCAN_CELLS)
-            patched.setattr(blocks, "SCAN_CELLS", 0)  # a scan per chunk
             patched.setattr(blocks, "_presence", counted_presence)
             chunked = reports(job)
             assert scans == []  # a complete panel: the chunks' counts confirm every cell, no presence scan
@@ -173,7 +171,6 @@ def test_a_fit_read_in_item_chunks_gives_the_report_of_one_scan_and_of_a_scan_pe
         _assert_close(shared, chunked)
         _assert_close(shared, separate)
         assert _json(chunked) == _json(scanned)  # the same sums in the same order: the same bits
-        assert _json(cut) == _json(scanned)
 
 
 def _json(report: object) -> bytes:
@@ -216,7 +213,6 @@ def test_a_fit_whose_blocks_assumed_no_hole_and_meet_one_starts_over_with_the_bl
 
     monkeypatch.setattr(fit_module, "fit_scope", holey)
     monkeypatch.setattr(blocks, "CHUNK_CELLS", 1)  # one item per chunk: the hole is in a middle chunk
-    monkeypatch.setattr(blocks, "SCAN_CELLS", 0)  # a scan per chunk (one scan would see the hole at once)
     monkeypatch.setattr(blocks.FitChunks, "_settle", counted_settle)
     changed: list[int] = []
     parts = blocks.FitChunks.parts

@@ -27,12 +27,6 @@ from jurymeter.pipeline.jobs import FitJob
 from jurymeter.pipeline.tables import fit_tables
 
 FITTED, SKIPPED = "fitted", "skipped"
-# Cells a CLI command's fit (the one fit of its process) reads in one scan, the
-# chunks then cut from their sums (12 bytes a cell: 0.19 GB for this many; a raw
-# polars group-by of 10M records peaks at 2 GB); a Dask worker keeps the smaller
-# :data:`jurymeter.stats.blocks.SCAN_CELLS`, so that its peak stays flat. The
-# arrays, and so the report, are the same either way.
-COMMAND_SCAN_CELLS = 16_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,12 +94,8 @@ def fit_scope(job: FitJob) -> FitScope:
                     settings=settings)
 
 
-def run_fit(job: FitJob, *, scan_cells: int | None = None) -> dict[str, AnalysisOutcome]:
+def run_fit(job: FitJob) -> dict[str, AnalysisOutcome]:
     """Run every analysis of ``job`` and return their outcomes, by analysis name.
-
-    ``scan_cells``: read up to this many cells in one scan (default
-    :data:`jurymeter.stats.blocks.SCAN_CELLS`; the CLI's commands pass
-    :data:`COMMAND_SCAN_CELLS`).
 
     Every analysis's blocks are decided first, then read from one scan of the
     fit's records, or one scan per item chunk when the cells are many
@@ -126,7 +116,7 @@ def run_fit(job: FitJob, *, scan_cells: int | None = None) -> dict[str, Analysis
     importing = import_meanwhile(tuple(m for a, _ in analyses for m in a.compute_modules))
     scope = fit_scope(job)
     modes = tuple(dict.fromkeys(m for a, o in analyses for m in a.modes(job.settings, o)))
-    chunked = fit_chunks(scope.records, modes, scan_cells=scan_cells) if modes else None  # type: ignore[arg-type]
+    chunked = fit_chunks(scope.records, modes) if modes else None  # type: ignore[arg-type]
     if chunked is not None:
         chunked.read_first()  # a scan more while the imports run; a hole there is met before any analysis starts
     if importing is not None:

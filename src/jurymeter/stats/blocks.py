@@ -275,12 +275,6 @@ AVERAGE_KEYS = ("system_id", "item_id", "judge_id", "replicate")
 # chunks, so its peak does not grow with its records; one of fewer cells is read
 # in one scan. Smaller chunks cost a scan of the fit's records each.
 CHUNK_CELLS = 2_000_000
-# Cells whose sums and counts fit_chunks reads in one scan of the records even
-# when they make several chunks (48 MB of sums and counts): the chunks are then
-# cut from them, the same arrays as a scan per chunk, without a scan per chunk
-# (nor a presence scan). A caller with one fit in its process may allow more
-# (``scan_cells``: the CLI's commands, :data:`jurymeter.pipeline.fit.COMMAND_SCAN_CELLS`).
-SCAN_CELLS = 4_000_000
 
 
 def averaged_cells(cells: CellSums) -> CellSums:
@@ -496,8 +490,7 @@ class FitChunks:
         speculative: bool = False,
     ) -> None:
         self._lazy, self._keys, self._levels, self._records = lazy, keys, levels, records
-        self._whole = whole  # the sums of every cell, when read in one scan
-        self._first: CellSums | None = None  # the first chunk's, when read ahead (read_first)
+        self._whole = whole
         self.chunks = chunks
         self.speculative = speculative
         self._decide(plans)
@@ -534,33 +527,14 @@ class FitChunks:
         the first chunk of speculative blocks has the blocks decided again
         before anything is fed (the sums stay: they do not depend on the blocks).
         """
-        if self._whole is not None or self._first is not None or not self.chunks:
+        if self._whole is not None or not self.chunks or not self._plans:
             return
         if not any(isinstance(p, _BlockPlan) for p in self._plans.values()):
             return
         items = self.chunks[0]
-        self._first = _sum_cells(self._lazy, self._keys, self._levels, self._records, items)
-        if self.speculative and not self._first.counts.all():
-            self._settle(items, self._first)
-
-    def _cells(self, items: tuple[int, int]) -> CellSums:
-        """The sums and counts of the chunk ``items``: cut from the one scan's, read ahead, or a scan."""
-        whole = self._whole
-        if whole is not None:
-            if items == (0, len(self._levels[1])):
-                return whole
-            lo, hi = items
-            return CellSums(
-                levels=[whole.levels[0], whole.levels[1][lo:hi], *whole.levels[2:]],
-                sums=np.ascontiguousarray(whole.sums[:, lo:hi]),  # as a chunk's own scan lays them out
-                counts=np.ascontiguousarray(whole.counts[:, lo:hi]),
-                records=whole.records,
-                keys=whole.keys,
-            )
-        if self._first is not None and items == self.chunks[0]:
-            first, self._first = self._first, None
-            return first
-        return _sum_cells(self._lazy, self._keys, self._levels, self._records, items)
+        self._whole = _sum_cells(self._lazy, self._keys, self._levels, self._records, items)
+        if self.speculative and not self._whole.counts.all():
+            self._settle(items, self._whole)
 
     def parts(self) -> Iterator[tuple[tuple[int, int], dict[str, np.ndarray]]]:
         """Each chunk's kept-item offset range in the blocks and its arrays, by mode, in item order.
@@ -569,10 +543,11 @@ class FitChunks:
         no record (the layouts are then decided again; call again to read them).
         """
         modes = {m: p for m, p in self._plans.items() if isinstance(p, _BlockPlan)}
-        for k, items in enumerate(self.chunks):
-            cells = self._cells(items)
-            if k == len(self.chunks) - 1:
-                self._whole = None  # read once: its memory goes with the last chunk
+        for items in self.chunks:
+            if self._whole is not None:
+                cells, self._whole = self._whole, None  # read once: its memory goes with the chunk
+            else:
+                cells = _sum_cells(self._lazy, self._keys, self._levels, self._records, items)
             if self.speculative and not cells.counts.all():
                 self._settle(items, cells)
                 raise BlocksChanged
@@ -612,18 +587,15 @@ def fit_chunks(
     modes: tuple[GenerationMode, ...] = ("average",),
     *,
     chunk_cells: int | None = None,
-    scan_cells: int | None = None,
     speculate: bool = True,
 ) -> FitChunks:
     """Decide the blocks of ``modes`` (module rules 1-3); their arrays come chunk by chunk.
 
     The rules are decided on the presence of every cell (one byte a cell); the
     scores are then summed for at most ``chunk_cells`` cells (default
-    :data:`CHUNK_CELLS`) at a time, items in sorted order. With one chunk, or
-    at most ``scan_cells`` cells (default :data:`SCAN_CELLS`), the records are
-    scanned once for the presence and the sums of every cell together, and the
-    chunks are cut from those sums. With more chunks and at least as many
-    records as cells, ``speculate`` skips the
+    :data:`CHUNK_CELLS`) at a time, items in sorted order. With one chunk the
+    records are scanned once for the presence and the sums together. With more
+    chunks and at least as many records as cells, ``speculate`` skips the
     presence scan: the blocks are decided as if every cell held a record, and
     :meth:`FitChunks.parts` raises :class:`BlocksChanged` (having decided them
     on the real presence) at the first chunk with a hole. The blocks and their
@@ -636,13 +608,11 @@ def fit_chunks(
         return FitChunks(lazy, keys, [[], [], [], []], 0, dict.fromkeys(modes), [], None)
     levels, n = found
     n_items = len(levels[1])
-    cells = int(np.prod([len(v) for v in levels]))
-    per_item = cells // n_items
-    chunk_budget = CHUNK_CELLS if chunk_cells is None else chunk_cells
-    step = max(1, chunk_budget // per_item)
+    per_item = int(np.prod([len(v) for v in levels])) // n_items
+    step = max(1, (CHUNK_CELLS if chunk_cells is None else chunk_cells) // per_item)
     chunks = [(lo, min(lo + step, n_items)) for lo in range(0, n_items, step)]
-    one_scan = max(chunk_budget, SCAN_CELLS if scan_cells is None else scan_cells)
-    whole = _sum_cells(lazy, keys, levels, n, (0, n_items)) if len(chunks) == 1 or cells <= one_scan else None
+    whole = _sum_cells(lazy, keys, levels, n, chunks[0]) if len(chunks) == 1 else None
+    cells = int(np.prod([len(v) for v in levels]))
     # With at least as many records as cells, every cell may hold one: decide the
     # blocks as if so and let the chunks' counts confirm it (no presence scan).
     speculative = whole is None and n >= cells and speculate
