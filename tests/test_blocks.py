@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 
 import numpy as np
@@ -269,9 +270,7 @@ def _blocks_both_ways(monkeypatch: pytest.MonkeyPatch, records: pl.DataFrame, mo
         patched.setattr(blocks, "_presence", counted)
         run = blocks.fit_blocks(records, modes, chunk_cells=chunk_cells)  # type: ignore[arg-type]
         speculated = list(scans)
-    with monkeypatch.context() as patched:
-        original = blocks.fit_chunks
-        patched.setattr(blocks, "fit_chunks", lambda *a, **k: original(*a, **k, speculate=False))
+        patched.setattr(blocks, "fit_chunks", functools.partial(blocks.fit_chunks, speculate=False))
         scanned = blocks.fit_blocks(records, modes, chunk_cells=chunk_cells)  # type: ignore[arg-type]
     return run, scanned, speculated
 
@@ -307,3 +306,32 @@ def test_a_hole_met_by_speculative_blocks_gives_the_blocks_of_a_presence_scan(
     assert block.dropped_items == (f"i{hole_item}",)  # 2 holes of its 20 cells against 2 of s2's 36
     _assert_same_block(block, scanned.block("average"))  # type: ignore[arg-type]
     _assert_same_block(block, balanced_block(records))
+
+
+@pytest.mark.parametrize("messy", [False, True])
+def test_chunks_cut_from_one_scan_equal_a_scan_per_chunk_bit_for_bit(monkeypatch: pytest.MonkeyPatch, messy: bool) -> None:
+    import jurymeter.stats.blocks as blocks
+
+    records = _messy(1, n_g=4, n_r=3, sparse_ids=True) if messy else _records(n_s=4, n_i=9, n_j=4, n_r=2, n_g=3, seed=9)
+    scans: list[tuple[int, int]] = []
+    sum_cells = blocks._sum_cells
+
+    def counted(lazy: object, keys: object, levels: object, records: object, items: tuple[int, int]) -> object:
+        scans.append(items)
+        return sum_cells(lazy, keys, levels, records, items)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(blocks, "_sum_cells", counted)
+    n_items = records["item_id"].n_unique()
+    per_item = int(np.prod([records[c].n_unique() for c in blocks.FACET_KEYS])) // n_items
+    modes = ("average", "facet")
+    cut = blocks.fit_blocks(records, modes, chunk_cells=2 * per_item, scan_cells=10**6)  # type: ignore[arg-type]
+    assert scans == [(0, n_items)]  # one scan
+    assert cut.chunks == -(-n_items // 2)
+    scans.clear()
+    scanned = blocks.fit_blocks(records, modes, chunk_cells=2 * per_item)  # type: ignore[arg-type]
+    assert len(scans) == cut.chunks  # a scan per chunk
+    for mode in modes:
+        if cut.blocks[mode] is None:
+            assert scanned.blocks[mode] is None
+            continue
+        _assert_same_block(cut.block(mode), scanned.block(mode))  # type: ignore[arg-type]

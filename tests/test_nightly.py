@@ -159,6 +159,7 @@ def test_a_fit_read_in_item_chunks_gives_the_report_of_one_scan_and_of_a_scan_pe
         scans.clear()
         with monkeypatch.context() as patched:
             patched.setattr(blocks, "CHUNK_CELLS", 1)  # one item per chunk
+            cut = {name: analysis(name).report(o.result) for name, o in run_fit(job, scan_cells=10**7).items()}
             patched.setattr(blocks, "_presence", counted_presence)
             chunked = reports(job)
             assert scans == []  # a complete panel: the chunks' counts confirm every cell, no presence scan
@@ -171,6 +172,7 @@ def test_a_fit_read_in_item_chunks_gives_the_report_of_one_scan_and_of_a_scan_pe
         _assert_close(shared, chunked)
         _assert_close(shared, separate)
         assert _json(chunked) == _json(scanned)  # the same sums in the same order: the same bits
+        assert _json(cut) == _json(scanned)
 
 
 def _json(report: object) -> bytes:

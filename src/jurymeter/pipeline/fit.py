@@ -27,6 +27,13 @@ from jurymeter.pipeline.jobs import FitJob
 from jurymeter.pipeline.tables import fit_tables
 
 FITTED, SKIPPED = "fitted", "skipped"
+# Cells and records a CLI command's fit (the one fit of its process) reads in one
+# scan, the chunks then cut from their sums, instead of a scan per chunk: for
+# 10M records 0.36 against 0.55 s, and +0.38 GB of peak RSS (0.12 GB of sums and
+# counts, the rest polars reading ahead; a raw polars group-by of those records
+# peaks at 2.2 GB). A Dask worker's fits scan per chunk, so that its peak stays
+# flat. The arrays, and so the report, are the same either way.
+COMMAND_SCAN_CELLS = 16_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,8 +101,12 @@ def fit_scope(job: FitJob) -> FitScope:
                     settings=settings)
 
 
-def run_fit(job: FitJob) -> dict[str, AnalysisOutcome]:
+def run_fit(job: FitJob, *, scan_cells: int | None = None) -> dict[str, AnalysisOutcome]:
     """Run every analysis of ``job`` and return their outcomes, by analysis name.
+
+    ``scan_cells``: read up to this many cells and records in one scan even
+    when they make several chunks (:func:`jurymeter.stats.blocks.fit_chunks`;
+    the CLI's commands pass :data:`COMMAND_SCAN_CELLS`).
 
     Every analysis's blocks are decided first, then read from one scan of the
     fit's records, or one scan per item chunk when the cells are many
@@ -116,7 +127,7 @@ def run_fit(job: FitJob) -> dict[str, AnalysisOutcome]:
     importing = import_meanwhile(tuple(m for a, _ in analyses for m in a.compute_modules))
     scope = fit_scope(job)
     modes = tuple(dict.fromkeys(m for a, o in analyses for m in a.modes(job.settings, o)))
-    chunked = fit_chunks(scope.records, modes) if modes else None  # type: ignore[arg-type]
+    chunked = fit_chunks(scope.records, modes, scan_cells=scan_cells) if modes else None  # type: ignore[arg-type]
     if chunked is not None:
         chunked.read_first()  # a scan more while the imports run; a hole there is met before any analysis starts
     if importing is not None:
