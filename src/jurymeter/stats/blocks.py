@@ -544,12 +544,15 @@ class FitChunks:
             if items == (0, len(self._levels[1])):
                 return whole
             lo, hi = items
+            sums, counts = whole.sums[:, lo:hi], whole.counts[:, lo:hi]
+            if whole.keys != AVERAGE_KEYS:
+                # Laid out as a chunk's own scan lays them out: the facet block can be
+                # the sums themselves, and a reduction's order follows the layout.
+                # (The averaged block's arrays are computed element by element.)
+                sums, counts = np.ascontiguousarray(sums), np.ascontiguousarray(counts)
             return CellSums(
                 levels=[whole.levels[0], whole.levels[1][lo:hi], *whole.levels[2:]],
-                sums=np.ascontiguousarray(whole.sums[:, lo:hi]),  # as a chunk's own scan lays them out
-                counts=np.ascontiguousarray(whole.counts[:, lo:hi]),
-                records=whole.records,
-                keys=whole.keys,
+                sums=sums, counts=counts, records=whole.records, keys=whole.keys,
             )
         if self._first is not None and items == self.chunks[0]:
             first, self._first = self._first, None
