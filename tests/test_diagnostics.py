@@ -194,3 +194,24 @@ def test_the_normal_quantile_and_cdf_from_scipy_special_are_scipy_stats_norm_s()
     assert special.ndtri(0.975) == stats.norm.ppf(0.975)
     x = np.concatenate([np.linspace(-40, 40, 20_001), [-np.inf, np.inf, -0.0, 0.0, 1e-300, -1e-300]])
     np.testing.assert_array_equal(special.ndtr(x), stats.norm.cdf(x))
+
+
+def test_ensemble_refits_fed_one_chunk_object_for_each_size_equal_refits_fed_copies() -> None:
+    """The chunk's judge marginals are computed once for the sizes fed the same array (as GStudyChunks does)."""
+    import jurymeter.stats.diagnostics as diagnostics
+
+    design = Design.parse("s x i x j x r:sij")
+    x = _simulate({"s": 9, "i": 12, "j": 7, "r": 2}, TRUTH, seed=12)
+    fit = fit_gstudy(x, design)
+    shared = {k: EnsembleRefits(design, 7, k=k, partitions=9, seed=k) for k in (2, 3)}
+    alone = {k: EnsembleRefits(design, 7, k=k, partitions=9, seed=k) for k in (2, 3)}
+    for lo, hi in ((0, 5), (5, 12)):
+        chunk = x[:, lo:hi]
+        for k in (2, 3):
+            shared[k].add(chunk)
+            assert diagnostics._last_marginals is not None
+            assert diagnostics._last_marginals[0]() is chunk
+        for k in (2, 3):
+            alone[k].add(chunk.copy())  # a new array each time: computed afresh
+    for k in (2, 3):
+        np.testing.assert_array_equal(shared[k].check(fit).ratios, alone[k].check(fit).ratios)

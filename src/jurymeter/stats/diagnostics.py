@@ -24,6 +24,7 @@ never read files.
 from __future__ import annotations
 
 import itertools
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -114,13 +115,7 @@ class EnsembleRefits:
         # The T terms a fit of the ensembles' design needs (those of TermSums),
         # and the marginals they are quadratic forms of (judge axis kept, last).
         self._others = tuple(f for f in reduced.facets if f != roles.judge)
-        self._terms = {
-            effect - frozenset(removed)
-            for effect in reduced.effects
-            for r in range(len(reduced.primary(effect)) + 1)
-            for removed in itertools.combinations(sorted(reduced.primary(effect)), r)
-        }
-        self._bases = {a - {roles.judge} for a in self._terms}
+        self._terms = _term_sets(reduced)
         self._shift: float | None = None
         self._grams: dict[Effect, np.ndarray] = {}  # bases holding the item: sums of M_B' M_B
         self._sums: dict[Effect, np.ndarray] = {}  # the other bases: M_B, summed over chunks
@@ -129,43 +124,20 @@ class EnsembleRefits:
 
     def add(self, x: np.ndarray) -> EnsembleRefits:
         """Add the block's scores of some items (all of them, in chunks)."""
-        x, _ = _cell_means(np.asarray(x, dtype=np.float64), self.design)
-        roles, others = self.roles, self._others
-        z = np.moveaxis(x, self.reduced.facets.index(roles.judge), -1)  # other facets in order, then judge
-        item_axis = others.index(roles.item)
-        rest = z.shape[:item_axis] + z.shape[item_axis + 1 :]  # the judge axis included
+        found = _judge_marginals(np.asarray(x, dtype=np.float64), self.design, self.roles, self._shift)
+        if found is None:  # no items
+            return self
+        shift, rest, items, parts = found
         if self._other_sizes is None:
             self._other_sizes = rest
         elif rest != self._other_sizes:
-            msg = f"chunk sizes {x.shape} differ from the first chunk's on axes other than {roles.item!r}"
+            msg = f"chunk sizes {np.shape(x)} differ from the first chunk's on axes other than {self.roles.item!r}"
             raise DesignError(msg)
-        if z.size == 0:
-            return self
-        mean = float(z.mean())
-        if not np.isfinite(mean):
-            msg = "data must be complete and finite: extract a balanced block first"
-            raise DesignError(msg)
-        if self._shift is None:
-            self._shift = mean  # any constant: centring keeps the sums of squares small
-        sizes = dict(zip(others, z.shape[:-1], strict=True))
-
-        def cells(base: Effect) -> int:
-            return int(np.prod([sizes[f] for f in base]))
-
-        full = frozenset(others)
-        marginals: dict[Effect, np.ndarray] = {full: z - self._shift}
-        for base in sorted(self._bases - {full}, key=lambda b: (-cells(b), sorted(b))):
-            source = min((b for b in marginals if base < b), key=cells)
-            drop = tuple(a for a, f in enumerate(others) if f in source and f not in base)
-            marginals[base] = marginals[source].sum(axis=drop, keepdims=True)
-        for base in self._bases:
-            m = marginals[base].reshape(-1, z.shape[-1])
-            if roles.item in base:
-                gram = m.T @ m
-                self._grams[base] = self._grams[base] + gram if base in self._grams else gram
-            else:
-                self._sums[base] = self._sums[base] + m if base in self._sums else m
-        self._items += z.shape[item_axis]
+        self._shift = shift
+        for base, part in parts.items():
+            kept = self._grams if self.roles.item in base else self._sums
+            kept[base] = kept[base] + part if base in kept else part
+        self._items += items
         return self
 
     def _sizes(self) -> dict[str, int]:
@@ -215,6 +187,74 @@ class EnsembleRefits:
         predicted = fit.component(self.label) / self.k
         observed = self.components()[:, self.reduced.labels.index(self.label)]
         return EnsembleCheck(k=self.k, ratios=observed / predicted)
+
+
+# The last chunk's judge marginals (:func:`_judge_marginals`): GStudyChunks feeds
+# each chunk to an EnsembleRefits per ensemble size, and theirs are the same.
+_last_marginals: tuple[weakref.ref[np.ndarray], tuple[object, ...], object] | None = None
+
+
+def _judge_marginals(
+    x: np.ndarray, design: Design, roles: Facets, shift: float | None
+) -> tuple[float, tuple[int, ...], int, dict[Effect, np.ndarray]] | None:
+    """What :meth:`EnsembleRefits.add` adds for one chunk: the shift, the sizes of the axes other than the item, the items, and per marginal its Gram matrix (marginals holding the item) or its sums.
+
+    The cell means of ``x`` (:func:`_cell_means`) minus ``shift`` (their mean
+    when ``None``), with the judge axis last; ``None`` for a chunk with no
+    items. The same chunk (the same array object) with the same design, roles
+    and shift gives the result of the call before, without computing it again.
+    """
+    global _last_marginals
+    key = (design, roles, shift)
+    last = _last_marginals
+    if last is not None and last[0]() is x and last[1] == key:
+        return last[2]  # type: ignore[return-value]
+    cell_means, reduced = _cell_means(x, design)
+    others = tuple(f for f in reduced.facets if f != roles.judge)
+    z = np.moveaxis(cell_means, reduced.facets.index(roles.judge), -1)  # other facets in order, then judge
+    item_axis = others.index(roles.item)
+    rest = z.shape[:item_axis] + z.shape[item_axis + 1 :]  # the judge axis included
+    if z.size == 0:
+        return None
+    mean = float(z.mean())
+    if not np.isfinite(mean):
+        msg = "data must be complete and finite: extract a balanced block first"
+        raise DesignError(msg)
+    shift = mean if shift is None else shift  # any constant: centring keeps the sums of squares small
+    sizes = dict(zip(others, z.shape[:-1], strict=True))
+
+    def cells(base: Effect) -> int:
+        return int(np.prod([sizes[f] for f in base]))
+
+    bases = _marginal_bases(reduced, roles)
+    full = frozenset(others)
+    marginals: dict[Effect, np.ndarray] = {full: z - shift}
+    for base in sorted(bases - {full}, key=lambda b: (-cells(b), sorted(b))):
+        source = min((b for b in marginals if base < b), key=cells)
+        drop = tuple(a for a, f in enumerate(others) if f in source and f not in base)
+        marginals[base] = marginals[source].sum(axis=drop, keepdims=True)
+    parts: dict[Effect, np.ndarray] = {}
+    for base in bases:
+        m = marginals[base].reshape(-1, z.shape[-1])
+        parts[base] = m.T @ m if roles.item in base else m
+    found = (shift, rest, z.shape[item_axis], parts)
+    _last_marginals = (weakref.ref(x), key, found)
+    return found
+
+
+def _term_sets(design: Design) -> set[Effect]:
+    """The facet sets whose T terms a fit of ``design`` needs (those of :class:`TermSums`)."""
+    return {
+        effect - frozenset(removed)
+        for effect in design.effects
+        for r in range(len(design.primary(effect)) + 1)
+        for removed in itertools.combinations(sorted(design.primary(effect)), r)
+    }
+
+
+def _marginal_bases(design: Design, roles: Facets) -> set[Effect]:
+    """The marginals (the judge axis kept) of which every T term of ``design`` is a quadratic form."""
+    return {a - {roles.judge} for a in _term_sets(design)}
 
 
 def _cell_means_design(design: Design) -> Design:
