@@ -23,6 +23,17 @@ One run makes three measurements:
    cProfile (hotspots by function, and the polars/numpy calls jurymeter waits
    on) and once under a line tracer (wall time per source line of
    ``jurymeter.stats.blocks`` and ``jurymeter.stats.gstudy``).
+1b. **The whole ``jurymeter gstudy`` process on the same item set.** Each a
+   fresh process timed from outside (the subprocess's wall time: interpreter
+   start, imports, the work, exit), interleaved, ``--repeats`` times: (a') a
+   ``python -c`` process that imports polars and runs (a)'s query on the part
+   files; (b') ``<venv>/bin/jurymeter gstudy --item-set bench-gstudy --store
+   <store>`` with default settings (800 resamples, ensembles, item screen: the
+   nightly fit path, ``jurymeter.pipeline.fit.run_fit``), stdout to a file.
+   The medians and the ratio (b')/(a') are reported (goal: at most 1.0x). One
+   more run of the command in-process (``--stages``, under ``python -X
+   importtime``) times its stages (imports, scans, the report's parts,
+   printing) with wall clocks around their functions.
 2. **800 bootstrap resamples plus 2 x 60 ensemble refits** for a 42 x 42 x 9 x 3
    ``s x i x j x r:sij`` array simulated with numpy from positive components:
    ``bootstrap_reliability(fit, n_boot=800)`` +
@@ -86,6 +97,31 @@ KEYS = ["system_id", "item_id", "judge_id", "replicate"]
 COMPONENTS = (0.30, 0.60, 0.15, 0.40, 0.05, 0.20, 0.30, 0.50)
 GOAL_RATIO = 1.5
 GOAL_SMALL_SECONDS = 2.0
+GOAL_PROCESS_RATIO = 1.0
+# Stages of the whole `jurymeter gstudy` process timed by the "stages" child:
+# (module, attribute, label, nested in the stage of this label or None). A stage
+# whose function no longer exists is left out of the table.
+STAGES = (
+    ("jurymeter.pipeline.fit", "run_fit", "`run_fit`: the fit (scans, sums, report)", None),
+    ("jurymeter.stats.blocks", "_cell_levels", "levels scan: each key column's levels, the record count", "run_fit"),
+    ("jurymeter.stats.blocks", "_presence", "presence scan (item chunks)", "run_fit"),
+    ("jurymeter.stats.blocks", "_average_plan", "block rules on the presence", "run_fit"),
+    ("jurymeter.stats.blocks", "_sum_cells", "cell sums scans (item chunks)", "run_fit"),
+    ("jurymeter.stats.blocks", "_average_x", "chunk arrays from the cell sums", "run_fit"),
+    ("jurymeter.stats.reliability", "GStudyChunks.add", "`GStudyChunks.add`: T terms, means, ensemble sums per chunk", "run_fit"),
+    ("jurymeter.stats.diagnostics", "EnsembleRefits.add", "of which ensemble refits' sums (k = 2, 3)", "GStudyChunks.add"),
+    ("jurymeter.stats.reliability", "_report", "the report from the sums (`_report`)", "run_fit"),
+    ("jurymeter.stats.reliability", "bootstrap_reliability", "of which parametric bootstrap (800)", "_report"),
+    ("jurymeter.stats.reliability", "item_diagnostics_from_means", "of which item diagnostics (200 splits)", "_report"),
+    ("jurymeter.stats.reliability", "naive_halfwidth_from_means", "of which naive item bootstrap (800)", "_report"),
+    ("jurymeter.stats.diagnostics", "EnsembleRefits.check", "of which ensemble refits (2 x 60)", "_report"),
+    ("jurymeter.stats.reliability", "wrong_order_probability", "of which rank reliability (2 x 4,000 draws)", "_report"),
+    ("jurymeter.stats.reliability", "mdd_false_positive_rate", "of which MDD false-positive simulations", "_report"),
+    ("jurymeter.stats.reliability", "dstudy_summary", "of which D-study point quantities", "_report"),
+    ("jurymeter.stats.curves", "curves", "curves of figures 1, 2 (`curves`)", "run_fit"),
+    ("jurymeter.stats.curves", "leaderboard", "leaderboard and tie groups", "run_fit"),
+    ("jurymeter.analyses.gstudy.command", "print_gstudy", "printing the tables", None),
+)
 OTHER_BENCH = "bench/ingest"
 
 
@@ -475,6 +511,131 @@ def child_main(mode: str, params: dict[str, Any]) -> None:
         raise SystemExit(msg)
 
 
+def stages_main(params: dict[str, Any]) -> None:
+    """The whole ``jurymeter gstudy`` command in this process, with wall clocks around its stages.
+
+    Run under ``python -X importtime`` by the parent, which reads the import
+    times from stderr. Prints one JSON line (stdout of the command goes to a file).
+    """
+    t_start = time.perf_counter()
+    import functools
+    import importlib
+
+    times: dict[str, float] = {}
+    calls: dict[str, int] = {}
+
+    def wrap(owner: Any, attr: str, key: str) -> None:
+        inner = getattr(owner, attr)
+
+        @functools.wraps(inner)
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            t = time.perf_counter()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                times[key] = times.get(key, 0.0) + time.perf_counter() - t
+                calls[key] = calls.get(key, 0) + 1
+
+        setattr(owner, attr, timed)
+
+    t0 = time.perf_counter()
+    cli_app = importlib.import_module("jurymeter.cli.app")
+    import_cli = time.perf_counter() - t0
+    found = []
+    for module_name, attr, _label, _parent in STAGES:
+        try:
+            owner: Any = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        *path, name = attr.split(".")
+        for part in path:
+            owner = getattr(owner, part, None)
+        if owner is None or not hasattr(owner, name):
+            continue
+        wrap(owner, name, attr)
+        found.append(attr)
+    import_stages = time.perf_counter() - t0 - import_cli
+    sys.argv = ["jurymeter", "gstudy", "--item-set", params["item_set"], "--store", params["store"]]
+    t0 = time.perf_counter()
+    with open(params["out"], "w") as handle:
+        saved, sys.stdout = sys.stdout, handle
+        try:
+            cli_app.main()
+        except SystemExit as exc:
+            if exc.code not in (0, None):
+                raise
+        finally:
+            sys.stdout = saved
+    command = time.perf_counter() - t0
+    _emit(
+        {
+            "since_start": time.perf_counter() - t_start,
+            "import_cli": import_cli,
+            "import_stages": import_stages,
+            "command": command,
+            "times": times,
+            "calls": calls,
+            "found": found,
+        }
+    )
+
+
+# Packages whose import time the stages table reports (and whether they were imported at all).
+IMPORT_WATCH = (
+    "numpy", "polars", "pyarrow", "typer", "rich", "orjson", "scipy", "scipy.stats", "scipy.special",
+    "matplotlib", "prefect", "distributed", "dask", "pandas",
+)
+
+
+def import_times(stderr_text: str) -> dict[str, float]:
+    """Import time (s) of each package of :data:`IMPORT_WATCH` from ``python -X importtime`` output.
+
+    A package's time is the cumulative time of its modules' imports that were
+    not made by another of its modules (so a package imported piecemeal, as
+    ``scipy``'s lazy submodules are, is counted whole); a module's cumulative
+    time includes the modules it imported for the first time.
+    """
+    rows: list[tuple[int, str, float]] = []
+    for line in stderr_text.splitlines():
+        if not line.startswith("import time:") or line.count("|") != 2:
+            continue
+        _, cumulative, name = line[len("import time:") :].split("|")
+        try:
+            seconds = int(cumulative) / 1e6
+        except ValueError:
+            continue  # the header line
+        rows.append(((len(name) - len(name.lstrip(" ")) - 1) // 2, name.strip(), seconds))
+    # importtime prints a module after the modules it imported: a row's parent is
+    # the next row with a smaller depth.
+    parents: list[str | None] = [None] * len(rows)
+    waiting: list[int] = []
+    for k, (depth, name, _) in enumerate(rows):
+        while waiting and rows[waiting[-1]][0] > depth:
+            parents[waiting.pop()] = name
+        waiting.append(k)
+
+    def within(name: str | None, package: str) -> bool:
+        return name is not None and (name == package or name.startswith(package + "."))
+
+    found: dict[str, float] = {}
+    for package in IMPORT_WATCH:
+        total = sum(
+            sec for (_, name, sec), parent in zip(rows, parents, strict=True)
+            if within(name, package) and not within(parent, package)
+        )
+        if any(within(name, package) for _, name, _ in rows):
+            found[package] = total
+    return found
+
+
+RAW_PROCESS = """\
+import polars as pl
+files = {files!r}
+out = pl.scan_parquet(files).group_by({keys!r}).agg(pl.col("score").mean()).collect()
+print(out.height)
+"""
+
+
 # ---------------------------------------------------------------- measuring
 
 
@@ -505,6 +666,7 @@ def run_measured(cmd: list[str], log_dir: Path, name: str) -> dict[str, Any]:
     result: dict[str, Any] = json.loads(lines[-1]) if lines else {}
     result.update(
         wall_seconds=wall,
+        stdout_path=str(out_path),
         process_cpu=child_cpu,
         peak_rss=usage.ru_maxrss * 1024,
         other_cpu_seconds=max(0.0, busy - child_cpu),
@@ -656,6 +818,9 @@ def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         child_main(sys.argv[2], json.loads(sys.argv[3]))
         return
+    if len(sys.argv) > 1 and sys.argv[1] == "--stages":
+        stages_main(json.loads(sys.argv[2]))
+        return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--systems", type=int, default=100)
     parser.add_argument("--items", type=int, default=2000)
@@ -757,6 +922,38 @@ def main() -> None:
             "percentages overlap):\n\n"
             + lines_table(json.loads(lines_path.read_text()), traced["seconds"], opts.top)
         )
+
+    # ---- 1b. whole processes, timed from outside: raw polars vs `jurymeter gstudy`, interleaved.
+    from jurymeter.io.store import Store
+
+    part_files = [f.path for f in Store(built["store"]).data_files("pointwise", ITEM_SET)]
+    raw_code = RAW_PROCESS.format(files=part_files, keys=KEYS)
+    jurymeter_exe = str(Path(sys.executable).parent / "jurymeter")
+    gstudy_cmd = [jurymeter_exe, "gstudy", "--item-set", ITEM_SET, "--store", built["store"]]
+    raw_procs, cli_procs = [], []
+    for k in range(opts.repeats):
+        print(f"[1b] run {k + 1}/{opts.repeats}: raw polars process ...", flush=True)
+        raw_procs.append(run_measured([sys.executable, "-c", raw_code], logs, f"process-raw-{k}"))
+        print(f"    {raw_procs[-1]['wall_seconds']:.2f} s; jurymeter gstudy process ...", flush=True)
+        cli_procs.append(run_measured(gstudy_cmd, logs, f"process-gstudy-{k}"))
+        print(f"    {cli_procs[-1]['wall_seconds']:.2f} s", flush=True)
+    raw_groups = int(Path(raw_procs[0]["stdout_path"]).read_text().split()[-1])
+    printed = [Path(r["stdout_path"]).read_text() for r in cli_procs]
+    if any(text != printed[0] for text in printed):
+        print("warning: the jurymeter gstudy runs printed different outputs", flush=True)
+    raw_proc_med = median([r["wall_seconds"] for r in raw_procs])
+    cli_proc_med = median([r["wall_seconds"] for r in cli_procs])
+    process_ratio = cli_proc_med / raw_proc_med
+    print("[1b] jurymeter gstudy with its stages timed (-X importtime) ...", flush=True)
+    stage_out = logs / "process-stages-stdout.txt"
+    staged = run_measured(
+        [sys.executable, "-X", "importtime", str(Path(__file__).resolve()), "--stages",
+         json.dumps({"store": built["store"], "item_set": ITEM_SET, "out": str(stage_out)})],
+        logs, "process-stages",
+    )
+    if stage_out.read_text() != printed[0]:
+        print("warning: the staged run printed a different output", flush=True)
+    imports = import_times((logs / "process-stages.err").read_text())
 
     # ---- 2. bootstrap + ensembles on 42 x 42 x 9 x 3.
     design = Design.parse(SPEC)
@@ -915,6 +1112,71 @@ def main() -> None:
         + ", ".join(f"{k} {v:.3f}" for k, v in fitted.items())
     )
     lines.append(profile_text)
+    lines += [
+        "**1b. The whole `jurymeter gstudy` process (default settings) vs a raw polars process over the same Parquet**",
+        "",
+        "Each a fresh process, timed from outside (wall time of the subprocess: interpreter start, imports, "
+        "the work and exit), interleaved, "
+        f"{opts.repeats} runs each. (a') `python -c` that imports polars and runs (a)'s query on the item set's "
+        f"{len(part_files)} part files; (b') `.venv/bin/jurymeter gstudy --item-set {ITEM_SET} --store <store>` "
+        f"with default settings (n_boot 800, ensembles k = 2, 3 with 60 partitions each, 200 item splits, "
+        f"the item screen; the nightly fit path, `run_fit`), its stdout to a file.",
+        "",
+        "| process | median (s) | runs (s) | CPU (s) | other CPU-s | peak RSS | notes |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
+
+    def process_row(label: str, runs: list[dict[str, Any]], note: str) -> str:
+        walls = [r["wall_seconds"] for r in runs]
+        cpu = median([r["process_cpu"] for r in runs])
+        other = median([r["other_cpu_seconds"] for r in runs])
+        rss = max(r["peak_rss"] for r in runs) / 1e9
+        return f"| {label} | {median(walls):.2f} | {runs_text(walls)} | {cpu:.2f} | {other:.1f} | {rss:.2f} GB | {note} |"
+
+    lines.append(process_row("(a') `python -c` raw polars scan + group-by", raw_procs, f"{raw_groups:,} groups"))
+    lines.append(
+        process_row(
+            "(b') `jurymeter gstudy --item-set bench-gstudy --store <store>`",
+            cli_procs,
+            f"{len(printed[0].splitlines())} lines printed"
+            + ("" if all(t == printed[0] for t in printed) else " (runs differ!)"),
+        )
+    )
+    lines += [
+        "",
+        f"- whole process, jurymeter / raw: **{process_ratio:.2f}x** ({cli_proc_med:.2f} s / {raw_proc_med:.2f} s) "
+        f"— goal <= {GOAL_PROCESS_RATIO:g}x: **{'met' if process_ratio <= GOAL_PROCESS_RATIO else 'missed'}**",
+        "",
+        f"Where (b')'s time goes: one more run of the same command in-process (`bench/gstudy.py --stages`, "
+        f"under `python -X importtime`), wall {staged['wall_seconds']:.2f} s "
+        f"(CPU {staged['process_cpu']:.2f} s, others {staged['other_cpu_seconds']:.1f} CPU-s); "
+        "wall clocks around each function (nested rows are part of the row they name):",
+        "",
+        "| stage | time (s) | calls |",
+        "|---|---:|---:|",
+    ]
+    st = staged
+    lines.append(f"| interpreter start and the script's own imports (wall − time since the child began) | "
+                 f"{st['wall_seconds'] - st['since_start']:.2f} | |")
+    lines.append(f"| import `jurymeter.cli.app` (typer, rich, polars, the registry) | {st['import_cli']:.2f} | 1 |")
+    lines.append(f"| import the fit's modules (scipy.stats with `jurymeter.stats.dstudy`, ...) | {st['import_stages']:.2f} | 1 |")
+    lines.append(f"| the command (`main()`), of which: | {st['command']:.2f} | 1 |")
+    labels = {attr: (label, parent) for _m, attr, label, parent in STAGES}
+    for attr in st["found"]:
+        if attr not in st["times"]:
+            continue
+        label, parent = labels[attr]
+        depth = 0 if parent is None else (1 if labels.get(parent, (None, None))[1] is None else 2)
+        lines.append(f"| {'· ' * depth}{label} | {st['times'][attr]:.3f} | {st['calls'][attr]} |")
+    lines += [
+        "",
+        "- imports of that run (`-X importtime`: cumulative time of each package's first import, "
+        "its dependencies first imported there included; s): "
+        + ", ".join(f"{name} {sec:.2f}" for name, sec in imports.items() if name in IMPORT_WATCH)
+        + "; not imported: "
+        + (", ".join(name for name in IMPORT_WATCH if name not in imports) or "none"),
+        "",
+    ]
     lines += [
         f"**2. Bootstrap ({opts.n_boot} resamples) and ensemble refits (2 x {opts.partitions}) on "
         f"{' x '.join(map(str, small))} (`{SPEC}`, seed {seed_small})**",

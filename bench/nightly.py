@@ -26,10 +26,10 @@ One run:
    (c) direct, no Prefect and no Dask: ``jurymeter.io.ingest.ingest`` of the same
        landing into another empty store, then ``plan_fits`` and
        ``fit_and_tabulate`` (which draws the report figures, as the flow's
-       workers do) + ``write_cached_fit`` for each of the 8 jobs
+       workers do) + ``jurymeter.pipeline.cache.record`` (the cache write) for each of the 8 jobs
        sequentially, then ``combine_tables`` + ``publish_run`` (which writes the
        tables and fit reports and renders the report with
-       ``jurymeter.render.report.render_report``), each part timed;
+       ``jurymeter.render.page.render_report``), each part timed;
    (d) the parts of the orchestration alone: ``jurymeter.orchestration.runtime.prefect_api``
        start + stop with a new home and with a reused one, a
        ``LocalCluster`` of 2 worker processes start + stop, and
@@ -301,21 +301,16 @@ def child_main(argv: list[str]) -> None:
 def direct(config_path: Path) -> dict[str, Any]:
     """The flow's work with no Prefect and no Dask: ingest, 8 fits in turn, publish."""
     t_imp = time.perf_counter()
-    from jurymeter.pipeline.nightly import (
-        combine_tables,
-        fit_and_tabulate,
-        fit_summary,
-        landing_sources,
-        new_run_id,
-        plan_fits,
-        publish_run,
-        write_cached_fit,
-    )
-
     from jurymeter.io.ingest import ingest
     from jurymeter.io.store import Store
     from jurymeter.io.validate import ValidationOptions
+    from jurymeter.pipeline.cache import record, tables_of
     from jurymeter.pipeline.config import load_config
+    from jurymeter.pipeline.fit import fit_and_tabulate
+    from jurymeter.pipeline.jobs import new_run_id, plan_fits
+    from jurymeter.pipeline.landing import landing_sources
+    from jurymeter.pipeline.publish import publish_run
+    from jurymeter.pipeline.tables import combine_tables
 
     import_seconds = time.perf_counter() - t_imp
     config = load_config(config_path)
@@ -327,38 +322,31 @@ def direct(config_path: Path) -> dict[str, Any]:
     report = ingest(store, sources, ValidationOptions(column_map=config.column_map, scale=config.scale))
     parts["ingest"] = time.perf_counter() - clock
     clock = time.perf_counter()
-    jobs = plan_fits(store, config)
+    plan = plan_fits(store, config)
     parts["plan"] = time.perf_counter() - clock
-    fits, tables, reports, per_fit, figures = [], [], {}, [], {}
+    outcomes, per_fit = [], []
     fit_total = cache_total = 0.0
     fit_cpu = time.process_time()
-    for job in jobs:
+    for job in plan.jobs:
         clock = time.perf_counter()
         result = fit_and_tabulate(job, config.report)  # figures too, as the flow's workers do
         seconds = time.perf_counter() - clock
         fit_total += seconds
-        if result.error is not None:
-            fits.append(fit_summary(job, "failed", None, result.error, seconds, result.trace))
-        else:
-            clock = time.perf_counter()
-            write_cached_fit(store, job, result.report, result.tables, result.figures)
-            cache_total += time.perf_counter() - clock
-            figures.update(result.figures or {})
-            fits.append(fit_summary(job, "fitted", result.report, None, seconds))
-            tables.append(result.tables)
-            reports[job.key()] = result.report
-        per_fit.append({"fit": job.name, "seconds": seconds})
+        clock = time.perf_counter()
+        outcomes.append(record(store, job, result, seconds))  # the cache write, as the flow's
+        cache_total += time.perf_counter() - clock
+        per_fit.append({"fit": f"{job.item_set} / {job.universe} / {job.population}", "seconds": seconds})
     parts["fits"] = fit_total
     fits_cpu = time.process_time() - fit_cpu  # includes the cache writes (small)
     parts["cache_write"] = cache_total
     clock = time.perf_counter()
-    combined = combine_tables(tables)
+    combine_tables(tables_of(outcomes))  # publish_run combines them again, inside its own time
     parts["combine"] = time.perf_counter() - clock
     timings: dict[str, float] = {}
     clock = time.perf_counter()
     summary = publish_run(store, new_run_id(), config=config, started=started,
-                          ingest_report=report.to_json(), fits=fits, tables=combined,
-                          reports=reports, timings=timings, figures=figures)
+                          ingest_report=report.to_json(), outcomes=outcomes, timings=timings,
+                          skipped=plan.skipped)
     parts["publish"] = time.perf_counter() - clock
     parts["publish_write"] = timings.get("write", 0.0)
     parts["publish_report"] = timings.get("report", 0.0)
@@ -369,10 +357,21 @@ def direct(config_path: Path) -> dict[str, Any]:
         "parts": parts,
         "per_fit": per_fit,
         "totals": report.totals(),
-        "fits": [{k: f.get(k) for k in ("item_set", "universe", "status", "error", "erho2", "mdd95",
-                                        "design", "systems", "items", "judges", "seconds")}
-                 for f in summary["fits"]],
+        "fits": flat_fits(summary),
     }
+
+
+FIT_FIELDS = ("item_set", "universe", "status", "error", "erho2", "mdd95", "design", "systems", "items",
+              "judges", "seconds")
+
+
+def flat_fits(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """``summary.json``'s fits, each with the G-study's headline beside its names (``analyses.gstudy``)."""
+    return [
+        {k: {**f, **(f.get("analyses", {}).get("gstudy") or {}), "status": f.get("status")}.get(k)
+         for k in FIT_FIELDS}
+        for f in summary["fits"]
+    ]
 
 
 # ---------------------------------------------------------------- measuring
@@ -491,8 +490,10 @@ def clean_env(prefect_home: Path | None = None) -> dict[str, str]:
 
 
 def latest_summary(store: Path) -> dict[str, Any]:
+    """The store's latest run summary, its fits flattened as :func:`flat_fits` does."""
     latest = json.loads((store / "results" / "latest.json").read_text())
-    return json.loads((Path(latest["path"]) / "summary.json").read_text())
+    summary = json.loads((Path(latest["path"]) / "summary.json").read_text())
+    return {**summary, "fits": flat_fits(summary)}
 
 
 def lpt_makespan(seconds: list[float], workers: int) -> float:
@@ -695,8 +696,8 @@ def bench(opts: argparse.Namespace, work: Path, logs: Path, landing: Path, start
             f"total {c_total:.1f}: ingest {cp['ingest']:.1f}, plan {cp['plan']:.2f}, fits {cp['fits']:.1f}, "
             f"cache write {cp['cache_write']:.1f}, combine {cp['combine']:.2f}, publish {cp['publish']:.1f} "
             f"(write {cp['publish_write']:.1f}, report {cp['publish_report']:.1f}); imports {c['import_seconds']:.1f}",
-            "same landing into another empty store; `fit_and_tabulate` + `write_cached_fit` per job, "
-            "`combine_tables` + `publish_run` (renders the report); figures drawn by `fit_and_tabulate`, "
+            "same landing into another empty store; `fit_and_tabulate` + `record` (the cache write) per job, "
+            "`publish_run` (combines the tables, renders the report); figures drawn by `fit_and_tabulate`, "
             "as on the flow's workers"),
         row("(d) Prefect server start + stop, new home", d_new,
             f"start {d_new['start_seconds']:.1f}, stop {d_new['stop_seconds']:.1f}; import {d_new['import_seconds']:.1f}",

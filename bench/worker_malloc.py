@@ -22,7 +22,7 @@ from _common import append_results, command_line, facts_block, machine_facts  # 
 
 
 def timed_fit(job: object) -> float:
-    from jurymeter.pipeline.nightly import fit_and_tabulate
+    from jurymeter.pipeline.fit import fit_and_tabulate
 
     started = time.perf_counter()
     result = fit_and_tabulate(job)  # type: ignore[arg-type]
@@ -32,7 +32,6 @@ def timed_fit(job: object) -> float:
 
 def main() -> None:
     from distributed import Client, LocalCluster
-    from jurymeter.pipeline.nightly import plan_fits
 
     from jurymeter.io.ingest import ingest
     from jurymeter.io.sources import discover_sources
@@ -40,6 +39,7 @@ def main() -> None:
     from jurymeter.io.validate import ValidationOptions
     from jurymeter.orchestration.runtime import WORKER_MALLOC, run_cluster
     from jurymeter.pipeline.config import load_config
+    from jurymeter.pipeline.jobs import plan_fits
     from nightly import write_panel
 
     work = BENCH / "_work" / "worker-malloc"
@@ -49,7 +49,7 @@ def main() -> None:
     store = Store(str(work / "store"))
     ingest(store, discover_sources([str(work / "panel.jsonl")]), ValidationOptions())
     (work / "jm.toml").write_text(f'store = "{store.url}"\n[fit]\nn_boot = 800\n')
-    job = plan_fits(store, load_config(work / "jm.toml", environ={}))[0]
+    job = plan_fits(store, load_config(work / "jm.toml", environ={})).jobs[0]
     rows = [("client process", [timed_fit(job) for _ in range(2)])]
     with (
         LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=":0") as cluster,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 
 import numpy as np
@@ -252,3 +253,89 @@ def test_group_by_summing_equals_the_batches(monkeypatch: pytest.MonkeyPatch, ge
     batches = balanced_block(records, generations=generations)
     monkeypatch.setattr(blocks, "_STREAM_BATCHES", False)
     _assert_same_block(balanced_block(records, generations=generations), batches)
+
+
+def _blocks_both_ways(monkeypatch: pytest.MonkeyPatch, records: pl.DataFrame, modes: tuple[str, ...], chunk_cells: int):
+    """fit_blocks as run (speculating where it may) and with a presence scan first; the presence scans counted."""
+    import jurymeter.stats.blocks as blocks
+
+    scans: list[int] = []
+    presence = blocks._presence
+
+    def counted(*args: object) -> np.ndarray:
+        scans.append(len(args[3]))  # type: ignore[arg-type]
+        return presence(*args)  # type: ignore[arg-type]
+
+    with monkeypatch.context() as patched:
+        patched.setattr(blocks, "_presence", counted)
+        run = blocks.fit_blocks(records, modes, chunk_cells=chunk_cells)  # type: ignore[arg-type]
+        speculated = list(scans)
+        patched.setattr(blocks, "fit_chunks", functools.partial(blocks.fit_chunks, speculate=False))
+        scanned = blocks.fit_blocks(records, modes, chunk_cells=chunk_cells)  # type: ignore[arg-type]
+    return run, scanned, speculated
+
+
+@pytest.mark.parametrize("modes", [("average",), ("average", "facet")])
+def test_complete_data_in_chunks_skip_the_presence_scan_and_give_the_same_blocks(
+    monkeypatch: pytest.MonkeyPatch, modes: tuple[str, ...]
+) -> None:
+    records = _records(n_s=4, n_i=9, n_j=4, n_r=2, n_g=3, seed=7)
+    per_item = 4 * 4 * 2 * (3 if "facet" in modes else 1)
+    run, scanned, presence_scans = _blocks_both_ways(monkeypatch, records, modes, 2 * per_item)
+    assert run.chunks == scanned.chunks == 5
+    assert presence_scans == []  # every cell was confirmed by the chunks' counts: no presence scan
+    for mode in modes:
+        _assert_same_block(run.block(mode), scanned.block(mode))  # type: ignore[arg-type]
+        _assert_same_block(run.block(mode), balanced_block(records, generations=mode))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("hole_item", [0, 4, 8])  # in the first, a middle and the last chunk
+def test_a_hole_met_by_speculative_blocks_gives_the_blocks_of_a_presence_scan(
+    monkeypatch: pytest.MonkeyPatch, hole_item: int
+) -> None:
+    # Three generations a cell, so dropping two cells' records leaves more records
+    # than (system, item, judge, replicate) cells: the blocks are speculated on.
+    records = _records(n_s=5, n_i=9, n_j=4, n_r=2, n_g=3, seed=8)
+    hole = (pl.col("item_id") == f"i{hole_item}") & (pl.col("system_id") == "s2") & (pl.col("judge_id").is_in(["j1", "j3"]))
+    records = records.filter(~hole)
+    assert records.height >= 5 * 9 * 4 * 2
+    run, scanned, presence_scans = _blocks_both_ways(monkeypatch, records, ("average",), 2 * 5 * 4 * 2)
+    after = 5 - (hole_item // 2 + 1)  # chunks after the hole's: their presence is scanned
+    assert presence_scans == ([after] if after else [])
+    block = run.block("average")
+    assert block.dropped_items == (f"i{hole_item}",)  # 2 holes of its 20 cells against 2 of s2's 36
+    _assert_same_block(block, scanned.block("average"))  # type: ignore[arg-type]
+    _assert_same_block(block, balanced_block(records))
+
+
+@pytest.mark.parametrize("modes", [("average",), ("average", "facet")])  # cells keyed without and with generations
+@pytest.mark.parametrize("messy", [False, True])
+def test_chunks_cut_from_one_scan_equal_a_scan_per_chunk_bit_for_bit(
+    monkeypatch: pytest.MonkeyPatch, messy: bool, modes: tuple[str, ...]
+) -> None:
+    import jurymeter.stats.blocks as blocks
+
+    records = _messy(1, n_g=4, n_r=3, sparse_ids=True) if messy else _records(n_s=4, n_i=9, n_j=4, n_r=2, n_g=3, seed=9)
+    scans: list[tuple[int, int]] = []
+    sum_cells = blocks._sum_cells
+
+    def counted(lazy: object, keys: object, levels: object, records: object, items: tuple[int, int]) -> object:
+        scans.append(items)
+        return sum_cells(lazy, keys, levels, records, items)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(blocks, "_sum_cells", counted)
+    n_items = records["item_id"].n_unique()
+    keys = blocks.FACET_KEYS if "facet" in modes else blocks.AVERAGE_KEYS
+    per_item = int(np.prod([records[c].n_unique() for c in keys])) // n_items
+    cut = blocks.fit_blocks(records, modes, chunk_cells=2 * per_item, scan_cells=10**6)  # type: ignore[arg-type]
+    assert scans == [(0, n_items)]  # one scan
+    assert cut.chunks == -(-n_items // 2)
+    scans.clear()
+    scanned = blocks.fit_blocks(records, modes, chunk_cells=2 * per_item)  # type: ignore[arg-type]
+    # A scan per chunk (a chunk more when speculative blocks met a hole and started over).
+    assert sorted(set(scans)) == [(lo, min(lo + 2, n_items)) for lo in range(0, n_items, 2)]
+    for mode in modes:
+        if cut.blocks[mode] is None:
+            assert scanned.blocks[mode] is None
+            continue
+        _assert_same_block(cut.block(mode), scanned.block(mode))  # type: ignore[arg-type]

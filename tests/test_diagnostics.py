@@ -8,6 +8,7 @@ from scipy import stats
 
 from jurymeter.stats.design import Design
 from jurymeter.stats.diagnostics import (
+    EnsembleRefits,
     ensemble_partitions,
     item_diagnostics,
     mdd_false_positive_rate,
@@ -175,3 +176,61 @@ def test_checks_without_a_positive_error_or_prediction_are_nan_without_warnings(
         assert np.all(np.isnan(check.ratios))
         assert np.isnan(check.median)
         assert np.isnan(naive_halfwidth_from_means(x.mean(axis=(2, 3)), n_boot=1))
+@pytest.mark.parametrize(("spec", "sizes"), [
+    ("s x i x j x r:sij", {"s": 7, "i": 9, "j": 7, "r": 3}),
+    ("s x i x j x g:si x r:sijg", {"s": 5, "i": 6, "j": 6, "g": 2, "r": 2}),
+    ("s x i x j", {"s": 7, "i": 8, "j": 9}),
+])
+def test_ensemble_refits_summed_over_item_chunks_equal_refits_of_each_ensembles_array(
+    spec: str, sizes: dict[str, int]
+) -> None:
+    """Refits accumulated over uneven item chunks against every partition's ensembles refitted whole."""
+    design = Design.parse(spec)
+    rng = np.random.default_rng(11)
+    x = 4.0 + rng.normal(size=[sizes[f] for f in design.facets]) + rng.normal(
+        size=(sizes["s"], 1, sizes["j"]) + (1,) * (len(design.facets) - 3)
+    )
+    axis = design.facets.index("j")
+    fit = fit_gstudy(x, design)
+    for k in (2, 3):
+        refits = EnsembleRefits(design, sizes["j"], k=k, partitions=12, seed=k)
+        for lo, hi in ((0, 1), (1, 5), (5, sizes["i"])):
+            refits.add(x[:, lo:hi])
+        draw = np.random.default_rng(k)
+        expected = []
+        for _ in range(12):
+            order = draw.permutation(sizes["j"])[: (sizes["j"] // k) * k]
+            moved = np.moveaxis(x, axis, -1)[..., order]
+            grouped = moved.reshape(*moved.shape[:-1], -1, k).mean(axis=-1)
+            expected.append(fit_gstudy(np.moveaxis(grouped, -1, axis), design).component("sj"))
+        np.testing.assert_allclose(refits.check(fit).ratios, np.array(expected) / (fit.component("sj") / k), rtol=1e-9)
+
+
+def test_the_normal_quantile_and_cdf_from_scipy_special_are_scipy_stats_norm_s() -> None:
+    """diagnostics uses scipy.special (a light import) where scipy.stats.norm was called: the same floats."""
+    from scipy import special
+
+    assert special.ndtri(0.975) == stats.norm.ppf(0.975)
+    x = np.concatenate([np.linspace(-40, 40, 20_001), [-np.inf, np.inf, -0.0, 0.0, 1e-300, -1e-300]])
+    np.testing.assert_array_equal(special.ndtr(x), stats.norm.cdf(x))
+
+
+def test_ensemble_refits_fed_one_chunk_object_for_each_size_equal_refits_fed_copies() -> None:
+    """The chunk's judge marginals are computed once for the sizes fed the same array (as GStudyChunks does)."""
+    import jurymeter.stats.diagnostics as diagnostics
+
+    design = Design.parse("s x i x j x r:sij")
+    x = _simulate({"s": 9, "i": 12, "j": 7, "r": 2}, TRUTH, seed=12)
+    fit = fit_gstudy(x, design)
+    shared = {k: EnsembleRefits(design, 7, k=k, partitions=9, seed=k) for k in (2, 3)}
+    alone = {k: EnsembleRefits(design, 7, k=k, partitions=9, seed=k) for k in (2, 3)}
+    for lo, hi in ((0, 5), (5, 12)):
+        chunk = x[:, lo:hi]
+        for k in (2, 3):
+            shared[k].add(chunk)
+            assert diagnostics._last_marginals is not None
+            assert diagnostics._last_marginals[0]() is chunk
+        for k in (2, 3):
+            alone[k].add(chunk.copy())  # a new array each time: computed afresh
+    for k in (2, 3):
+        np.testing.assert_array_equal(shared[k].check(fit).ratios, alone[k].check(fit).ratios)

@@ -11,6 +11,7 @@ S3 store on moto's standalone server.
 from __future__ import annotations
 
 import copy
+import functools
 import logging
 import math
 import os
@@ -158,14 +159,83 @@ def test_a_fit_read_in_item_chunks_gives_the_report_of_one_scan_and_of_a_scan_pe
         scans.clear()
         with monkeypatch.context() as patched:
             patched.setattr(blocks, "CHUNK_CELLS", 1)  # one item per chunk
+            cut = {name: analysis(name).report(o.result) for name, o in run_fit(job, scan_cells=10**7).items()}
             patched.setattr(blocks, "_presence", counted_presence)
             chunked = reports(job)
+            assert scans == []  # a complete panel: the chunks' counts confirm every cell, no presence scan
+            patched.setattr(blocks, "fit_chunks", functools.partial(blocks.fit_chunks, speculate=False))
+            scanned = reports(job)
         assert scans == [1]  # the chunked path ran: a presence scan, then the chunks
         with monkeypatch.context() as patched:  # no dense path: each block by polars, a scan each
             patched.setattr(blocks, "_cell_levels", lambda lazy, keys: None)
             separate = reports(job)
         _assert_close(shared, chunked)
         _assert_close(shared, separate)
+        assert _json(chunked) == _json(scanned)  # the same sums in the same order: the same bits
+        assert _json(cut) == _json(scanned)
+
+
+def _json(report: object) -> bytes:
+    import orjson
+
+    return orjson.dumps(report, option=orjson.OPT_SORT_KEYS | orjson.OPT_SERIALIZE_NUMPY)
+
+
+@pytest.mark.parametrize("where", ["first", "middle"])  # read before the analyses start, or met while feeding them
+def test_a_fit_whose_blocks_assumed_no_hole_and_meet_one_starts_over_with_the_blocks_of_a_presence_scan(
+    small_store: Store, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    import dataclasses
+
+    import jurymeter.pipeline.fit as fit_module
+    import jurymeter.stats.blocks as blocks
+    from jurymeter.analyses import analysis
+
+    job = plan_fits(small_store, _config(small_store)).jobs[0]
+    # The G-study alone: generations averaged, so the cells (system, item, judge,
+    # replicate) hold a record per generation and a hole leaves more records than cells.
+    job = dataclasses.replace(job, analyses=tuple(a for a in job.analyses if a[0] == "gstudy"))
+    scope_of = fit_module.fit_scope
+
+    def holey(job: object) -> object:
+        scope = scope_of(job)  # type: ignore[arg-type]
+        items = sorted(scope.records.select("item_id").unique().collect()["item_id"])
+        hole = (pl.col("item_id") == items[0 if where == "first" else len(items) // 2]) & (pl.col("judge_id") == "judge-b")
+        return dataclasses.replace(scope, records=scope.records.filter(~hole))
+
+    settled: list[int] = []
+    settle = blocks.FitChunks._settle
+
+    def counted_settle(self: object, *args: object) -> None:
+        settled.append(1)
+        settle(self, *args)  # type: ignore[arg-type]
+
+    def reports() -> dict[str, object]:
+        return {name: analysis(name).report(o.result) for name, o in fit_module.run_fit(job).items()}
+
+    monkeypatch.setattr(fit_module, "fit_scope", holey)
+    monkeypatch.setattr(blocks, "CHUNK_CELLS", 1)  # one item per chunk: the hole is in a middle chunk
+    monkeypatch.setattr(blocks.FitChunks, "_settle", counted_settle)
+    changed: list[int] = []
+    parts = blocks.FitChunks.parts
+
+    def counted_parts(self: object) -> object:
+        try:
+            yield from parts(self)  # type: ignore[arg-type]
+        except blocks.BlocksChanged:
+            changed.append(1)
+            raise
+
+    monkeypatch.setattr(blocks.FitChunks, "parts", counted_parts)
+    speculated = reports()
+    assert settled == [1]  # the chunks' counts met the hole once
+    # In the first chunk (read while the imports run) before any analysis starts; later, the fit starts over.
+    assert changed == ([] if where == "first" else [1])
+    monkeypatch.setattr(blocks, "fit_chunks", functools.partial(blocks.fit_chunks, speculate=False))
+    scanned = reports()
+    assert settled == [1]
+    assert speculated["gstudy"]["block"]["dropped_items"]  # type: ignore[index]
+    assert _json(speculated) == _json(scanned)
 
 
 def test_generations_as_a_facet_fit_with_the_native_d_study_of_generations_averaged(small_store: Store) -> None:

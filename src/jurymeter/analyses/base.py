@@ -149,6 +149,9 @@ class Analysis(ABC, Generic[Result, Options]):
     headline: ClassVar[tuple[Headline, ...]]
     options_type: type[Options]  # set on the class: a ClassVar cannot name the type variable
     figure_modules: ClassVar[tuple[str, ...]] = ()  # heavy modules a fit imports (preloaded by workers)
+    # Heavy modules the fit itself imports (no figures): the pipeline imports them in a
+    # thread while it reads the fit's records (:func:`jurymeter.pipeline.fit.run_fit`).
+    compute_modules: ClassVar[tuple[str, ...]] = ()
 
     def applies(self, item_set: ItemSet) -> str | None:
         """``None`` when the analysis can fit this item set; else why not (said once by the run)."""

@@ -24,7 +24,11 @@ decided on a dense presence array (one byte a cell) with numpy sums
 chunk by item chunk, from one scan when a fit has at most :data:`CHUNK_CELLS`
 cells and one scan per chunk otherwise, so a caller that sums the chunks (the
 nightly fit) never holds a whole block; :func:`fit_blocks` and
-:func:`balanced_block` join them. Where the arrays would be too sparse (or keys
+:func:`balanced_block` join them. With several chunks and at least as many
+records as cells, the blocks are first decided as if every cell held a record
+(no presence scan), each chunk's counts confirm it as the chunk is read, and
+the first chunk with a hole has the blocks decided on the real presence
+(:class:`BlocksChanged`: the consumer starts over); the blocks are the same. Where the arrays would be too sparse (or keys
 repeat in facet mode, or there are nulls), a polars group-by path over the
 collected records runs instead; it is the reference the dense paths are tested
 against.
@@ -161,15 +165,22 @@ def _cell_levels(lazy: pl.LazyFrame, keys: tuple[str, ...]) -> tuple[list[list[A
         return None
     # One query per column: run together (``collect_all``, or one select) they
     # peaked at 3x the memory on a store's scan (0.67 against 0.20 GB, 7.5M records).
-    level_frames = [lazy.select(pl.col(c).unique().sort()).collect(engine="streaming") for c in keys]
-    stats = lazy.select(pl.len().alias("n"), pl.col("score").null_count().alias("null_scores")).collect(
-        engine="streaming"
+    # The last (an integer column) is a group-by that also counts the records and
+    # the null scores: one scan less than a query of its own.
+    level_frames = [lazy.select(pl.col(c).unique().sort()).collect(engine="streaming") for c in keys[:-1]]
+    last = keys[-1]
+    counted = (
+        lazy.group_by(last)
+        .agg(pl.len().alias("n"), pl.col("score").null_count().alias("null_scores"))
+        .sort(last)
+        .collect(engine="streaming")
     )
-    n = int(stats["n"][0])
+    level_frames.append(counted.select(last))
+    n = int(counted["n"].sum())
     if not n:
         msg = "no pointwise records to fit"
         raise DesignError(msg)
-    if stats["null_scores"][0] or any(frame.to_series().null_count() for frame in level_frames):
+    if counted["null_scores"].sum() or any(frame.to_series().null_count() for frame in level_frames):
         return None
     levels = [frame.to_series().to_list() for frame in level_frames]
     if int(np.prod([len(v) for v in levels])) > DENSE_CELLS_PER_RECORD * n + 1_000_000:
@@ -318,6 +329,8 @@ def _fewest_replicates(has: np.ndarray) -> int:
     largest array of a plan (8 bytes a (system, item, judge, generation) cell,
     against the presence's 1 byte a cell).
     """
+    if has.all():  # complete (speculative blocks): every count is the axis's length
+        return int(has.shape[-1])
     dtype = np.uint16 if has.shape[-1] < 2**16 else np.int64
     return int(has.sum(axis=-1, dtype=dtype).min())
 
@@ -439,6 +452,16 @@ def _or_raise(found: T | DesignError | None) -> T | None:
     return found
 
 
+class BlocksChanged(Exception):
+    """:meth:`FitChunks.parts` found a cell without a record while its blocks assumed none.
+
+    The blocks were decided as if every cell held a record (checked chunk by
+    chunk as the chunks are read); a chunk showed a hole, so the blocks were
+    decided again on the presence of every cell (the layouts changed). Whatever
+    was fed from the chunks so far is void: start again from the layouts.
+    """
+
+
 class FitChunks:
     """A fit's blocks by generation mode, as layouts and item chunks of their arrays.
 
@@ -447,6 +470,12 @@ class FitChunks:
     path does not apply. :meth:`parts` scans the records (once, or once per
     chunk of items) and yields each chunk's arrays; joined along the item axis
     they are the blocks' arrays.
+
+    ``speculative``: the blocks were decided as if every cell held a record,
+    without a presence scan (:func:`fit_chunks` does so when there are at least
+    as many records as cells); :meth:`parts` checks each chunk's counts and, at
+    the first hole, decides the blocks on the real presence and raises
+    :class:`BlocksChanged`. A consumer then starts over from the new layouts.
     """
 
     def __init__(
@@ -458,29 +487,92 @@ class FitChunks:
         plans: dict[str, _BlockPlan | DesignError | None],
         chunks: list[tuple[int, int]],
         whole: CellSums | None,
+        speculative: bool = False,
     ) -> None:
         self._lazy, self._keys, self._levels, self._records = lazy, keys, levels, records
-        self._plans, self._whole = plans, whole
+        self._whole = whole  # the sums of every cell, when read in one scan
+        self._first: CellSums | None = None  # the first chunk's, when read ahead (read_first)
         self.chunks = chunks
-        self.layouts: dict[str, BlockLayout | DesignError | None] = {
-            mode: _layout(plan, levels, records) if isinstance(plan, _BlockPlan) else plan
-            for mode, plan in plans.items()
-        }
+        self.speculative = speculative
+        self._decide(plans)
         # Distinct generation values in the records, when counted (facet-keyed cells).
         self.generations = len(levels[3]) if keys == FACET_KEYS and plans and records else None
+
+    def _decide(self, plans: dict[str, _BlockPlan | DesignError | None]) -> None:
+        self._plans = plans
+        self.layouts: dict[str, BlockLayout | DesignError | None] = {
+            mode: _layout(plan, self._levels, self._records) if isinstance(plan, _BlockPlan) else plan
+            for mode, plan in plans.items()
+        }
 
     def layout(self, mode: GenerationMode) -> BlockLayout | None:
         """The mode's layout; raises its rule's error; ``None`` where the polars path must run."""
         return _or_raise(self.layouts.get(mode))
 
+    def _settle(self, items: tuple[int, int], cells: CellSums) -> None:
+        """The speculation failed at chunk ``items``: decide the blocks on the real presence."""
+        shape = tuple(len(v) for v in self._levels)
+        has = np.ones(shape, dtype=bool)  # the chunks before this one were complete
+        has[:, items[0] : items[1]] = cells.counts > 0
+        rest = [c for c in self.chunks if c[0] >= items[1]]
+        if rest:
+            has[:, rest[0][0] :] = _presence(self._lazy, self._keys, self._levels, rest)[:, rest[0][0] :]
+        self.speculative = False
+        self._decide(_plans(has, list(self._plans), self._levels, self._keys, self._records))
+
+    def read_first(self) -> None:
+        """Sum the first chunk's cells now (:meth:`parts` yields them first; a no-op once read).
+
+        :func:`jurymeter.pipeline.fit.run_fit` reads it before any analysis
+        starts (while the analyses' modules are imported), so that a hole in
+        the first chunk of speculative blocks has the blocks decided again
+        before anything is fed (the sums stay: they do not depend on the blocks).
+        """
+        if self._whole is not None or self._first is not None or not self.chunks:
+            return
+        if not any(isinstance(p, _BlockPlan) for p in self._plans.values()):
+            return
+        items = self.chunks[0]
+        self._first = _sum_cells(self._lazy, self._keys, self._levels, self._records, items)
+        if self.speculative and not self._first.counts.all():
+            self._settle(items, self._first)
+
+    def _cells(self, items: tuple[int, int]) -> CellSums:
+        """The sums and counts of the chunk ``items``: cut from the one scan's, read ahead, or a scan."""
+        whole = self._whole
+        if whole is not None:
+            if items == (0, len(self._levels[1])):
+                return whole
+            lo, hi = items
+            sums, counts = whole.sums[:, lo:hi], whole.counts[:, lo:hi]
+            if whole.keys != AVERAGE_KEYS:
+                # Laid out as a chunk's own scan lays them out: the facet block can be
+                # the sums themselves, and a reduction's order follows the layout.
+                # (The averaged block's arrays are computed element by element.)
+                sums, counts = np.ascontiguousarray(sums), np.ascontiguousarray(counts)
+            return CellSums(
+                levels=[whole.levels[0], whole.levels[1][lo:hi], *whole.levels[2:]],
+                sums=sums, counts=counts, records=whole.records, keys=whole.keys,
+            )
+        if self._first is not None and items == self.chunks[0]:
+            first, self._first = self._first, None
+            return first
+        return _sum_cells(self._lazy, self._keys, self._levels, self._records, items)
+
     def parts(self) -> Iterator[tuple[tuple[int, int], dict[str, np.ndarray]]]:
-        """Each chunk's kept-item offset range in the blocks and its arrays, by mode, in item order."""
+        """Each chunk's kept-item offset range in the blocks and its arrays, by mode, in item order.
+
+        Raises :class:`BlocksChanged` when speculative blocks meet a cell with
+        no record (the layouts are then decided again; call again to read them).
+        """
         modes = {m: p for m, p in self._plans.items() if isinstance(p, _BlockPlan)}
-        for items in self.chunks:
-            if self._whole is not None:
-                cells, self._whole = self._whole, None  # read once: its memory goes with the chunk
-            else:
-                cells = _sum_cells(self._lazy, self._keys, self._levels, self._records, items)
+        for k, items in enumerate(self.chunks):
+            cells = self._cells(items)
+            if k == len(self.chunks) - 1:
+                self._whole = None  # read once: its memory goes with the last chunk
+            if self.speculative and not cells.counts.all():
+                self._settle(items, cells)
+                raise BlocksChanged
             arrays = {}
             for mode, plan in modes.items():
                 arrays[mode] = (
@@ -517,13 +609,26 @@ def fit_chunks(
     modes: tuple[GenerationMode, ...] = ("average",),
     *,
     chunk_cells: int | None = None,
+    scan_cells: int | None = None,
+    speculate: bool = True,
 ) -> FitChunks:
     """Decide the blocks of ``modes`` (module rules 1-3); their arrays come chunk by chunk.
 
     The rules are decided on the presence of every cell (one byte a cell); the
     scores are then summed for at most ``chunk_cells`` cells (default
     :data:`CHUNK_CELLS`) at a time, items in sorted order. With one chunk the
-    records are scanned once for the presence and the sums together.
+    records are scanned once for the presence and the sums together, as they
+    are when a caller allows ``scan_cells`` cells and records in one scan (the
+    chunks are then cut from the sums of every cell, the same arrays; the
+    CLI's commands do, :data:`jurymeter.pipeline.fit.COMMAND_SCAN_CELLS`): one
+    scan of many records costs more memory than a scan per chunk, as polars'
+    streaming engine reads ahead of the numpy sums (+0.3 GB for 10M records),
+    and less time (0.36 against 0.55 s, five chunks). With more chunks and at
+    least as many records as cells, ``speculate`` skips the
+    presence scan: the blocks are decided as if every cell held a record, and
+    :meth:`FitChunks.parts` raises :class:`BlocksChanged` (having decided them
+    on the real presence) at the first chunk with a hole. The blocks and their
+    arrays are the same either way.
     """
     lazy = records.lazy() if isinstance(records, pl.DataFrame) else records
     keys = FACET_KEYS if "facet" in modes else AVERAGE_KEYS
@@ -531,12 +636,32 @@ def fit_chunks(
     if found is None:
         return FitChunks(lazy, keys, [[], [], [], []], 0, dict.fromkeys(modes), [], None)
     levels, n = found
-    names, n_items = levels[:3], len(levels[1])
-    per_item = int(np.prod([len(v) for v in levels])) // n_items
-    step = max(1, (CHUNK_CELLS if chunk_cells is None else chunk_cells) // per_item)
+    n_items = len(levels[1])
+    cells = int(np.prod([len(v) for v in levels]))
+    per_item = cells // n_items
+    chunk_budget = CHUNK_CELLS if chunk_cells is None else chunk_cells
+    step = max(1, chunk_budget // per_item)
     chunks = [(lo, min(lo + step, n_items)) for lo in range(0, n_items, step)]
-    whole = _sum_cells(lazy, keys, levels, n, chunks[0]) if len(chunks) == 1 else None
-    has = whole.counts > 0 if whole is not None else _presence(lazy, keys, levels, chunks)
+    one_scan = len(chunks) == 1 or (scan_cells is not None and max(cells, n) <= scan_cells)
+    whole = _sum_cells(lazy, keys, levels, n, (0, n_items)) if one_scan else None
+    # With at least as many records as cells, every cell may hold one: decide the
+    # blocks as if so and let the chunks' counts confirm it (no presence scan).
+    speculative = whole is None and n >= cells and speculate
+    if whole is not None:
+        has = whole.counts > 0
+    elif speculative:
+        has = np.broadcast_to(np.True_, tuple(len(v) for v in levels))
+    else:
+        has = _presence(lazy, keys, levels, chunks)
+    return FitChunks(lazy, keys, levels, n, _plans(has, modes, levels, keys, n), chunks, whole, speculative)
+
+
+def _plans(
+    has: np.ndarray, modes: tuple[GenerationMode, ...] | list[str], levels: list[list[Any]],
+    keys: tuple[str, ...], n: int,
+) -> dict[str, _BlockPlan | DesignError | None]:
+    """Each mode's rules 1-3 decided on the presence ``has`` of every cell (facet-keyed or not)."""
+    names = levels[:3]
     plans: dict[str, _BlockPlan | DesignError | None] = {}
     for mode in modes:
         try:
@@ -548,7 +673,7 @@ def fit_chunks(
                 plans[mode] = None
         except DesignError as exc:
             plans[mode] = exc
-    return FitChunks(lazy, keys, levels, n, plans, chunks, whole)
+    return plans
 
 
 def fit_blocks(
@@ -556,6 +681,7 @@ def fit_blocks(
     modes: tuple[GenerationMode, ...] = ("average",),
     *,
     chunk_cells: int | None = None,
+    scan_cells: int | None = None,
 ) -> FitBlocks:
     """The blocks of ``modes`` (module rules 1-3) from one scan of the records, or one per item chunk.
 
@@ -563,18 +689,23 @@ def fit_blocks(
     (joining the chunks' arrays at the end would hold every block twice).
     Equal to :func:`balanced_block` of each mode (tested), in every chunking.
     """
-    chunked = fit_chunks(records, modes, chunk_cells=chunk_cells)
-    arrays: dict[str, np.ndarray] = {}
-    for (start, stop), parts in chunked.parts():
-        for mode, part in parts.items():
-            if len(chunked.chunks) == 1:
-                arrays[mode] = part
-                continue
-            layout = chunked.layouts[mode]
-            assert isinstance(layout, BlockLayout)
-            if mode not in arrays:
-                arrays[mode] = np.empty((part.shape[0], len(layout.items), *part.shape[2:]))
-            arrays[mode][:, start:stop] = part
+    chunked = fit_chunks(records, modes, chunk_cells=chunk_cells, scan_cells=scan_cells)
+    while True:
+        arrays: dict[str, np.ndarray] = {}
+        try:
+            for (start, stop), parts in chunked.parts():
+                for mode, part in parts.items():
+                    if len(chunked.chunks) == 1:
+                        arrays[mode] = part
+                        continue
+                    layout = chunked.layouts[mode]
+                    assert isinstance(layout, BlockLayout)
+                    if mode not in arrays:
+                        arrays[mode] = np.empty((part.shape[0], len(layout.items), *part.shape[2:]))
+                    arrays[mode][:, start:stop] = part
+        except BlocksChanged:
+            continue  # a hole: the blocks were decided again, read them afresh
+        break
     blocks: dict[str, BalancedBlock | DesignError | None] = {}
     for mode, layout in chunked.layouts.items():
         if isinstance(layout, BlockLayout):
@@ -607,6 +738,8 @@ def _prune(
     """The module's rule 2 on a (system, item, judge) presence array: which levels stay."""
     keep = [np.ones(n, dtype=bool) for n in present.shape]
     dropped: list[list[str]] = [[], [], []]
+    if present.size and present.all():  # nothing missing: what the first round below finds
+        return keep, dropped
     while True:
         sub = present[np.ix_(*keep)]
         if sub.size == 0:

@@ -26,16 +26,18 @@ the report says why (``null_reasons``).
 
 from __future__ import annotations
 
+import itertools
 import warnings
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
+from scipy import special
 
 from jurymeter.errors import DesignError
-from jurymeter.stats.design import Design
+from jurymeter.stats.design import Design, Effect
 from jurymeter.stats.dstudy import PAPER_ROLES, Facets, error_variances, mdd95
-from jurymeter.stats.gstudy import GStudy, TermSums, fit_gstudy, fit_terms, simulate_design
+from jurymeter.stats.gstudy import GStudy, components_from_ms, fit_gstudy, simulate_design
 
 
 @dataclass(frozen=True)
@@ -88,8 +90,21 @@ class EnsembleRefits:
     """The refits of :func:`ensemble_partitions`, accumulated over item chunks of the block.
 
     The partitions are drawn up front (the same draws, in the same order, as
-    one pass over the whole block); each keeps the :class:`TermSums` of its
-    ensembles' block.
+    one pass over the whole block). A refit is a function of the T terms of
+    its ensembles' block (the squared marginal sums of :class:`TermSums`), and
+    an ensemble's score is a fixed linear combination of its judges' (their
+    mean), so every T term of every partition is a quadratic form in the
+    judges' Gram matrix of one marginal of the block: for a set of facets
+    ``A`` and ``B = A - {judge}``, with ``M_B`` the block's marginal sums over
+    the facets outside ``B`` and the judge (a cells(B) x judges matrix),
+    ``T_A = trace(P' M_B' M_B P) / w_A`` when ``A`` holds the judge and
+    ``u' M_B' M_B u / w_A`` when not (``P`` the judges x ensembles averaging
+    matrix of the partition, ``u = P 1``, ``w_A`` the ensemble block's
+    observations per cell of ``A``). So what is kept is, per marginal, the
+    Gram matrix (a sum over the chunks' items when ``B`` holds the item, else
+    the marginal sums, which add up over chunks); each partition then costs a
+    few judges x judges products instead of a pass over the block. Equal to
+    refitting every ensemble's array to rounding (``tests/test_diagnostics.py``).
     """
 
     def __init__(
@@ -101,21 +116,77 @@ class EnsembleRefits:
             msg = f"ensembles of {k} judges need at least {2 * k} judges; the block has {n_judges}"
             raise DesignError(msg)
         self.k, self.groups, self.design, self.roles = k, groups, design, roles
+        self.n_judges = n_judges
         self.label = design.label(frozenset({roles.system, roles.judge}))
-        self.reduced = _cell_means_design(design)
+        self.reduced = reduced = _cell_means_design(design)
         rng = np.random.default_rng(seed)
         self.orders = [rng.permutation(n_judges)[: groups * k] for _ in range(partitions)]
-        self.terms = [TermSums(self.reduced, roles.item) for _ in self.orders]
+        # The T terms a fit of the ensembles' design needs (those of TermSums),
+        # and the marginals they are quadratic forms of (judge axis kept, last).
+        self._others = tuple(f for f in reduced.facets if f != roles.judge)
+        self._terms = _term_sets(reduced)
+        self._shift: float | None = None
+        self._grams: dict[Effect, np.ndarray] = {}  # bases holding the item: sums of M_B' M_B
+        self._sums: dict[Effect, np.ndarray] = {}  # the other bases: M_B, summed over chunks
+        self._other_sizes: tuple[int, ...] | None = None
+        self._items = 0
 
     def add(self, x: np.ndarray) -> EnsembleRefits:
         """Add the block's scores of some items (all of them, in chunks)."""
-        x, _ = _cell_means(x, self.design)
-        axis = self.reduced.facets.index(self.roles.judge)
-        moved = np.moveaxis(x, axis, -1)
-        for order, terms in zip(self.orders, self.terms, strict=True):
-            grouped = moved[..., order].reshape(*moved.shape[:-1], self.groups, self.k).mean(axis=-1)
-            terms.add(np.moveaxis(grouped, -1, axis))
+        found = _judge_marginals(np.asarray(x, dtype=np.float64), self.design, self.roles, self._shift)
+        if found is None:  # no items
+            return self
+        shift, rest, items, parts = found
+        if self._other_sizes is None:
+            self._other_sizes = rest
+        elif rest != self._other_sizes:
+            msg = f"chunk sizes {np.shape(x)} differ from the first chunk's on axes other than {self.roles.item!r}"
+            raise DesignError(msg)
+        self._shift = shift
+        for base, part in parts.items():
+            kept = self._grams if self.roles.item in base else self._sums
+            kept[base] = kept[base] + part if base in kept else part
+        self._items += items
         return self
+
+    def _sizes(self) -> dict[str, int]:
+        if self._other_sizes is None:
+            msg = "no data added"
+            raise DesignError(msg)
+        shape = list(self._other_sizes[:-1])
+        shape.insert(self._others.index(self.roles.item), self._items)
+        sizes = dict(zip(self._others, shape, strict=True))
+        sizes[self.roles.judge] = self.groups
+        return {f: sizes[f] for f in self.reduced.facets}
+
+    def components(self) -> np.ndarray:
+        """``(partitions, effects)``: the raw components of each partition's ensembles' design."""
+        design, judge, sizes = self.reduced, self.roles.judge, self._sizes()
+        n = int(np.prod(list(sizes.values())))
+        grams = {**self._grams, **{b: m.T @ m for b, m in self._sums.items()}}
+        average = np.zeros((len(self.orders), self.n_judges, self.groups))  # P of each partition
+        for p, order in enumerate(self.orders):
+            average[p, order, np.repeat(np.arange(self.groups), self.k)] = 1.0 / self.k
+        weights = average.sum(axis=2)  # u = P 1
+        t_terms: dict[Effect, np.ndarray] = {}
+        for a in self._terms:
+            gram = grams[a - {judge}]
+            w = n / int(np.prod([sizes[f] for f in a]))
+            if judge in a:
+                t_terms[a] = np.einsum("pjg,jk,pkg->p", average, gram, average) / w
+            else:
+                t_terms[a] = np.einsum("pj,jk,pk->p", weights, gram, weights) / w
+        df = np.array([design.df(e, sizes) for e in design.effects], dtype=np.float64)
+        if np.any(df <= 0):
+            msg = f"the ensembles' design has an effect with no degrees of freedom (sizes {sizes})"
+            raise DesignError(msg)
+        ss = np.zeros((len(self.orders), len(design.effects)))
+        for col, effect in enumerate(design.effects):
+            primary = sorted(design.primary(effect))
+            for r in range(len(primary) + 1):
+                for removed in itertools.combinations(primary, r):
+                    ss[:, col] += (-1) ** r * t_terms[effect - frozenset(removed)]
+        return components_from_ms(ss / df, design, sizes)
 
     def check(self, fit: GStudy) -> EnsembleCheck:
         """Observed over predicted sigma2_sj per partition; ``fit`` is the whole block's G-study.
@@ -124,10 +195,78 @@ class EnsembleRefits:
         not positive there is nothing to compare against and every ratio is NaN.
         """
         predicted = fit.component(self.label) / self.k
+        observed = self.components()[:, self.reduced.labels.index(self.label)]
         if not predicted > 0:
-            return EnsembleCheck(k=self.k, ratios=np.full(len(self.terms), np.nan))
-        ratios = np.array([fit_terms(terms).component(self.label) / predicted for terms in self.terms])
-        return EnsembleCheck(k=self.k, ratios=ratios)
+            return EnsembleCheck(k=self.k, ratios=np.full(len(observed), np.nan))
+        return EnsembleCheck(k=self.k, ratios=observed / predicted)
+
+
+# The last chunk's judge marginals (:func:`_judge_marginals`): GStudyChunks feeds
+# each chunk to an EnsembleRefits per ensemble size, and theirs are the same.
+_last_marginals: tuple[weakref.ref[np.ndarray], tuple[object, ...], object] | None = None
+
+
+def _judge_marginals(
+    x: np.ndarray, design: Design, roles: Facets, shift: float | None
+) -> tuple[float, tuple[int, ...], int, dict[Effect, np.ndarray]] | None:
+    """What :meth:`EnsembleRefits.add` adds for one chunk: the shift, the sizes of the axes other than the item, the items, and per marginal its Gram matrix (marginals holding the item) or its sums.
+
+    The cell means of ``x`` (:func:`_cell_means`) minus ``shift`` (their mean
+    when ``None``), with the judge axis last; ``None`` for a chunk with no
+    items. The same chunk (the same array object) with the same design, roles
+    and shift gives the result of the call before, without computing it again.
+    """
+    global _last_marginals
+    key = (design, roles, shift)
+    last = _last_marginals
+    if last is not None and last[0]() is x and last[1] == key:
+        return last[2]  # type: ignore[return-value]
+    cell_means, reduced = _cell_means(x, design)
+    others = tuple(f for f in reduced.facets if f != roles.judge)
+    z = np.moveaxis(cell_means, reduced.facets.index(roles.judge), -1)  # other facets in order, then judge
+    item_axis = others.index(roles.item)
+    rest = z.shape[:item_axis] + z.shape[item_axis + 1 :]  # the judge axis included
+    if z.size == 0:
+        return None
+    mean = float(z.mean())
+    if not np.isfinite(mean):
+        msg = "data must be complete and finite: extract a balanced block first"
+        raise DesignError(msg)
+    shift = mean if shift is None else shift  # any constant: centring keeps the sums of squares small
+    sizes = dict(zip(others, z.shape[:-1], strict=True))
+
+    def cells(base: Effect) -> int:
+        return int(np.prod([sizes[f] for f in base]))
+
+    bases = _marginal_bases(reduced, roles)
+    full = frozenset(others)
+    marginals: dict[Effect, np.ndarray] = {full: z - shift}
+    for base in sorted(bases - {full}, key=lambda b: (-cells(b), sorted(b))):
+        source = min((b for b in marginals if base < b), key=cells)
+        drop = tuple(a for a, f in enumerate(others) if f in source and f not in base)
+        marginals[base] = marginals[source].sum(axis=drop, keepdims=True)
+    parts: dict[Effect, np.ndarray] = {}
+    for base in bases:
+        m = marginals[base].reshape(-1, z.shape[-1])
+        parts[base] = m.T @ m if roles.item in base else m
+    found = (shift, rest, z.shape[item_axis], parts)
+    _last_marginals = (weakref.ref(x), key, found)
+    return found
+
+
+def _term_sets(design: Design) -> set[Effect]:
+    """The facet sets whose T terms a fit of ``design`` needs (those of :class:`TermSums`)."""
+    return {
+        effect - frozenset(removed)
+        for effect in design.effects
+        for r in range(len(design.primary(effect)) + 1)
+        for removed in itertools.combinations(sorted(design.primary(effect)), r)
+    }
+
+
+def _marginal_bases(design: Design, roles: Facets) -> set[Effect]:
+    """The marginals (the judge axis kept) of which every T term of ``design`` is a quadratic form."""
+    return {a - {roles.judge} for a in _term_sets(design)}
 
 
 def _cell_means_design(design: Design) -> Design:
@@ -193,26 +332,69 @@ def item_diagnostics(
     return item_diagnostics_from_means(system_item_means(x, design, roles), splits=splits, seed=seed)
 
 
+# Elements of the (splits x half x items) array of system means the split-half
+# check gathers at a time (1.6 MB: a block stays in cache).
+SPLIT_BLOCK_ELEMENTS = 200_000
+
+
 def item_diagnostics_from_means(means: np.ndarray, *, splits: int = 200, seed: int = 0) -> ItemDiagnostics:
-    """:func:`item_diagnostics` from the (systems, items) means (gathered item chunk by item chunk)."""
-    n_s = means.shape[0]
+    """:func:`item_diagnostics` from the (systems, items) means (gathered item chunk by item chunk).
+
+    The splits are drawn one by one as before; the halves' discriminations are
+    computed for blocks of splits at once (the same numpy reductions, so the
+    same values), and each split's Spearman correlation as scipy's
+    ``spearmanr`` computes it: average ranks, then ``np.corrcoef`` of the
+    ranks. Ranks are integers or halves, so that correlation's sums are exact.
+    A split with a constant or NaN discrimination goes to ``spearmanr`` itself
+    (its warning and NaN).
+    """
+    n_s, n_i = means.shape
     if n_s < 4:
         msg = f"split-half item diagnostics need at least 4 systems; the block has {n_s}"
         raise DesignError(msg)
     rng = np.random.default_rng(seed)
+    half = n_s // 2
+    orders = np.array([rng.permutation(n_s) for _ in range(splits)], dtype=np.intp).reshape(splits, n_s)
     rhos = np.empty(splits)
-    for k in range(splits):
-        order = rng.permutation(n_s)
-        half = n_s // 2
-        a = means[order[:half]].var(axis=0, ddof=1)
-        b = means[order[half : 2 * half]].var(axis=0, ddof=1)
+    step = max(1, SPLIT_BLOCK_ELEMENTS // max(1, half * n_i))
+    for start in range(0, splits, step):
+        block = orders[start : start + step]
+        a = means[block[:, :half]].var(axis=1, ddof=1)
+        b = means[block[:, half : 2 * half]].var(axis=1, ddof=1)
+        ranks_a, ranks_b = _average_ranks(a), _average_ranks(b)
+        for k in range(len(block)):
+            rhos[start + k] = _spearman(a[k], b[k], ranks_a[k], ranks_b[k])
+    return ItemDiagnostics(discrimination=means.var(axis=0, ddof=1), split_half_rho=rhos)
+
+
+def _spearman(a: np.ndarray, b: np.ndarray, ranks_a: np.ndarray, ranks_b: np.ndarray) -> float:
+    """``scipy.stats.spearmanr(a, b).statistic`` for two 1-D float arrays and their average ranks (the same float)."""
+    if len(a) <= 1 or (a[0] == a).all() or (b[0] == b).all() or np.isnan(a).any() or np.isnan(b).any():
+        from scipy import stats
+
         # Constant discriminations in a half (e.g. a single item) have no rank
         # correlation: NaN, and scipy's warning about it stays here.
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", stats.ConstantInputWarning)
             with np.errstate(divide="ignore", invalid="ignore"):
-                rhos[k] = stats.spearmanr(a, b).statistic
-    return ItemDiagnostics(discrimination=means.var(axis=0, ddof=1), split_half_rho=rhos)
+                return float(stats.spearmanr(a, b).statistic)
+    return float(np.corrcoef(np.column_stack((ranks_a, ranks_b)), rowvar=False)[1, 0])
+
+
+def _average_ranks(x: np.ndarray) -> np.ndarray:
+    """Ranks from 1 along the last axis, ties given their mean rank (``scipy.stats.rankdata``'s ``"average"``)."""
+    order = np.argsort(x, axis=-1)  # any order of ties: they share one rank
+    ordered = np.take_along_axis(x, order, axis=-1)
+    new = np.ones(x.shape, dtype=bool)
+    new[..., 1:] = ordered[..., 1:] != ordered[..., :-1]  # a NaN row is left to spearmanr
+    n = x.shape[-1]
+    position = np.broadcast_to(np.arange(n), x.shape)
+    start = np.maximum.accumulate(np.where(new, position, 0), axis=-1)  # first position of each tie group
+    end = np.flip(np.minimum.accumulate(np.flip(np.where(np.roll(new, -1, axis=-1), position + 1, n), -1), axis=-1), -1)
+    end[..., -1] = n
+    ranks = np.empty(x.shape)
+    np.put_along_axis(ranks, order, (start + 1 + end) / 2, axis=-1)
+    return ranks
 
 
 NAIVE_BOOT_BLOCK = 64  # resamples drawn at a time by naive_item_bootstrap_halfwidth
@@ -256,7 +438,7 @@ def naive_halfwidth_from_means(means: np.ndarray, *, n_boot: int = 800, seed: in
     cov = centered.T @ centered / (n_boot - 1)
     var_diff = np.diag(cov)[:, None] + np.diag(cov)[None, :] - 2 * cov
     upper = var_diff[np.triu_indices(n_s, 1)]
-    return float(stats.norm.ppf(0.975) * np.sqrt(upper.mean()))
+    return float(special.ndtri(0.975) * np.sqrt(upper.mean()))  # scipy.stats.norm.ppf, the same float
 
 
 def wrong_order_probability(
@@ -291,7 +473,7 @@ def wrong_order_probability(
     true = np.sort(rng.normal(0.0, np.sqrt(sigma_s2), size=(draws, n_s)), axis=1)[:, ::-1]
     gaps = -np.diff(true[:, : min(top, n_s)], axis=1)
     scale = np.sqrt(2 * float(delta))
-    return float(stats.norm.cdf(-gaps / scale).mean())
+    return float(special.ndtr(-gaps / scale).mean())  # scipy.stats.norm.cdf, the same floats
 
 
 def mdd_false_positive_rate(

@@ -113,6 +113,7 @@ class CyclicAnalysis(Analysis[CyclicResult, CyclicOptions]):
     order = 20
     options_type = CyclicOptions
     figure_modules = ("jurymeter.cyclic.fit", "jurymeter.analyses.cyclic.section")
+    compute_modules = ("jurymeter.cyclic.fit",)
     tables = (
         Table("cyclic_systems", {"system_id": pl.String, "sigma2_scenario": pl.Float64,
                                  "sigma2_generation": pl.Float64, "sigma2_judge": pl.Float64,

@@ -50,7 +50,7 @@ def _cyclic(item_set: str, store: str | None, storage_option: list[str] | None, 
     from jurymeter.analyses.base import FitSettings
     from jurymeter.analyses.cyclic import CyclicOptions
     from jurymeter.errors import DesignError
-    from jurymeter.pipeline.fit import run_fit
+    from jurymeter.pipeline.fit import COMMAND_SCAN_CELLS, run_fit
     from jurymeter.pipeline.jobs import FitJob
 
     target_store = store_with_item_set(store, storage_option, config, item_set)
@@ -63,7 +63,7 @@ def _cyclic(item_set: str, store: str | None, storage_option: list[str] | None, 
                                            at_generations=at_generations, at_judges=at_judges)),),
         inputs=(),
     )
-    outcome = run_fit(job)["cyclic"]  # the nightly run's own fit path
+    outcome = run_fit(job, scan_cells=COMMAND_SCAN_CELLS)["cyclic"]  # the nightly run's own fit path
     if outcome.result is None:
         msg = f"CyclicJudge cannot run on {item_set}: {outcome.reason}"
         raise DesignError(msg)

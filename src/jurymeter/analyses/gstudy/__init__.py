@@ -142,6 +142,7 @@ class GStudyAnalysis(Analysis[GStudyResult, GStudyOptions]):
     order = 10
     options_type = GStudyOptions
     figure_modules = ("jurymeter.stats.reliability", "jurymeter.stats.dstudy", "jurymeter.analyses.gstudy.section")
+    compute_modules = ("jurymeter.stats.reliability", "jurymeter.stats.curves")
     tables = (
         Table("components", {"component": pl.String, "estimate": pl.Float64, "share": pl.Float64,
                              "df": pl.Float64, "ms": pl.Float64, "low": pl.Float64, "high": pl.Float64},

@@ -70,7 +70,7 @@ def _gstudy(item_set: str, store: str | None, storage_option: list[str] | None, 
             boot: int, seed: int, target: float, as_json: bool, screen_threshold: float = 1.0, screened_out: Path | None = None,
             interval: str = "pivotal") -> None:
     from jurymeter.analyses.base import FitSettings
-    from jurymeter.pipeline.fit import run_fit
+    from jurymeter.pipeline.fit import COMMAND_SCAN_CELLS, run_fit
     from jurymeter.pipeline.jobs import FitJob
 
     settings = load_config(config)
@@ -89,9 +89,10 @@ def _gstudy(item_set: str, store: str | None, storage_option: list[str] | None, 
         analyses=(("gstudy", GStudyOptions(screen_threshold=screen_threshold)),),
         inputs=(),
     )
-    # The nightly run's own fit path (one scan, or item chunks: memory follows the cells).
+    # The nightly run's own fit path (one scan, or item chunks: memory follows the
+    # cells); one process, one fit: it may read more cells in one scan than a worker.
     with err.status(f"fitting {item_set} and {boot} bootstrap resamples") if err.is_terminal else contextlib.nullcontext():
-        outcome = run_fit(job)["gstudy"]
+        outcome = run_fit(job, scan_cells=COMMAND_SCAN_CELLS)["gstudy"]
     assert outcome.result is not None  # the G-study applies to every pointwise item set: never skipped
     report = dict(outcome.result.report)
     report["universe"], report["population"] = job.universe, job.population
