@@ -3,7 +3,10 @@
 Judgments come out as text columns, as the JSON Lines slow path gives them, so
 validation types and checks them exactly as it does any source's records; a
 judgment the adapter rejected carries its reason in :data:`REJECT_REASON` and
-:data:`REJECT_MESSAGE`, which the ingest quarantines before validation. Memory is bounded by one batch of judgments (and, for a line-based
+:data:`REJECT_MESSAGE`, which the ingest quarantines before validation. An
+adapter that reads the source as columns (``Adapter.frames``) hands over its
+blocks as they are (typed canonical columns validate to the same rows as their
+text). Memory is bounded by one batch of judgments (and, for a line-based
 format, by a line).
 """
 
@@ -99,7 +102,22 @@ def adapted_batches(
     *,
     batch_judgments: int = BATCH_JUDGMENTS,
 ) -> Iterator[RawBatch]:
-    """The source's judgments as raw batches of at most ``batch_judgments`` rows."""
+    """The source's judgments as raw batches of at most ``batch_judgments`` rows.
+
+    The adapter's column blocks (``Adapter.frames``) when it offers them for
+    this source, else its judgments, a batch at a time.
+    """
+    file = FileBytes(source)
+    blocks = adapter.frames(file, options, notes, batch_judgments=batch_judgments)
+    if blocks is not None:
+        for block in blocks:
+            yield RawBatch(
+                frame=block.frame,
+                lines=block.lines,
+                malformed=[MalformedRecord(line=u.line, raw=u.raw, message=u.message) for u in block.unreadable],
+                raw=block.raw,
+            )
+        return
     rows: list[dict[str, str | None]] = []
     lines: list[int] = []
     raws: list[str] = []
@@ -120,7 +138,7 @@ def adapted_batches(
         malformed.clear()
         return batch
 
-    for item in adapter.judgments(FileBytes(source), options, notes):
+    for item in adapter.judgments(file, options, notes):
         if isinstance(item, Unreadable):
             malformed.append(MalformedRecord(line=item.line, raw=item.raw, message=item.message))
         else:
