@@ -12,14 +12,23 @@ one ingest path every source takes: ``jurymeter.io.ingest``.
 
 A fifth format is one module under ``io/adapters/`` with an :class:`Adapter`
 subclass, and one line in :data:`jurymeter.io.adapters.ADAPTERS`.
+
+An adapter may also read a source as columns (:meth:`Adapter.frames`, giving
+:class:`AdaptedFrame` blocks): the vectorized path for a large line-based log,
+which the ingest prefers when the adapter offers it for that source. It must
+give exactly what its judgments would: the same rows, values, rejects and
+messages (``tests/test_adapters_frames.py`` holds the MT-Bench one to that).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
+
+import numpy as np
+import polars as pl
 
 JudgmentProtocol = Literal["pointwise", "pairwise"]
 
@@ -76,6 +85,30 @@ class Unreadable:
     message: str
 
 
+@dataclass(frozen=True, slots=True)
+class AdaptedFrame:
+    """A block of judgments as columns: what :meth:`Adapter.frames` gives instead of :class:`Judgment` values.
+
+    ``frame`` has one row per judgment, in file order: the canonical columns
+    either as text (as :class:`Judgment` fields become) or already typed as the
+    schema types them (``pl.String`` ids, ``pl.Float64`` scores, ``pl.Int64``
+    indices and lengths, ``pl.Datetime("us", "UTC")`` timestamps), the
+    provenance columns as text, and, where any judgment of the block is
+    rejected, the reject columns of :mod:`jurymeter.io.adapters.reading`
+    (null for an accepted judgment). ``lines[k]`` is the line of row ``k``;
+    ``raw(rows)`` the text quarantine keeps for those rows; ``unreadable`` the
+    block's lines that are no record of the format. A block holds what one
+    batch of judgments would hold (``batch_judgments`` judgments and
+    unreadable lines together, in file order), so the ingest sees the same
+    batches either way.
+    """
+
+    frame: pl.DataFrame
+    lines: np.ndarray
+    raw: Callable[[np.ndarray], list[str]]
+    unreadable: list[Unreadable]
+
+
 @dataclass(slots=True)
 class AdapterNotes:
     """What an adapter says about one source, for the ingest report (e.g. the baseline it assumed)."""
@@ -96,6 +129,24 @@ class SourceBytes(ABC):
     @abstractmethod
     def read(self) -> bytes:
         """The whole file (decompressed)."""
+
+    def line_blocks(self) -> Iterator[tuple[int, list[bytes]]]:
+        """The lines of :meth:`lines` in blocks: ``(number of the block's first line, its lines)``.
+
+        A file reader overrides it to split whole blocks of bytes at once;
+        this default groups :meth:`lines`.
+        """
+        block: list[bytes] = []
+        first = 1
+        for number, line in self.lines():
+            if not block:
+                first = number
+            block.append(line)
+            if len(block) == 4096:
+                yield first, block
+                block = []
+        if block:
+            yield first, block
 
 
 class Adapter(ABC):
@@ -122,3 +173,20 @@ class Adapter(ABC):
         ``reject``; ``notes.notes`` gets what the report should say (a
         baseline it assumed, say).
         """
+
+    def frames(
+        self,
+        source: SourceBytes,
+        options: AdapterOptions,
+        notes: AdapterNotes,
+        *,
+        batch_judgments: int,
+    ) -> Iterator[AdaptedFrame] | None:
+        """The source's judgments as blocks of columns, or ``None``: read :meth:`judgments` instead.
+
+        Optional (the default is ``None``). An adapter that offers it for a
+        source gives exactly what :meth:`judgments` would, in blocks of
+        ``batch_judgments`` judgments and unreadable lines; memory stays bounded
+        by a block, as for :meth:`judgments`.
+        """
+        return None

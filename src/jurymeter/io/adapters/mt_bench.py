@@ -101,6 +101,18 @@ number of distinct keys (about 220 bytes each), not with the lines' text. Two
 keys whose 64-bit hashes collided would share one numbering: gaps in their
 numbers, never one number for two values of a key.
 
+Columns
+-------
+For a single-answer file the ingest reads :meth:`MtBenchAdapter.frames`
+instead (:func:`_single_frames`): the same judgments, rejects, messages and
+batches as typed columns, from one parse of the file rather than two. Each
+batch's columns (no prompt or judgment text: about 200 bytes a judgment) wait
+in a temporary Arrow file while the rest of the file is read, with each
+judgment's key hash and value (32 bytes) in memory; the keys with more than one
+value are then ranked and the batches read back with their replicates. Memory
+is one batch and the values, never the file. ``tests/test_adapters_frames.py``
+holds it to :meth:`MtBenchAdapter.judgments`.
+
 Answer lengths
 --------------
 Cut only where the prompt has the exact layout of FastChat's templates, so
@@ -126,17 +138,22 @@ skipped.
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Iterator
+import tempfile
+from collections.abc import Generator, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar, Final
 
+import numpy as np
 import orjson
+import polars as pl
 
 from jurymeter.io.adapters.base import (
     JUDGE_CALL_FAILED,
     PARSE_FAILURE,
     UNSUPPORTED_RECORD,
+    AdaptedFrame,
     Adapter,
     AdapterNotes,
     AdapterOptions,
@@ -497,23 +514,7 @@ class MtBenchAdapter(Adapter):
         kind, replicates = _first_pass(source)
         repeated = replicates.freeze()
         item_set = options.item_set or ITEM_SET
-        if kind == "single":
-            notes.notes.append("mt-bench: single-answer grading, one pointwise judgment per line")
-            if options.scale is None:
-                notes.notes.append(
-                    "mt-bench: scores read on the scale 1-10 that FastChat's single prompts ask for "
-                    "(--scale to declare another); scores outside it are quarantined"
-                )
-        elif kind == "pair":
-            notes.notes.append(
-                "mt-bench: pairwise, two judgments per line (game 1 shows model_1 first, game 2 model_2)"
-            )
-        else:
-            notes.notes.append("mt-bench: no line is an MT-Bench single or pair judgment")
-        if repeated:
-            notes.notes.append(
-                f"mt-bench: {repeated} keys judged more than once, numbered as replicates in tstamp order"
-            )
+        _note(notes, kind, options, repeated)
         if kind == "single":
             yield from _singles(source, item_set, options.scale or DEFAULT_SCALE, replicates.ranks)
         elif kind == "pair":
@@ -527,6 +528,61 @@ class MtBenchAdapter(Adapter):
                     else "not an MT-Bench judgment (no 'model' nor 'model_1')"
                 )
                 yield Unreadable(number, raw.decode("utf-8", "replace"), message)
+
+
+    def frames(
+        self,
+        source: SourceBytes,
+        options: AdapterOptions,
+        notes: AdapterNotes,
+        *,
+        batch_judgments: int,
+    ) -> Iterator[AdaptedFrame] | None:
+        """A single-answer file as blocks of columns (see :func:`_single_frames`); ``None`` for any other file."""
+        if _kind_of_file(source) != "single":
+            return None
+        return _single_frames(source, options, notes, batch_judgments)
+
+
+def _note(notes: AdapterNotes, kind: str | None, options: AdapterOptions, repeated: int) -> None:
+    """What the report says about the file: its kind, the scale read, the keys judged more than once."""
+    if kind == "single":
+        notes.notes.append("mt-bench: single-answer grading, one pointwise judgment per line")
+        if options.scale is None:
+            notes.notes.append(
+                "mt-bench: scores read on the scale 1-10 that FastChat's single prompts ask for "
+                "(--scale to declare another); scores outside it are quarantined"
+            )
+    elif kind == "pair":
+        notes.notes.append(
+            "mt-bench: pairwise, two judgments per line (game 1 shows model_1 first, game 2 model_2)"
+        )
+    else:
+        notes.notes.append("mt-bench: no line is an MT-Bench single or pair judgment")
+    if repeated:
+        notes.notes.append(
+            f"mt-bench: {repeated} keys judged more than once, numbered as replicates in tstamp order"
+        )
+
+
+def _single_reject(obj: dict[str, Any], score: Any, low: float, high: float) -> tuple[str, str] | None:
+    """Why a single-answer judgment cannot be stored (``None``: it can)."""
+    if score == NO_RATING:
+        if obj.get("judgment") == API_ERROR_OUTPUT:
+            return (
+                JUDGE_CALL_FAILED,
+                f"field 'judgment': {API_ERROR_OUTPUT!r}, the judge call failed (score -1)",
+            )
+        return (
+            PARSE_FAILURE,
+            f"field 'score': {score!r}, FastChat found no rating [[x]] in the judgment",
+        )
+    if not low <= score <= high:
+        return (
+            SCORE_OUT_OF_SCALE,
+            f"field 'score': {score!r} is outside the scale {low:g}-{high:g}",
+        )
+    return None
 
 
 def _singles(
@@ -559,23 +615,7 @@ def _singles(
             yield Unreadable(number, text, single)
             continue
         item_id, qid, turn, judge_id, prompt, tstamp, model, score = single
-        reject: tuple[str, str] | None = None
-        if score == NO_RATING:
-            if obj.get("judgment") == API_ERROR_OUTPUT:
-                reject = (
-                    JUDGE_CALL_FAILED,
-                    f"field 'judgment': {API_ERROR_OUTPUT!r}, the judge call failed (score -1)",
-                )
-            else:
-                reject = (
-                    PARSE_FAILURE,
-                    f"field 'score': {score!r}, FastChat found no rating [[x]] in the judgment",
-                )
-        elif not low <= score <= high:
-            reject = (
-                SCORE_OUT_OF_SCALE,
-                f"field 'score': {score!r} is outside the scale {low:g}-{high:g}",
-            )
+        reject = _single_reject(obj, score, low, high)
         rank = ranks.get(hash((item_id, model, judge_id))) if ranks else None
         fields: dict[str, Any] = {
             "item_set": item_set,
@@ -664,6 +704,293 @@ def _pairs(
             }
             reject = None if winner is not None else _verdict(obj, game, label)
             yield Judgment(number, "pairwise", fields, text, reject)
+
+
+# ---------------------------------------------------------------- single-answer files as columns
+
+# A judgment's replicate key and value, as the Judgment path's pass one has them: the 64-bit hash
+# of (item_id, model, judge model), tstamp, score, and the exact rest of an integer score that a
+# float does not hold (Python compares int and float exactly: (t, 2**53 + 1) > (t, 2.0**53)).
+_H: Final = "__h"
+_T: Final = "__t"
+_S: Final = "__s"
+_R: Final = "__r"
+_VALUE: Final = [_H, _T, _S, _R]
+_LINE: Final = "__line"
+_RAW: Final = "__raw"
+_EXACT: Final = 2**53  # integers up to this size are exact as floats
+_PROVENANCE: Final = ("question_id", "turn", "judge_prompt", "tstamp")
+_REJECT_REASON: Final = "_reject_reason"  # io.adapters.reading.REJECT_REASON
+_REJECT_MESSAGE: Final = "_reject_message"  # io.adapters.reading.REJECT_MESSAGE
+
+
+def _kind_of_file(source: SourceBytes) -> str | None:
+    """The file's kind as :func:`_first_pass` decides it (its first line that reads as one), reading no further."""
+    lines = source.lines()
+    try:
+        for number, raw in lines:
+            if number == 1 and raw.startswith(_BOM):
+                raw = raw[len(_BOM) :]
+            try:
+                obj = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                continue
+            if type(obj) is dict:
+                kind = _kind(obj)
+                if kind is not None:
+                    return kind
+        return None
+    finally:
+        if isinstance(lines, Generator):
+            lines.close()
+
+
+def _single_frames(
+    source: SourceBytes, options: AdapterOptions, notes: AdapterNotes, batch_judgments: int
+) -> Iterator[AdaptedFrame]:
+    """A single-answer file as column blocks: exactly what :func:`_singles` gives, in the same batches.
+
+    One parse of the file instead of two: the lines are read once (orjson, as
+    :func:`_singles` does, with the same checks, rejects and messages), each
+    batch's columns go to a temporary Arrow file, and every judgment's key and
+    value to a small frame (32 bytes a line). When the file is read, the keys
+    with more than one value are ranked (:data:`_VALUE` sorted as Python sorts
+    ``(tstamp, score)``), and the batches are read back with their replicates.
+    Memory holds one batch and the keys' values, never the file; the temporary
+    files hold the batches' columns without the prompt or judgment text (about
+    200 bytes a judgment) and are removed batch by batch.
+    """
+    item_set = options.item_set or ITEM_SET
+    low, high = options.scale or DEFAULT_SCALE
+    loads, dumps, decode_error = orjson.loads, orjson.dumps, orjson.JSONDecodeError
+    lines: list[int] = []
+    items: list[str] = []
+    qids: list[str] = []
+    turns: list[str] = []
+    models: list[str] = []
+    judges: list[str] = []
+    prompts: list[str] = []
+    scores: list[float] = []
+    stamps: list[float] = []
+    stamp_texts: list[str] = []
+    lengths: list[int | None] = []
+    rejects: dict[int, tuple[str, str]] = {}
+    raws: dict[int, str] = {}
+    rests: dict[int, int] = {}
+    unreadable: list[Unreadable] = []
+    with tempfile.TemporaryDirectory(prefix="jurymeter-mt-bench-") as spill:
+        written: list[tuple[str | None, str | None]] = []  # each batch's judgments and unreadable lines
+        keys: list[pl.DataFrame] = []
+
+        def flush() -> None:
+            path = bad = None
+            if lines:
+                frame = _block_frame(
+                    lines, items, qids, turns, models, judges, prompts, scores, stamps,
+                    stamp_texts, lengths, rejects, raws, rests,
+                )
+                keys.append(frame.select(_VALUE).unique())
+                path = os.path.join(spill, f"{len(written):06d}.arrow")
+                frame.write_ipc(path)
+            if unreadable:
+                bad = os.path.join(spill, f"{len(written):06d}-unreadable.arrow")
+                pl.DataFrame(
+                    [(u.line, u.raw, u.message) for u in unreadable],
+                    schema={"line": pl.Int64, "raw": pl.String, "message": pl.String},
+                    orient="row",
+                ).write_ipc(bad)
+            written.append((path, bad))
+            for column in (lines, items, qids, turns, models, judges, prompts, scores, stamps, stamp_texts, lengths):
+                column.clear()
+            for sparse in (rejects, raws, rests):
+                sparse.clear()
+            unreadable.clear()
+
+        for first, block in source.line_blocks():
+            number = first - 1
+            for raw in block:  # the loop of _singles, writing columns
+                number += 1
+                if len(lines) + len(unreadable) >= batch_judgments:
+                    flush()
+                if number == 1 and raw.startswith(_BOM):
+                    raw = raw[len(_BOM) :]
+                if not raw or raw.isspace():
+                    continue
+                try:
+                    obj = loads(raw)
+                except decode_error as exc:
+                    unreadable.append(Unreadable(number, raw.decode("utf-8", "replace"), f"not a JSON object: {exc}"))
+                    continue
+                if type(obj) is not dict:
+                    message = f"not a JSON object: a JSON {type(obj).__name__}"
+                    unreadable.append(Unreadable(number, raw.decode("utf-8", "replace"), message))
+                    continue
+                if "model_1" in obj or "model_2" in obj or "model" not in obj:
+                    unreadable.append(Unreadable(number, raw.decode("utf-8", "replace"), _other_kind(obj, "single")))
+                    continue
+                single = _read_single(obj)
+                if isinstance(single, str):
+                    unreadable.append(Unreadable(number, raw.decode("utf-8", "replace"), single))
+                    continue
+                item_id, qid, turn, judge_id, prompt, tstamp, model, score = single
+                row = len(lines)
+                reject = _single_reject(obj, score, low, high)
+                if reject is not None:
+                    rejects[row] = reject
+                    raws[row] = raw.decode("utf-8", "replace")
+                elif not model or not judge_id:  # validation will reject it: keep its text at hand
+                    raws[row] = raw.decode("utf-8", "replace")
+                if type(score) is int and not -_EXACT <= score <= _EXACT:
+                    rests[row] = score - int(float(score))
+                written_stamp = obj["tstamp"]
+                lines.append(number)
+                items.append(item_id)
+                qids.append(qid if type(qid) is str else str(qid))
+                turns.append(str(turn))
+                models.append(model)
+                judges.append(judge_id)
+                prompts.append(prompt)
+                scores.append(float(score))
+                stamps.append(tstamp)
+                stamp_texts.append(dumps(written_stamp).decode() if type(written_stamp) is float else str(written_stamp))
+                lengths.append(_single_length(obj.get("user_prompt")))
+        if lines or unreadable:
+            flush()
+        ranks = _ranks(keys)
+        keys.clear()
+        _note(notes, "single", options, ranks[_H].n_unique() if ranks.height else 0)
+        for path, bad in written:
+            unread = [Unreadable(*row) for row in _read_back(bad).iter_rows()] if bad is not None else []
+            if path is None:
+                yield AdaptedFrame(pl.DataFrame(), np.zeros(0, dtype=np.int64), lambda rows: [], unread)
+            else:
+                yield _adapted(source, _read_back(path), ranks, item_set, unread)
+
+
+def _read_back(path: str) -> pl.DataFrame:
+    """A spilled frame, read whole (not mapped) and its file removed."""
+    with open(path, "rb") as handle:
+        frame = pl.read_ipc(handle.read())
+    os.remove(path)
+    return frame
+
+
+def _block_frame(
+    lines: list[int],
+    items: list[str],
+    qids: list[str],
+    turns: list[str],
+    models: list[str],
+    judges: list[str],
+    prompts: list[str],
+    scores: list[float],
+    stamps: list[float],
+    stamp_texts: list[str],
+    lengths: list[int | None],
+    rejects: dict[int, tuple[str, str]],
+    raws: dict[int, str],
+    rests: dict[int, int],
+) -> pl.DataFrame:
+    """One batch's judgments: typed canonical columns, provenance text, rejects, raw text, key and value."""
+    n = len(lines)
+    t = np.asarray(stamps, dtype=np.float64)
+    # _iso(tstamp), as microseconds: datetime.fromtimestamp's rounding (half to even).
+    secs = np.trunc(t)
+    micros = np.round((t - secs) * 1e6)
+    below, above = micros < 0, micros >= 1_000_000
+    secs = np.where(below, secs - 1, np.where(above, secs + 1, secs))
+    micros = np.where(below, micros + 1_000_000, np.where(above, micros - 1_000_000, micros))
+    timestamp = secs.astype(np.int64) * 1_000_000 + micros.astype(np.int64)
+    rest = np.zeros(n, dtype=np.int64)
+    for row, value in rests.items():
+        rest[row] = value
+    columns: dict[str, Any] = {
+        "item_id": pl.Series(items, dtype=pl.String),
+        "system_id": pl.Series(models, dtype=pl.String),
+        "judge_id": pl.Series(judges, dtype=pl.String),
+        "score": pl.Series(scores, dtype=pl.Float64),
+        "timestamp": pl.Series(timestamp).cast(pl.Datetime("us", "UTC")),
+        "response_length": pl.Series(lengths, dtype=pl.Int64),
+        "question_id": pl.Series(qids, dtype=pl.String),
+        "turn": pl.Series(turns, dtype=pl.String),
+        "judge_prompt": pl.Series(prompts, dtype=pl.String),
+        "tstamp": pl.Series(stamp_texts, dtype=pl.String),
+    }
+    if rejects:
+        reasons: list[str | None] = [None] * n
+        messages: list[str | None] = [None] * n
+        for row, (reason, message) in rejects.items():
+            reasons[row], messages[row] = reason, message
+        columns[_REJECT_REASON] = pl.Series(reasons, dtype=pl.String)
+        columns[_REJECT_MESSAGE] = pl.Series(messages, dtype=pl.String)
+    texts: list[str | None] = [None] * n
+    for row, text in raws.items():
+        texts[row] = text
+    columns[_LINE] = pl.Series(lines, dtype=pl.Int64)
+    columns[_RAW] = pl.Series(texts, dtype=pl.String)
+    # +0.0: -0.0 and 0.0 are one value, as in Python.
+    columns[_T] = pl.Series(t + 0.0)
+    columns[_S] = pl.Series(np.asarray(scores, dtype=np.float64) + 0.0)
+    columns[_R] = pl.Series(rest)
+    frame = pl.DataFrame(columns)
+    return frame.with_columns(pl.struct("item_id", "system_id", "judge_id").hash(seed=0).alias(_H))
+
+
+def _ranks(keys: list[pl.DataFrame]) -> pl.DataFrame:
+    """Replicate of every value of a key with more than one value: its rank in the key's sorted values."""
+    if not keys:
+        return pl.DataFrame(schema={_H: pl.UInt64, _T: pl.Float64, _S: pl.Float64, _R: pl.Int64, "replicate": pl.Int64})
+    values = pl.concat(keys).unique()
+    repeated = values.filter(pl.len().over(_H) > 1).sort(_VALUE)
+    return repeated.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).over(_H).alias("replicate"))
+
+
+def _adapted(
+    source: SourceBytes, frame: pl.DataFrame, ranks: pl.DataFrame, item_set: str, bad: list[Unreadable]
+) -> AdaptedFrame:
+    """A batch read back: the columns :func:`_singles`'s judgments become, in their order, typed."""
+    if ranks.height:
+        frame = frame.join(ranks, on=_VALUE, how="left", maintain_order="left")
+        replicate = pl.col("replicate").fill_null(0)
+    else:
+        replicate = pl.lit(0, dtype=pl.Int64)
+    rejected = [_REJECT_REASON, _REJECT_MESSAGE] if _REJECT_REASON in frame.columns else []
+    out = frame.select(
+        pl.lit(item_set, dtype=pl.String).alias("item_set"),
+        "item_id",
+        "system_id",
+        "judge_id",
+        "score",
+        pl.lit(0, dtype=pl.Int64).alias("generation"),
+        replicate.alias("replicate"),
+        "timestamp",
+        "response_length",
+        *_PROVENANCE,
+        *rejected,
+    )
+    lines = frame[_LINE].to_numpy()
+    texts = frame[_RAW]
+
+    def raw(rows: np.ndarray) -> list[str]:
+        kept: list[str | None] = texts.gather(rows).to_list()
+        wanted = {int(lines[k]) for k, text in zip(rows, kept, strict=True) if text is None}
+        found = _reread(source, wanted) if wanted else {}
+        return [found[int(lines[k])] if text is None else text for k, text in zip(rows, kept, strict=True)]
+
+    return AdaptedFrame(out, lines, raw, bad)
+
+
+def _reread(source: SourceBytes, wanted: set[int]) -> dict[int, str]:
+    """The text of some lines, read again (only a judgment validation rejects that the adapter did not)."""
+    found: dict[int, str] = {}
+    for number, raw in source.lines():
+        if number in wanted:
+            if number == 1 and raw.startswith(_BOM):
+                raw = raw[len(_BOM) :]
+            found[number] = raw.decode("utf-8", "replace")
+            if len(found) == len(wanted):
+                break
+    return found
 
 
 MT_BENCH = MtBenchAdapter()

@@ -3,12 +3,16 @@
 Judgments come out as text columns, as the JSON Lines slow path gives them, so
 validation types and checks them exactly as it does any source's records; a
 judgment the adapter rejected carries its reason in :data:`REJECT_REASON` and
-:data:`REJECT_MESSAGE`, which the ingest quarantines before validation. Memory
-is bounded by one batch of judgments (and, for a line-based format, by a line).
+:data:`REJECT_MESSAGE`, which the ingest quarantines before validation. An
+adapter that reads the source as columns (``Adapter.frames``) hands over its
+blocks as they are (typed canonical columns validate to the same rows as their
+text). Memory is bounded by one batch of judgments (and, for a line-based
+format, by a line).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterator
 from typing import Any
@@ -31,6 +35,7 @@ REJECT_REASON = "_reject_reason"
 REJECT_MESSAGE = "_reject_message"
 HEAD_BYTES = 64 * 1024
 BATCH_JUDGMENTS = 50_000
+READ_BYTES = 8 * 1024 * 1024  # a file is read in blocks of this size and split into lines
 
 
 class FileBytes(SourceBytes):
@@ -41,9 +46,25 @@ class FileBytes(SourceBytes):
         self.path = source.url
 
     def lines(self) -> Iterator[tuple[int, bytes]]:
+        for first, block in self.line_blocks():
+            yield from enumerate(block, start=first)
+
+    def line_blocks(self) -> Iterator[tuple[int, list[bytes]]]:
+        """The lines iterating the binary file gives (newline and carriage returns taken off), a block at a time."""
+        first = 1
+        pending: list[bytes] = []  # the start of a line that the blocks read so far have not ended
         with self.source.fs.open(self.source.path, "rb", compression=self.source.compression) as handle:
-            for number, line in enumerate(handle, start=1):
-                yield number, line.rstrip(b"\r\n")
+            while block := handle.read(READ_BYTES):
+                if block.rfind(b"\n") < 0:
+                    pending.append(block)
+                    continue
+                lines = (b"".join((*pending, block)) if pending else block).split(b"\n")
+                tail = lines.pop()
+                pending = [tail] if tail else []
+                yield first, [line.rstrip(b"\r\n") for line in lines]
+                first += len(lines)
+        if pending:
+            yield first, [b"".join(pending).rstrip(b"\r\n")]
 
     def read(self) -> bytes:
         with self.source.fs.open(self.source.path, "rb", compression=self.source.compression) as handle:
@@ -60,10 +81,12 @@ def head(source: SourceFile) -> bytes:
 
 def _text(value: Any) -> str | None:
     """A field value as the text column validation expects (numbers as JSON numbers)."""
-    if value is None:
-        return None
     if isinstance(value, str):
         return value
+    if type(value) is int and -(2**63) <= value < 2**64:
+        return str(value)  # what orjson.dumps writes for the integers it can write
+    if value is None:
+        return None
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float) and not math.isfinite(value):
@@ -79,7 +102,22 @@ def adapted_batches(
     *,
     batch_judgments: int = BATCH_JUDGMENTS,
 ) -> Iterator[RawBatch]:
-    """The source's judgments as raw batches of at most ``batch_judgments`` rows."""
+    """The source's judgments as raw batches of at most ``batch_judgments`` rows.
+
+    The adapter's column blocks (``Adapter.frames``) when it offers them for
+    this source, else its judgments, a batch at a time.
+    """
+    file = FileBytes(source)
+    blocks = adapter.frames(file, options, notes, batch_judgments=batch_judgments)
+    if blocks is not None:
+        for block in blocks:
+            yield RawBatch(
+                frame=block.frame,
+                lines=block.lines,
+                malformed=[MalformedRecord(line=u.line, raw=u.raw, message=u.message) for u in block.unreadable],
+                raw=block.raw,
+            )
+        return
     rows: list[dict[str, str | None]] = []
     lines: list[int] = []
     raws: list[str] = []
@@ -100,7 +138,7 @@ def adapted_batches(
         malformed.clear()
         return batch
 
-    for item in adapter.judgments(FileBytes(source), options, notes):
+    for item in adapter.judgments(file, options, notes):
         if isinstance(item, Unreadable):
             malformed.append(MalformedRecord(line=item.line, raw=item.raw, message=item.message))
         else:
@@ -121,8 +159,6 @@ def _row(judgment: Judgment) -> dict[str, str | None]:
 
 
 def _frame(rows: list[dict[str, str | None]]) -> pl.DataFrame:
-    """Text columns, one per field any row has (missing fields are null)."""
-    names: dict[str, None] = {}
-    for row in rows:
-        names.update(dict.fromkeys(row))
-    return pl.DataFrame({name: [row.get(name) for row in rows] for name in names}, schema=dict.fromkeys(names, pl.String))
+    """Text columns, one per field any row has, in the order they first appear (missing fields are null)."""
+    names = dict.fromkeys(itertools.chain.from_iterable(rows), pl.String)
+    return pl.DataFrame(rows, schema=names) if rows else pl.DataFrame()
