@@ -380,3 +380,26 @@ def test_figures_drawn_per_fit_are_embedded_as_given(run) -> None:
     others = set(rendered.figures) - set(per_fit)
     assert others
     assert all(again.figures[n] == rendered.figures[n] for n in others)
+
+
+def test_item_sets_not_fitted_and_failing_judges_are_on_the_page() -> None:
+    """summary.json's `skipped` and `judges` (written here by hand) reach the page, escaped; healthy judges are left out."""
+    summary = {
+        "run_id": "r", "fits": [],
+        "skipped": [{"item_set": SCRIPT, "protocol": "pairwise", "reason": "no analysis applies (gstudy fits pointwise)"}],
+        "judges": [
+            {"judge_id": "gpt-4", "stored": 47, "failed": 33, "failed_share": 33 / 80, "parse_failure": 30,
+             "judge_call_failed": 3, "unscored": 0},
+            {"judge_id": "healthy-judge", "stored": 12, "failed": 0, "failed_share": 0.0, "parse_failure": 0,
+             "judge_call_failed": 0, "unscored": 0},
+        ],
+    }
+    page = parse(render_report({}, summary).html)
+    skipped = page.text_by_id["skipped"]
+    assert SCRIPT in skipped  # as text, not markup
+    assert "no analysis applies (gstudy fits pointwise)" in skipped
+    judges = page.text_by_id["judges"]
+    assert "gpt-4" in judges
+    assert "41.2 %" in judges  # 33 of 80
+    assert "healthy-judge" not in judges
+    assert SCRIPT not in render_report({}, summary).html.replace(html.escape(SCRIPT), "")

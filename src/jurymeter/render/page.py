@@ -128,6 +128,8 @@ def render_report(
             f"<h1>jurymeter run {_e(run_id)}</h1>",
             _summary_section(summary),
             _failed_section(summary),
+            _skipped_section(summary),
+            _judges_section(summary),
             _fit_index(fits, tables),
             *sections,
         ]
@@ -222,6 +224,33 @@ def _failed_section(summary: Mapping[str, Any]) -> str:
         f'<section id="failed" class="failed"><h2>Failed fits ({len(failed)})</h2>'
         f"<p>These fits produced no tables; their error is shown as recorded.</p><ul>{items}</ul></section>"
     )
+
+
+def _skipped_section(summary: Mapping[str, Any]) -> str:
+    """The item sets no registered analysis can fit (``summary.json`` ``skipped``), with the reason."""
+    skipped = summary.get("skipped") or []
+    if not skipped:
+        return ""
+    rows = [[_e(s.get("item_set", "")), _e(s.get("protocol", "")), _e(s.get("reason", ""))] for s in skipped]
+    return ('<section id="skipped"><h2>Not fitted</h2><p class="note">No registered analysis fits these '
+            "item sets; their records are stored.</p>" + _table(["item set", "protocol", "reason"], rows)
+            + "</section>")
+
+
+def _judges_section(summary: Mapping[str, Any]) -> str:
+    """Judge health (``summary.json`` ``judges``): the judges any of whose judgments failed."""
+    failing = [j for j in summary.get("judges") or [] if j.get("failed")]
+    if not failing:
+        return ""
+    rows = [
+        [_e(j["judge_id"]), _e(_num(j["stored"])), _e(_num(j["failed"])), _e(f"{100 * j['failed_share']:.1f} %"),
+         _e(_num(j["parse_failure"])), _e(_num(j["judge_call_failed"])), _e(_num(j["unscored"]))]
+        for j in failing
+    ]
+    header = ["judge", "judgments stored", "failed", "failed share", "parse failures", "failed calls", "unscored"]
+    return ('<section id="judges"><h2>Judge health</h2><p class="note">Judgments quarantined because the judge '
+            "gave no usable verdict: a judge with many is thinner in every analysis.</p>"
+            + _table(header, rows, numeric=[False] + [True] * 6) + "</section>")
 
 
 def _headline(entry: Mapping[str, Any], analysis: str, key: str) -> Any:
