@@ -7,6 +7,7 @@ import platform
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
 GIB = 1024**3
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
@@ -109,3 +110,73 @@ def facts_block(facts: dict[str, str]) -> str:
         f"numpy {facts['numpy']}, jurymeter {facts['jurymeter']} "
         f"(sha256 of src/jurymeter/*.py at start: {facts['src_digest']}; the library is edited concurrently)\n"
     )
+
+
+def measure_child(cmd: list[str], log_dir: Path, name: str) -> dict[str, Any]:
+    """Run ``cmd`` (a benchmark's ``--child`` step), measure it, and return its last JSON line with the measures.
+
+    Wall time, peak RSS (``ru_maxrss`` and the process tree polled every 50 ms,
+    anonymous memory too), and the CPU-seconds the rest of the machine used
+    meanwhile (other jobs compete for the same cores and slow the step down).
+    The child's stdout and stderr go to ``<log_dir>/<name>.out`` / ``.err``.
+    """
+    import contextlib
+    import json
+    import subprocess
+    import threading
+    import time
+
+    import psutil
+
+    stdout_path, stderr_path = log_dir / f"{name}.out", log_dir / f"{name}.err"
+    peak_polled = peak_anon = 0
+    stop = threading.Event()
+    busy0, load0 = busy_cpu_seconds(), os.getloadavg()[0]
+    t0 = time.perf_counter()
+    with open(stdout_path, "wb") as so, open(stderr_path, "wb") as se:
+        proc = subprocess.Popen(cmd, stdout=so, stderr=se)
+
+        def poll() -> None:
+            nonlocal peak_polled, peak_anon
+            try:
+                root = psutil.Process(proc.pid)
+            except psutil.NoSuchProcess:
+                return
+            while not stop.is_set():
+                try:
+                    rss, anon = root.memory_info().rss, anon_rss(root.pid)
+                    for child in root.children(recursive=True):
+                        with contextlib.suppress(psutil.NoSuchProcess):
+                            rss += child.memory_info().rss
+                            anon += anon_rss(child.pid)
+                except psutil.NoSuchProcess:
+                    return
+                peak_polled, peak_anon = max(peak_polled, rss), max(peak_anon, anon)
+                stop.wait(0.05)
+
+        poller = threading.Thread(target=poll, daemon=True)
+        poller.start()
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        busy = busy_cpu_seconds() - busy0
+        stop.set()
+        poller.join()
+    if proc.returncode != 0:
+        sys.stderr.write(stderr_path.read_text()[-5000:])
+        msg = f"child {name} failed with exit status {proc.returncode}: {shlex.join(cmd)}"
+        raise RuntimeError(msg)
+    lines = [ln for ln in stdout_path.read_text().splitlines() if ln.startswith("{")]
+    result: dict[str, Any] = json.loads(lines[-1])
+    maxrss = usage.ru_maxrss * 1024  # KiB on Linux
+    result.update(
+        wall_seconds=wall,
+        peak_rss=max(maxrss, peak_polled),
+        ru_maxrss=maxrss,
+        polled_rss=peak_polled,
+        anon_rss=peak_anon,
+        other_cpu_seconds=max(0.0, busy - usage.ru_utime - usage.ru_stime),
+        load_before=load0,
+        stdout=str(stdout_path),
+    )
+    return result

@@ -49,22 +49,18 @@ Run from the project root with the project's virtualenv::
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime as dt
 import json
 import os
-import shlex
 import shutil
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from _common import (
-    anon_rss,
     append_results,
     busy_cpu_seconds,
     command_line,
@@ -72,6 +68,7 @@ from _common import (
     fmt_bytes,
     fmt_rss,
     machine_facts,
+    measure_child,
     src_digest,
 )
 
@@ -300,59 +297,8 @@ def child_main(argv: list[str]) -> None:
 
 
 def run_child(args: list[str], log_dir: Path, name: str) -> dict[str, Any]:
-    """Run ``python bench/adapters.py --child ARGS`` in a fresh process and measure it (as ``bench/ingest.py``)."""
-    import psutil
-
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", *args]
-    stdout_path, stderr_path = log_dir / f"{name}.out", log_dir / f"{name}.err"
-    peak_polled = peak_anon = 0
-    stop = threading.Event()
-    busy0 = busy_cpu_seconds()
-    t0 = time.perf_counter()
-    with open(stdout_path, "wb") as so, open(stderr_path, "wb") as se:
-        proc = subprocess.Popen(cmd, stdout=so, stderr=se)
-
-        def poll() -> None:
-            nonlocal peak_polled, peak_anon
-            try:
-                root = psutil.Process(proc.pid)
-            except psutil.NoSuchProcess:
-                return
-            while not stop.is_set():
-                try:
-                    rss, anon = root.memory_info().rss, anon_rss(root.pid)
-                    for child in root.children(recursive=True):
-                        with contextlib.suppress(psutil.NoSuchProcess):
-                            rss += child.memory_info().rss
-                            anon += anon_rss(child.pid)
-                except psutil.NoSuchProcess:
-                    return
-                peak_polled, peak_anon = max(peak_polled, rss), max(peak_anon, anon)
-                stop.wait(0.05)
-
-        poller = threading.Thread(target=poll, daemon=True)
-        poller.start()
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - t0
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        busy = busy_cpu_seconds() - busy0
-        stop.set()
-        poller.join()
-    if proc.returncode != 0:
-        sys.stderr.write(stderr_path.read_text())
-        msg = f"child {name} failed with exit status {proc.returncode}: {shlex.join(cmd)}"
-        raise RuntimeError(msg)
-    lines = [ln for ln in stdout_path.read_text().splitlines() if ln.startswith("{")]
-    result: dict[str, Any] = json.loads(lines[-1])
-    maxrss = usage.ru_maxrss * 1024  # KiB on Linux
-    result.update(
-        wall_seconds=wall,
-        peak_rss=max(maxrss, peak_polled),
-        ru_maxrss=maxrss,
-        anon_rss=peak_anon,
-        other_cpu_seconds=max(0.0, busy - usage.ru_utime - usage.ru_stime),
-    )
-    return result
+    """Run ``python bench/adapters.py --child ARGS`` in a fresh process and measure it (``_common.measure_child``)."""
+    return measure_child([sys.executable, str(Path(__file__).resolve()), "--child", *args], log_dir, name)
 
 
 def wait_for_quiet(max_seconds: float, threshold: float = 0.2, window: float = 2.0) -> float:

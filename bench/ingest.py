@@ -42,13 +42,10 @@ measurement (it was just written), so these are warm-cache numbers.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime as dt
 import json
 import os
-import shlex
 import shutil
-import subprocess
 import sys
 import threading
 import time
@@ -56,14 +53,13 @@ from pathlib import Path
 from typing import Any
 
 from _common import (
-    anon_rss,
     append_results,
-    busy_cpu_seconds,
     command_line,
     facts_block,
     fmt_bytes,
     fmt_rss,
     machine_facts,
+    measure_child,
     src_digest,
 )
 
@@ -306,66 +302,9 @@ def _save_profiles(main_prof: Any, thread_profs: list[Any], path: str) -> None:
 def run_child(
     args: list[str], log_dir: Path, name: str, *, python_args: list[str] | None = None
 ) -> dict[str, Any]:
-    """Run ``python [python_args] bench/ingest.py --child ARGS`` and measure it."""
-    import psutil
-
+    """Run ``python [python_args] bench/ingest.py --child ARGS`` and measure it (``_common.measure_child``)."""
     cmd = [sys.executable, *(python_args or []), str(Path(__file__).resolve()), "--child", *args]
-    stdout_path = log_dir / f"{name}.out"
-    stderr_path = log_dir / f"{name}.err"
-    peak_polled = peak_anon = 0
-    stop = threading.Event()
-    busy0, load0 = busy_cpu_seconds(), os.getloadavg()[0]
-    t0 = time.perf_counter()
-    with open(stdout_path, "wb") as so, open(stderr_path, "wb") as se:
-        proc = subprocess.Popen(cmd, stdout=so, stderr=se)
-
-        def poll() -> None:
-            nonlocal peak_polled, peak_anon
-            try:
-                root = psutil.Process(proc.pid)
-            except psutil.NoSuchProcess:
-                return
-            while not stop.is_set():
-                try:
-                    rss, anon = root.memory_info().rss, anon_rss(root.pid)
-                    for child in root.children(recursive=True):
-                        with contextlib.suppress(psutil.NoSuchProcess):
-                            rss += child.memory_info().rss
-                            anon += anon_rss(child.pid)
-                except psutil.NoSuchProcess:
-                    return
-                peak_polled = max(peak_polled, rss)
-                peak_anon = max(peak_anon, anon)
-                stop.wait(0.05)
-
-        poller = threading.Thread(target=poll, daemon=True)
-        poller.start()
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - t0
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        busy = busy_cpu_seconds() - busy0
-        stop.set()
-        poller.join()
-    if proc.returncode != 0:
-        sys.stderr.write(stderr_path.read_text())
-        msg = f"child {name} failed with exit status {proc.returncode}: {shlex.join(cmd)}"
-        raise RuntimeError(msg)
-    lines = [ln for ln in stdout_path.read_text().splitlines() if ln.startswith("{")]
-    result = json.loads(lines[-1])
-    maxrss = usage.ru_maxrss * 1024  # KiB on Linux
-    result.update(
-        wall_seconds=wall,
-        peak_rss=max(maxrss, peak_polled),
-        ru_maxrss=maxrss,
-        polled_rss=peak_polled,
-        anon_rss=peak_anon,
-        # CPU-seconds the rest of the machine used meanwhile (other users' jobs
-        # compete for the same cores and slow the measured step down).
-        other_cpu_seconds=max(0.0, busy - usage.ru_utime - usage.ru_stime),
-        load_before=load0,
-        stdout=str(stdout_path),
-    )
-    return result
+    return measure_child(cmd, log_dir, name)
 
 
 # ---------------------------------------------------------------- reporting

@@ -111,3 +111,12 @@ def test_the_run_summary_prints_headlines_skipped_item_sets_and_timings_in_secon
     assert "cyclic not run on chat / all / all: needs two generations" in printed
     assert "timings ingest 1.2 s, fits 20.0 s" in printed
     assert "{" not in printed  # no Python dict
+
+
+def test_cyclic_false_leaves_cyclicjudge_out_like_naming_the_other_analyses(tmp_path: Path) -> None:
+    from jurymeter.pipeline.jobs import enabled_analyses
+
+    path = tmp_path / "off.toml"
+    path.write_text("[fit]\ncyclic = false\n")
+    assert [a.name for a in enabled_analyses(load_config(path, environ={}))] == ["gstudy"]
+    assert [a.name for a in enabled_analyses(load_config(None, environ={}))] == ["gstudy", "cyclic"]

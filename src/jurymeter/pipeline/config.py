@@ -242,6 +242,8 @@ def _fit_section(table: Any, where: str) -> FitConfig:
         name: _section(values, known[name].default_options(), f"{where[:-1]}.{name}]", lists="integers")
         for name, values in subtables.items()
     }
+    if not fit.cyclic:  # the older key for leaving CyclicJudge out: the same as naming the others
+        fit = replace(fit, analyses=tuple(a for a in (fit.analyses or tuple(known)) if a != "cyclic"))
     return replace(fit, options=options)
 
 

@@ -133,16 +133,9 @@ def fit_settings(config: RunConfig, universe: str, population: str) -> FitSettin
 
 
 def enabled_analyses(config: RunConfig) -> list[Any]:
-    """The registered analyses the configuration runs (``[fit] analyses``; ``cyclic = false`` drops CyclicJudge)."""
+    """The registered analyses the configuration runs (``[fit] analyses``; empty: all of them)."""
     wanted = set(config.fit.analyses) if config.fit.analyses else None
-    out = []
-    for analysis in registered():
-        if wanted is not None and analysis.name not in wanted:
-            continue
-        if analysis.name == "cyclic" and not config.fit.cyclic:
-            continue
-        out.append(analysis)
-    return out
+    return [a for a in registered() if wanted is None or a.name in wanted]
 
 
 def analysis_options(config: RunConfig, analysis: Any) -> Any:

@@ -143,21 +143,26 @@ def print_gstudy(report: dict[str, Any]) -> None:
     for col in ("quantity", "estimate", "95% interval"):
         d.add_column(col, justify="left" if col == "quantity" else "right")
     reasons = report.get("null_reasons") or {}
+
+    def unset(key: str | None) -> str:
+        """How a null prints: "never" when its reason says the target is never reached, else n/a."""
+        return "never" if key is not None and str(reasons.get(key, "")).startswith("never") else "n/a"
+
     # judges/items needed: null means "never reached", unless a reason says it cannot be estimated.
     never = {"judges needed (30 items, 3 runs)": "judges_needed", "items needed (1 judge, 1 run)": "items_needed"}
     for name, value, interval in rows:
         key = never.get(name)
         d.add_row(
-            name, fmt(value, none="n/a" if key is None or key in reasons else "never"),
+            name, fmt(value, none=unset(key)),
             f"[{fmt_bound(interval.get('low'))}, {fmt_bound(interval.get('high'))}]" if interval else "",
         )
     out.print(d)
     out.print(
         f"P(ceiling >= 0.8) = {fmt(report['p_ceiling_at_least_0_8'])}; judges needed for "
         f"E rho^2 >= {report['target']} at 30 items, 3 runs: "
-        f"{fmt(report['judges_needed'], none='n/a' if 'judges_needed' in reasons else 'never')}; "
+        f"{fmt(report['judges_needed'], none=unset('judges_needed'))}; "
         f"items needed at 1 judge, 1 run: "
-        f"{fmt(report['items_needed'], none='n/a' if 'items_needed' in reasons else 'never')}",
+        f"{fmt(report['items_needed'], none=unset('items_needed'))}",
         markup=False,
     )
     for budget, best in report["budget_optimum"].items():
