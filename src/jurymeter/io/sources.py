@@ -28,7 +28,6 @@ import fsspec
 import numpy as np
 import orjson
 import polars as pl
-import pyarrow.parquet as pq
 
 from jurymeter.errors import SourceError
 
@@ -661,6 +660,8 @@ def _dedupe(names: list[str]) -> list[str]:
 
 
 def _parquet_batches(source: SourceFile, rows: int) -> Iterator[RawBatch]:
+    import pyarrow.parquet as pq  # here, not at the top: most commands read no Parquet source
+
     with source.fs.open(source.path, "rb") as handle:
         parquet = pq.ParquetFile(handle)
         first = 1

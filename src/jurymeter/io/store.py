@@ -39,7 +39,6 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 import polars as pl
-import pyarrow.parquet as pq
 
 from jurymeter.errors import ConfigError, StoreError, StoreLockedError
 from jurymeter.io.naming import decode_item_set, is_digested, item_set_folder
@@ -214,6 +213,8 @@ class Store:
 
     def read_parquet(self, path: str) -> pl.DataFrame:
         """One Parquet file of the store, whole (``path`` as returned by listings)."""
+        import pyarrow.parquet as pq  # here, not at the top: a command that reads no file whole skips its import
+
         with self.fs.open(path, "rb") as handle:
             frame = pl.from_arrow(pq.ParquetFile(handle).read())
         assert isinstance(frame, pl.DataFrame)
