@@ -14,13 +14,13 @@ RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 
 
 def src_digest() -> str:
-    """First 12 hex digits of the SHA-256 of ``src/jurymeter/*.py`` as imported."""
+    """First 12 hex digits of the SHA-256 of every ``src/jurymeter/**/*.py`` as imported."""
     import hashlib
 
     import jurymeter
 
     digest = hashlib.sha256()
-    for py in sorted(Path(jurymeter.__file__).parent.glob("*.py")):
+    for py in sorted(Path(jurymeter.__file__).parent.rglob("*.py")):
         digest.update(py.name.encode() + b"\0" + py.read_bytes())
     return digest.hexdigest()[:12]
 

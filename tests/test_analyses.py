@@ -281,3 +281,67 @@ def test_a_registered_toy_analysis_reaches_summary_tables_cache_and_page(store: 
     # Unregistered, the pipeline no longer knows it.
     assert "toy" not in {a.name for a in registered()}
     assert "toy_means" not in schemas()
+
+
+class _ProvenanceFitting:
+    def __init__(self, scope: FitScope) -> None:
+        self.scope = scope
+
+    def feeds(self) -> Mapping[str, Callable[[np.ndarray], object]]:
+        return {}
+
+    def finish(self) -> ToyResult:
+        records = self.scope.records.collect()
+        assert self.scope.judge_health is not None
+        failed = int(self.scope.judge_health["failed"].sum())
+        return ToyResult(means=(("note", float(records["note"].null_count()), records.height),), spread=float(failed))
+
+
+class ProvenanceAnalysis(ToyAnalysis):
+    """Reads a stored column outside the schema and the judge health (the pairwise analysis does both)."""
+
+    name = "provenance"
+    title = "Provenance"
+    protocols = ("pairwise",)
+    tables = (Table("provenance_rows", {"system_id": pl.String, "mean": pl.Float64, "records": pl.Int64}, "rows"),)
+    record_columns = ("note",)
+    reads_judge_health = True
+
+    def start(self, scope: FitScope, chunked: Any, options: ToyOptions) -> Any:
+        return _ProvenanceFitting(scope)
+
+    def tabulate(self, result: ToyResult) -> dict[str, list[dict[str, Any]]]:
+        return {"provenance_rows": [{"system_id": s, "mean": m, "records": n} for s, m, n in result.means]}
+
+
+def test_an_analysis_reads_its_extra_columns_and_the_judge_health_and_a_new_failure_changes_its_key(
+    tmp_path: Path,
+) -> None:
+    from jurymeter.io.validate import ValidationOptions
+
+    lines = [
+        '{"item_set": "p", "item_id": "i1", "system_a": "x", "system_b": "y", "judge_id": "j", "winner": "A", "note": "kept"}',
+        '{"item_set": "p", "item_id": "i2", "system_a": "y", "system_b": "x", "judge_id": "j", "winner": "tie"}',
+    ]
+    source = tmp_path / "pairs.jsonl"
+    source.write_text("\n".join(lines) + "\n")
+    store = Store(str(tmp_path / "store"))
+    ingest(store, discover_sources([str(source)]), ValidationOptions())
+    with registered_temporarily(ProvenanceAnalysis()):
+        config = _config(store, tmp_path, 'analyses = ["provenance"]\n')
+        [job] = plan_fits(store, config).jobs
+        result = run_fit(job)["provenance"].result
+        assert result.means == (("note", 1.0, 2),)  # "note" read with the records: null on the line without it
+        assert result.spread == 0.0  # the judge health reached the scope: no failure yet
+        # A source of the judge's failures (an MT-Bench pair line whose winner is "error") changes the key.
+        failed = tmp_path / "failed_pair.jsonl"
+        failed.write_text(
+            '{"question_id": 81, "model_1": "x", "model_2": "y", "g1_winner": "error", "g2_winner": "error", '
+            '"judge": ["j", "pair-v2"], "g1_user_prompt": "", "g1_judgment": "", "g2_user_prompt": "", '
+            '"g2_judgment": "", "turn": 1, "tstamp": 1.0}\n'
+        )
+        ingest(store, discover_sources([str(failed)], log_format="mt-bench"), ValidationOptions())
+        [again] = plan_fits(store, config).jobs
+        assert any(p.startswith("quarantine") for p in again.inputs)
+        assert again.key != job.key
+        assert run_fit(again)["provenance"].result.spread == 2.0  # both games of the line, by their judge

@@ -105,6 +105,10 @@ class FitScope:
     systems: pl.DataFrame  # the systems metadata table (may be empty)
     judges: pl.DataFrame  # the judges metadata table (may be empty)
     settings: FitSettings
+    # Per judge: judgments stored and judgments the log adapters quarantined as the
+    # judge's failures (``jurymeter.io.info.judge_health``); read only when an analysis
+    # of the fit sets ``reads_judge_health``, else None.
+    judge_health: pl.DataFrame | None = None
 
 
 class Fitting(Protocol[Result_co]):
@@ -152,6 +156,12 @@ class Analysis(ABC, Generic[Result, Options]):
     # Heavy modules the fit itself imports (no figures): the pipeline imports them in a
     # thread while it reads the fit's records (:func:`jurymeter.pipeline.fit.run_fit`).
     compute_modules: ClassVar[tuple[str, ...]] = ()
+    # Stored columns outside the protocol's schema the fit reads with its records
+    # (an adapter's provenance such as AlpacaEval's ``order_known``; null where a part lacks them).
+    record_columns: ClassVar[tuple[str, ...]] = ()
+    # The fit reads the store's judge health (:attr:`FitScope.judge_health`): its
+    # inputs then include the committed quarantine, so a new failure refits it.
+    reads_judge_health: ClassVar[bool] = False
 
     def applies(self, item_set: ItemSet) -> str | None:
         """``None`` when the analysis can fit this item set; else why not (said once by the run)."""

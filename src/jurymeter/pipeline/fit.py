@@ -22,6 +22,7 @@ from jurymeter.analyses import analysis as analysis_named
 from jurymeter.analyses import registered
 from jurymeter.analyses.base import FitScope
 from jurymeter.errors import NotApplicableError
+from jurymeter.io.schema import SCHEMAS
 from jurymeter.io.store import Store
 from jurymeter.pipeline.jobs import FitJob
 from jurymeter.pipeline.tables import fit_tables
@@ -85,20 +86,34 @@ def import_meanwhile(modules: tuple[str, ...]) -> threading.Thread | None:
 
 
 def fit_scope(job: FitJob) -> FitScope:
-    """The fit's records (its universe and population applied) and metadata, opened where it runs."""
+    """The fit's records (its universe and population applied) and metadata, opened where it runs.
+
+    The records hold the protocol's columns and every ``record_columns`` an
+    analysis of the job declares; the judge health is read when one of them
+    sets ``reads_judge_health``.
+    """
     store = Store(job.store, dict(job.storage_options))
-    records = store.scan(job.protocol, job.item_set)
+    analyses = [analysis_named(name) for name, _ in job.analyses]
+    extra = list(dict.fromkeys(c for a in analyses for c in a.record_columns))
+    columns = [*SCHEMAS[job.protocol].dtypes, *(c for c in extra if c not in SCHEMAS[job.protocol].dtypes)]
+    records = store.scan(job.protocol, job.item_set, columns=columns if extra else None)
     settings = job.settings
-    if job.protocol == "pointwise":
-        if settings.judges is not None:
-            records = records.filter(pl.col("judge_id").is_in(list(settings.judges)))
-        if settings.systems is not None:
-            records = records.filter(pl.col("system_id").is_in(list(settings.systems)))
-    elif settings.judges is not None:
+    if settings.judges is not None:
         records = records.filter(pl.col("judge_id").is_in(list(settings.judges)))
+    if settings.systems is not None:
+        population = list(settings.systems)
+        if job.protocol == "pointwise":
+            records = records.filter(pl.col("system_id").is_in(population))
+        else:  # a pairwise judgment belongs to the population when both its systems do
+            records = records.filter(pl.col("system_a").is_in(population) & pl.col("system_b").is_in(population))
+    judge_health = None
+    if any(a.reads_judge_health for a in analyses):
+        from jurymeter.io.info import judge_health as read_judge_health
+
+        judge_health = read_judge_health(store)
     return FitScope(item_set=job.item_set, protocol=job.protocol, records=records,
                     systems=store.scan("systems").collect(), judges=store.scan("judges").collect(),
-                    settings=settings)
+                    settings=settings, judge_health=judge_health)
 
 
 def run_fit(job: FitJob, *, scan_cells: int | None = None) -> dict[str, AnalysisOutcome]:

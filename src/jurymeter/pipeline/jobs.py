@@ -174,6 +174,7 @@ def plan_fits(store: Store, config: RunConfig) -> Plan:
         for protocol in ("systems", "judges")
         for f in store.data_files(protocol)
     )
+    quarantine_files: list[str] | None = None  # listed once, when an analysis reads the judge health
     jobs: list[FitJob] = []
     skipped: list[Skipped] = []
     planned: list[tuple[Protocol, str]] = []
@@ -194,6 +195,11 @@ def plan_fits(store: Store, config: RunConfig) -> Plan:
             skipped.append(Skipped(item_set, protocol, f"no analysis applies ({reason})"))
             continue
         planned.append((protocol, item_set))
+        inputs = [*sorted(files), *metadata_files]
+        if any(analysis.reads_judge_health for analysis in analyses if analysis.applies(item) is None):
+            if quarantine_files is None:
+                quarantine_files = sorted(p[len(store.root) + 1 :] for p in store.quarantine_files())
+            inputs += quarantine_files
         for universe in config.fit.universes:
             for population in config.fit.populations:
                 jobs.append(FitJob(
@@ -204,7 +210,7 @@ def plan_fits(store: Store, config: RunConfig) -> Plan:
                     population=population,
                     settings=fit_settings(config, universe, population),
                     analyses=tuple(runs),
-                    inputs=(*sorted(files), *metadata_files),
+                    inputs=tuple(inputs),
                     protocol=protocol,
                 ))
     _check_levels(store, config, planned)

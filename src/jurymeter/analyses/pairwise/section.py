@@ -1,0 +1,298 @@
+"""The pairwise analysis's report section: judges and position bias, agreement, ratings, family preference, G-study.
+
+Figures: the slot-A advantage per judge with its prompt-clustered interval, the
+AB/BA reversal rate per judge against the 50% bound of the independent
+content-noise model ([Awuni2026]_ section 8), the judge agreement matrix
+(Cohen's kappa), Bradley-Terry ratings with prompt-bootstrap and battle-bootstrap
+intervals and tie groups, and the family support matrix ([Awuni2026]_ figure 2).
+
+References
+----------
+.. [Anand2026] A. Anand, "Ask Which, Not How Good: Sizing Benchmarks Scored by an
+   LLM", 2026 (``papers/ask-which-not-how-good.txt``), table 3.
+.. [Awuni2026] D. A. Awuni et al., "Who Judges Matters", 2026
+   (``papers/who-judges-matters.txt``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import polars as pl
+from matplotlib.colors import CenteredNorm, Normalize
+from matplotlib.figure import Figure
+
+from jurymeter.render.figures import draw as _draw
+from jurymeter.render.figures import matrix as _matrix
+from jurymeter.render.figures import mpl_text as _mpl
+from jurymeter.render.figures import new_figure as _new_figure
+from jurymeter.render.html import SectionBuilder
+from jurymeter.render.html import escape as _e
+from jurymeter.render.html import number as _num
+from jurymeter.render.html import table_html as _table
+
+# Colour-blind-safe pair (Okabe-Ito blue and vermillion) for the two interval kinds.
+PROMPT_COLOUR, BATTLE_COLOUR = "#0072B2", "#D55E00"
+
+
+def pairwise_section(page: SectionBuilder) -> None:
+    """Every part of the pairwise analysis that has rows; nothing when it did not run."""
+    judges = page.rows("pairwise_judges")
+    ratings = page.rows("bt_ratings")
+    if not (judges.height or ratings.height):
+        return
+    title = page.title
+    summary = page.summary
+    share = summary.get("both_orders_share")
+    if share is not None:
+        page.add(f"<p>{_e(_num(100 * share))}% of the outcomes were judged in both presentation orders "
+                 "(reconciled by the counterbalanced rule: a disagreement between the orders is a tie).</p>")
+    page.add(_judges_html(judges))
+    page.figure("position-bias", lambda: _figure_position(judges, title),
+                "Slot-A advantage per judge: win rate of a system shown first minus the same system "
+                "shown second, in points, with its 95% prompt-bootstrap interval ([Anand2026] table 3).")
+    page.figure("reversals", lambda: _figure_reversals(judges, title),
+                "AB/BA reversal rate per judge (share of pairs seen in both orders whose winner differs) "
+                "against the 50% bound of the independent content-noise model ([Awuni2026] section 8).")
+    agreement = page.rows("judge_agreement")
+    page.figure("judge-agreement", lambda: _figure_agreement(agreement, title),
+                "Cohen's kappa between judges on the judgments they share (A / B / tie).")
+    page.add(_ratings_html(ratings, summary))
+    page.figure("ratings", lambda: _figure_ratings(ratings, title),
+                "Bradley-Terry ratings (Elo scale) with 95% intervals: a prompt bootstrap that resamples "
+                "items with all their games and judges (blue) against the battle bootstrap of the common "
+                "leaderboards (vermillion); shading marks the tie groups.")
+    support = page.rows("family_support")
+    page.figure("family-support", lambda: _figure_support(support, title),
+                "Family support matrix: mean support a judge family gives candidates of each family; the "
+                "diagonal is same-family support ([Awuni2026] figure 2).")
+    page.add(_family_html(page.rows("family_lifts"), summary))
+    page.add(_gstudy_html(page.rows("pairwise_gstudy")))
+
+
+def _judges_html(rows: pl.DataFrame) -> str:
+    if rows.height == 0:
+        return ""
+    columns = [
+        ("games", "games"), ("pairs_both_orders", "pairs in both orders"),
+        ("first_slot_win_rate", "first-slot share"), ("tie_rate", "tie rate"),
+        ("reversal_rate", "reversal rate"), ("q_position_following", "q (position-following)"),
+        ("slot_a_advantage", "slot-A advantage (points)"), ("failure_rate", "failure rate"),
+        ("replicate_agreement", "replicate agreement"), ("gold_accuracy", "gold accuracy"),
+    ]
+    present = [(c, label) for c, label in columns if c in rows.columns]
+    cells = []
+    flags = []
+    for r in rows.sort("judge_id").iter_rows(named=True):
+        cells.append([_e(r["judge_id"]), *(_e(_num(r[c])) for c, _ in present)])
+        flags.append("flag" if r.get("exceeds_content_noise_bound") else "")
+    header = ["judge", *(_e(label) for _, label in present)]
+    note = ("<p>Rows marked reverse on more than half of their pairs, which the independent content-noise "
+            "model cannot produce: read them as position-following (q).</p>" if any(flags) else "")
+    return _table(header, cells, numeric=[False] + [True] * len(present), row_classes=flags) + note
+
+
+def _ratings_html(rows: pl.DataFrame, summary: dict[str, Any]) -> str:
+    if rows.height == 0:
+        return ""
+    ratio = summary.get("interval_ratio")
+    lead = ""
+    if ratio is not None:
+        lead = (f"<p>The prompt bootstrap's intervals are {_e(_num(ratio))}x as wide as the battle bootstrap's "
+                "(median over systems): a battle bootstrap treats the two orders of a prompt and every judge's "
+                "verdict on it as independent. Ties count half a win each way.</p>")
+    columns = ["rating_elo", "low_elo", "high_elo", "rank", "rank_low", "rank_high", "tie_group", "rating_lc_elo"]
+    present = [c for c in columns if c in rows.columns]
+    cells = [[_e(r["system_id"]), *(_e(_num(r[c])) for c in present)] for r in rows.sort("rank").iter_rows(named=True)]
+    header = ["system", *(f"<code>{_e(c)}</code>" for c in present)]
+    return lead + _table(header, cells, numeric=[False] + [True] * len(present))
+
+
+def _family_html(rows: pl.DataFrame, summary: dict[str, Any]) -> str:
+    if rows.height == 0:
+        return ""
+    fps = summary.get("fps")
+    lead = (f"<p>Family preference score (mean same-family support minus mean cross-family support): "
+            f"{_e(_num(fps))}. The naive per-family statistic compares a judge family's support across "
+            "candidate families and so carries candidate quality; the corrected one holds the candidate family "
+            "fixed and compares its same-family judges with the other judges.</p>") if fps is not None else ""
+    columns = [c for c in ("naive", "corrected", "corrected_low", "corrected_high", "p_value") if c in rows.columns]
+    cells = [[_e(r["family"]), *(_e(_num(r[c])) for c in columns)] for r in rows.sort("family").iter_rows(named=True)]
+    return lead + _table(["family", *(f"<code>{c}</code>" for c in columns)], cells,
+                         numeric=[False] + [True] * len(columns))
+
+
+def _gstudy_html(rows: pl.DataFrame) -> str:
+    if rows.height == 0:
+        return ""
+    columns = [c for c in ("systems", "items", "judges", "sigma2_s", "sigma2_sj", "share", "ceiling", "erho2",
+                           "judges_needed", "reason") if c in rows.columns]
+    cells = [[_e(r["arm"]), *(_e(_num(r[c]) if c != "reason" else (r[c] or "")) for c in columns)]
+             for r in rows.iter_rows(named=True)]
+    lead = ("<p>Pairwise G-study on the win indicator against the baseline, per presentation order "
+            "([Anand2026] table 3): components in win-rate units, ceiling and E&rho;&sup2; unitless.</p>")
+    return lead + _table(["arm", *(f"<code>{c}</code>" for c in columns)], cells,
+                         numeric=[False] + [c != "reason" for c in columns])
+
+
+def _bars(rows: pl.DataFrame, value: str, low: str | None, high: str | None) -> tuple[list[str], np.ndarray, np.ndarray]:
+    finite = rows.filter(pl.col(value).is_not_null()).sort("judge_id")
+    labels = [_mpl(j) for j in finite["judge_id"].to_list()]
+    y = finite[value].cast(pl.Float64).to_numpy()
+    if low and high and low in finite.columns and high in finite.columns:
+        lo = finite[low].cast(pl.Float64).fill_null(float("nan")).to_numpy()
+        hi = finite[high].cast(pl.Float64).fill_null(float("nan")).to_numpy()
+        err = np.vstack([np.clip(y - lo, 0, None), np.clip(hi - y, 0, None)])
+        err = np.nan_to_num(err)
+    else:
+        err = np.zeros((2, len(y)))
+    return labels, y, err
+
+
+def _horizontal(labels: list[str], title: str) -> tuple[Figure, Any]:
+    left = 0.6 + 0.075 * max(map(len, labels), default=4)
+    height = max(2.4, 0.9 + 0.32 * len(labels))
+    width = max(6.0, left + 4.5)
+    fig = _new_figure(width, height)
+    fig.subplots_adjust(left=min(left / width, 0.55), right=0.96, bottom=min(0.7 / height, 0.4), top=1 - 0.4 / height)
+    ax = fig.add_subplot()
+    ax.set_title(_mpl(title))
+    return fig, ax
+
+
+def _figure_position(rows: pl.DataFrame, title: str) -> Figure | None:
+    if rows.height == 0 or "slot_a_advantage" not in rows.columns or rows["slot_a_advantage"].null_count() == rows.height:
+        return None
+    labels, y, err = _bars(rows, "slot_a_advantage", "slot_a_low", "slot_a_high")
+
+    def build() -> Figure:
+        fig, ax = _horizontal(labels, title)
+        positions = np.arange(len(labels))
+        ax.barh(positions, y, xerr=err, color=PROMPT_COLOUR, alpha=0.85, capsize=3)
+        ax.axvline(0.0, color="black", linewidth=0.8)
+        ax.set_yticks(positions, labels)
+        ax.invert_yaxis()
+        ax.set_xlabel("slot-A advantage (percentage points)")
+        ax.grid(True, axis="x", alpha=0.3)
+        return fig
+
+    return _draw(build)
+
+
+def _figure_reversals(rows: pl.DataFrame, title: str) -> Figure | None:
+    if rows.height == 0 or "reversal_rate" not in rows.columns or rows["reversal_rate"].null_count() == rows.height:
+        return None
+    labels, y, err = _bars(rows, "reversal_rate", "reversal_low", "reversal_high")
+
+    def build() -> Figure:
+        fig, ax = _horizontal(labels, title)
+        positions = np.arange(len(labels))
+        colours = [BATTLE_COLOUR if v > 0.5 else PROMPT_COLOUR for v in y]
+        ax.barh(positions, 100 * y, xerr=100 * err, color=colours, alpha=0.85, capsize=3)
+        ax.axvline(50.0, color="black", linestyle="--", linewidth=1.0, label="50% content-noise bound")
+        ax.set_xlim(0, 100)
+        ax.set_yticks(positions, labels)
+        ax.invert_yaxis()
+        ax.set_xlabel("AB/BA reversal rate (% of pairs seen in both orders)")
+        ax.legend(fontsize=8, loc="lower right")
+        ax.grid(True, axis="x", alpha=0.3)
+        return fig
+
+    return _draw(build)
+
+
+def _square_heatmap(z: np.ndarray, rows: list[str], cols: list[str], title: str, label: str,
+                    norm: Normalize, xlabel: str, ylabel: str, fmt: str) -> Figure:
+    row_labels = [_mpl(r) for r in rows]
+    col_labels = [_mpl(c) for c in cols]
+    left = 0.75 + 0.075 * max(map(len, row_labels))
+    bottom = 0.6 + 0.075 * max(map(len, col_labels)) * math.sin(math.radians(60))
+    width = max(4.5, min(14.0, left + 2.5 + 0.6 * len(cols)))
+    height = max(2.8, min(14.0, bottom + 0.8 + 0.4 * len(rows)))
+    fig = _new_figure(width, height)
+    fig.subplots_adjust(left=min(left / width, 0.5), right=1 - 1.2 / width, bottom=min(bottom / height, 0.5),
+                        top=1 - 0.45 / height)
+    ax = fig.add_subplot()
+    image = ax.imshow(np.ma.masked_invalid(z), cmap="cividis", norm=norm, aspect="auto")
+    ax.set_xticks(range(len(cols)), col_labels, rotation=60, ha="right", rotation_mode="anchor")
+    ax.set_yticks(range(len(rows)), row_labels)
+    if z.size <= 144:
+        mid = 0.5 * (float(norm.vmin or 0.0) + float(norm.vmax or 1.0))
+        for (r, c), v in np.ndenumerate(z):
+            if np.isfinite(v):
+                ax.text(c, r, format(v, fmt), ha="center", va="center", fontsize=7,
+                        color="black" if v > mid else "white")
+    fig.colorbar(image, ax=ax, label=label)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(_mpl(title))
+    return fig
+
+
+def _figure_agreement(rows: pl.DataFrame, title: str) -> Figure | None:
+    if rows.height == 0 or rows["kappa"].null_count() == rows.height:
+        return None
+    both = pl.concat([
+        rows.select("judge_1", "judge_2", "kappa"),
+        rows.select(pl.col("judge_2").alias("judge_1"), pl.col("judge_1").alias("judge_2"), "kappa"),
+    ])
+    judges, _, z = _matrix(both, "judge_1", "judge_2", "kappa")
+    finite = z[np.isfinite(z)]
+    low, high = float(finite.min()), float(finite.max())
+    if high - low < 1e-9:
+        low, high = low - 0.05, high + 0.05
+    return _draw(lambda: _square_heatmap(z, judges, judges, title, "Cohen's kappa (shared judgments)",
+                                         Normalize(low, high), "judge", "judge", ".2f"))
+
+
+def _figure_support(rows: pl.DataFrame, title: str) -> Figure | None:
+    if rows.height == 0:
+        return None
+    judge_families, candidate_families, z = _matrix(rows, "judge_family", "candidate_family", "support")
+    finite = z[np.isfinite(z)]
+    if not finite.size:
+        return None
+    half = max(float(np.abs(finite - 0.5).max()), 0.02)
+    return _draw(lambda: _square_heatmap(z, judge_families, candidate_families, title,
+                                         "mean support (0.5 = even)", CenteredNorm(0.5, half),
+                                         "candidate family", "judge family", ".3f"))
+
+
+def _figure_ratings(rows: pl.DataFrame, title: str) -> Figure | None:
+    if rows.height == 0:
+        return None
+    ordered = rows.sort("rating_elo", descending=True)
+    labels = [_mpl(s) for s in ordered["system_id"].to_list()]
+
+    def column(name: str) -> np.ndarray:
+        return ordered[name].cast(pl.Float64).fill_null(float("nan")).to_numpy() if name in ordered.columns \
+            else np.full(ordered.height, np.nan)
+
+    y = column("rating_elo")
+    groups = ordered["tie_group"].to_list() if "tie_group" in ordered.columns else [None] * ordered.height
+
+    def build() -> Figure:
+        fig, ax = _horizontal(labels, title)
+        positions = np.arange(len(labels))
+        for k, group in enumerate(dict.fromkeys(g for g in groups if g is not None)):
+            members = [p for p, g in zip(positions, groups, strict=True) if g == group]
+            if k % 2 == 0 and members:
+                ax.axhspan(min(members) - 0.5, max(members) + 0.5, color="0.92", zorder=0)
+        for offset, (low, high, colour, name) in enumerate(
+            ((column("low_elo"), column("high_elo"), PROMPT_COLOUR, "prompt bootstrap"),
+             (column("battle_low_elo"), column("battle_high_elo"), BATTLE_COLOUR, "battle bootstrap"))
+        ):
+            shift = -0.15 if offset == 0 else 0.15
+            ok = np.isfinite(low) & np.isfinite(high)
+            ax.hlines(positions[ok] + shift, low[ok], high[ok], color=colour, linewidth=2.2, label=name)
+        ax.plot(y, positions, "o", color="black", markersize=4, label="rating")
+        ax.set_yticks(positions, labels)
+        ax.invert_yaxis()
+        ax.set_xlabel("Bradley-Terry rating (Elo scale: 400/ln 10 per logit)")
+        ax.legend(fontsize=8, loc="lower right")
+        ax.grid(True, axis="x", alpha=0.3)
+        return fig
+
+    return _draw(build)
