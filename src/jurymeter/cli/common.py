@@ -23,6 +23,7 @@ from jurymeter.errors import ConfigError, JurymeterError, StrictModeError
 if TYPE_CHECKING:
     from rich.progress import Progress
 
+    from jurymeter.io.schema import Protocol
     from jurymeter.io.store import Store
 
 P = ParamSpec("P")
@@ -114,13 +115,16 @@ def progress_bar(label: str, *, bytes_: bool = False) -> Progress:
     )
 
 
-def store_with_item_set(store: str | None, storage_option: list[str] | None, config: Path | None, item_set: str) -> Store:
-    """The store, checked readable and holding the pointwise item set asked for."""
+def store_with_item_set(store: str | None, storage_option: list[str] | None, config: Path | None, item_set: str,
+                        protocol: Protocol = "pointwise") -> Store:
+    """The store, checked readable and holding the item set of ``protocol`` asked for."""
     target_store = open_store(store, storage_option, config)
     target_store.check()
-    if item_set not in target_store.item_sets("pointwise"):
-        known = ", ".join(target_store.item_sets("pointwise")) or "none"
-        msg = f"no pointwise item set {item_set!r} in {target_store.url} (item sets: {known})"
+    if item_set not in target_store.item_sets(protocol):
+        known = ", ".join(target_store.item_sets(protocol)) or "none"
+        other: Protocol = "pairwise" if protocol == "pointwise" else "pointwise"
+        hint = (f"; {item_set!r} is a {other} item set" if item_set in target_store.item_sets(other) else "")
+        msg = f"no {protocol} item set {item_set!r} in {target_store.url} (item sets: {known}{hint})"
         raise ConfigError(msg)
     return target_store
 
