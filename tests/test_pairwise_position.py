@@ -88,7 +88,8 @@ def _row(frame: pl.DataFrame, column: str, value: str) -> dict:
 def test_one_judge_by_hand() -> None:
     pb = position_bias(_frame(JUDGE_H, unknown=[8]), n_boot=200)
     h = _row(pb.per_judge, "judge_id", "h")
-    assert h["n_games"] == 9 and h["n_order_known"] == 8
+    assert h["n_games"] == 9
+    assert h["n_order_known"] == 8
     assert h["reversal_rate"] == pytest.approx(2 / 4, abs=EXACT)
     assert h["pairs_both_orders"] == 4
     assert h["first_slot_win_rate"] == pytest.approx(3 / 8, abs=EXACT)
@@ -121,7 +122,8 @@ def test_two_judges_by_hand_per_judge_per_system_and_pooled() -> None:
     for system in ("x", "y"):
         row = _row(pb.per_system, "system_id", system)
         assert row["slot_a_advantage"] == pytest.approx(18.75, abs=EXACT)
-        assert row["games_first"] == 8 and row["games_second"] == 8
+        assert row["games_first"] == 8
+        assert row["games_second"] == 8
     assert pb.slot_a_advantage.value == pytest.approx(18.75, abs=EXACT)
     # Pooled reversal (2 + 3)/8; first slot (3 + 5)/16.
     assert pb.reversal_rate.value == pytest.approx(5 / 8, abs=EXACT)
@@ -152,19 +154,26 @@ def test_unequal_systems_sd_and_max_by_hand() -> None:
 def test_undefined_quantities_are_none_with_a_reason() -> None:
     # One game in one order only: no pair in both orders, no system in both slots.
     pb = position_bias(_frame([("1", "x", "y", "j", "A")]), n_boot=20)
-    assert pb.reversal_rate.value is None and pb.reversal_rate.reason
-    assert pb.slot_a_advantage.value is None and pb.slot_a_advantage.reason
-    assert pb.slot_a_advantage_sd.value is None and pb.slot_a_advantage_sd.low is None
-    assert pb.q_position_following is None and pb.q_reason
+    assert pb.reversal_rate.value is None
+    assert pb.reversal_rate.reason
+    assert pb.slot_a_advantage.value is None
+    assert pb.slot_a_advantage.reason
+    assert pb.slot_a_advantage_sd.value is None
+    assert pb.slot_a_advantage_sd.low is None
+    assert pb.q_position_following is None
+    assert pb.q_reason
     j = _row(pb.per_judge, "judge_id", "j")
-    assert j["reversal_rate"] is None and j["reversal_rate_reason"]
-    assert j["q_position_following"] is None and j["q_reason"]
+    assert j["reversal_rate"] is None
+    assert j["reversal_rate_reason"]
+    assert j["q_position_following"] is None
+    assert j["q_reason"]
     assert j["exceeds_content_noise_bound"] is None
     assert j["first_slot_win_rate"] == 1.0
     # Reversal below 1/2: q not identified.
     rows = [("1", "x", "y", "j", "A"), ("1", "y", "x", "j", "B")]
     j = _row(position_bias(_frame(rows), n_boot=20).per_judge, "judge_id", "j")
-    assert j["reversal_rate"] == 0.0 and j["q_position_following"] is None
+    assert j["reversal_rate"] == 0.0
+    assert j["q_position_following"] is None
     assert "below 1/2" in j["q_reason"]
 
 
@@ -194,9 +203,11 @@ def test_q_against_the_papers_printed_cases() -> None:
     assert low == pytest.approx(1 - gemma, abs=EXACT)
     assert gemma**2 + (1 - gemma) ** 2 == pytest.approx(0.788, abs=EXACT)
     none, why = position_following_q(0.6, 0.4, 0.4)
-    assert none is None and why
+    assert none is None
+    assert why
     none, why = position_following_q(0.473, 0.8, 0.2)  # Llama: below the bound
-    assert none is None and "below" in why
+    assert none is None
+    assert "below" in why
 
 
 # ---------------------------------------------------------------- simulation with known truth
@@ -340,7 +351,8 @@ def test_500_items_6_judges_20_systems_1000_resamples_in_about_a_second() -> Non
     start = time.perf_counter()
     pb = position_bias(g, n_boot=1000)
     elapsed = time.perf_counter() - start
-    assert pb.per_judge.height == 6 and pb.per_system.height == 20
+    assert pb.per_judge.height == 6
+    assert pb.per_system.height == 20
     assert elapsed < 2.0, elapsed  # measured 0.3 s on 2 cores; headroom for a loaded machine
 
 
@@ -431,4 +443,5 @@ def test_real_logs_slot_a_advantage_of_a_baseline_design_by_hand(real_games: pl.
 
 
 def test_samples_are_here() -> None:
-    assert Path(SAMPLES / "mt_bench").is_dir() and Path(SAMPLES / "arena_hard").is_dir()
+    assert Path(SAMPLES / "mt_bench").is_dir()
+    assert Path(SAMPLES / "arena_hard").is_dir()
