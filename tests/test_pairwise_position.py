@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from pathlib import Path
 
 import numpy as np
@@ -329,7 +328,8 @@ def test_item_bootstrap_intervals_cover_the_truth_at_about_the_nominal_rate() ->
         assert COVERAGE_RANGE[0] <= count / reps <= COVERAGE_RANGE[1], (name, count / reps)
 
 
-def test_500_items_6_judges_20_systems_1000_resamples_in_about_a_second() -> None:
+def test_a_bench_sized_panel_gives_every_judge_and_system_a_row() -> None:
+    # Its time is measured in bench/pairwise.py (tests never assert on wall time).
     rng = np.random.default_rng(0)
     n_items, n_judges, opponents = 500, 6, 19  # 19 systems against a baseline, both orders
     per_item = n_judges * opponents * 2
@@ -348,12 +348,10 @@ def test_500_items_6_judges_20_systems_1000_resamples_in_about_a_second() -> Non
         "score_a": np.where(verdict == "A", 1.0, np.where(verdict == "B", 0.0, 0.5)),
         "order_known": np.ones(n, dtype=bool),
     })
-    start = time.perf_counter()
     pb = position_bias(g, n_boot=1000)
-    elapsed = time.perf_counter() - start
     assert pb.per_judge.height == 6
     assert pb.per_system.height == 20
-    assert elapsed < 2.0, elapsed  # measured 0.3 s on 2 cores; headroom for a loaded machine
+    assert pb.slot_a_advantage.low is not None
 
 
 # ---------------------------------------------------------------- the real logs
