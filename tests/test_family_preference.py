@@ -19,7 +19,7 @@ import polars as pl
 import pytest
 from scipy import stats as sps
 
-from jurymeter.errors import ConfigError, DesignError, NotApplicableError
+from jurymeter.errors import ConfigError, DesignError, NotApplicableError, SimulationError
 from jurymeter.simulate import SimulationParams, simulate_dump
 from jurymeter.stats.pairwise.family import family_preference
 from jurymeter.stats.pairwise.games import games, reconcile
@@ -624,3 +624,12 @@ def test_permutation_p_values_uniform_under_null() -> None:
     _, out, jf, sf = _sim(seed=1, n_items=25, family_preference=1.5, sigma_position=0.0)
     fp = family_preference(out, judge_family=jf, system_family=sf, n_perm=99, n_placebo=0)
     assert fp.p_permutation <= 0.05
+
+
+def test_simulator_rejects_unknown_names() -> None:
+    with pytest.raises(SimulationError, match="family_lifts"):
+        simulate_dump(SimulationParams(n_judges=2, family_lifts={"nobody-like": 1.0}))
+    with pytest.raises(SimulationError, match="position_following"):
+        simulate_dump(SimulationParams(n_judges=2, position_following={"judge-z": 0.5}))
+    with pytest.raises(SimulationError, match="position_following"):
+        simulate_dump(SimulationParams(position_following=1.5))
