@@ -9,11 +9,13 @@ batches with the within-batch carry-over, and hands the drawn effects to
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from datetime import UTC, datetime
 
 import numpy as np
 import polars as pl
 
+from jurymeter.errors import SimulationError
 from jurymeter.simulate.params import (
     PAIRWISE_COLUMNS,
     POINTWISE_COLUMNS,
@@ -52,6 +54,8 @@ _STREAMS: tuple[str, ...] = (
     "pair_order",
     "pair_outcome",
     "pair_weighted",
+    # appended after the original streams so that every earlier child keeps its seed
+    "pair_position",
 )
 
 
@@ -125,6 +129,34 @@ def _select_pairs(rng: np.random.Generator, p: SimulationParams) -> np.ndarray:
     return np.column_stack([codes // n, codes % n]).astype(np.int64)
 
 
+def _judge_lifts(p: SimulationParams, jud_fam: np.ndarray) -> np.ndarray:
+    """Per-judge family lift: ``family_lifts[f(j)]`` where listed, else ``phi``."""
+    lifts = p.family_lifts or {}
+    unknown = sorted(set(lifts) - set(jud_fam.tolist()))
+    if unknown:
+        msg = (
+            f"SimulationParams.family_lifts names judge families {unknown!r} that no judge has; "
+            f"the judges' families are {sorted(set(jud_fam.tolist()))!r}"
+        )
+        raise SimulationError(msg)
+    return np.asarray([lifts.get(f, p.family_preference) for f in jud_fam.tolist()], np.float64)
+
+
+def _judge_following(p: SimulationParams, judge_ids: np.ndarray) -> np.ndarray:
+    """Per-judge position-following probability ``q_j``."""
+    q = p.position_following
+    if not isinstance(q, Mapping):
+        return np.full(judge_ids.size, float(q))
+    unknown = sorted(set(q) - set(judge_ids.tolist()))
+    if unknown:
+        msg = (
+            f"SimulationParams.position_following names judges {unknown!r} that are not in the "
+            f"panel; the judges are {judge_ids.tolist()!r}"
+        )
+        raise SimulationError(msg)
+    return np.asarray([q.get(j, 0.0) for j in judge_ids.tolist()], np.float64)
+
+
 def simulate_dump(params: SimulationParams = SimulationParams()) -> SimulatedDump:
     r"""Simulate pointwise and pairwise judgments with known truth.
 
@@ -151,7 +183,11 @@ def simulate_dump(params: SimulationParams = SimulationParams()) -> SimulatedDum
     optional length bias and the first-order carry-over of [LiDing2026]_.
     Pairwise: Bradley-Terry with ties as an ordered logit ([RaoKupper1967]_),
     position bias ([Anand2026]_ Table 3, [Awuni2026]_ Sec. 8) and family
-    preference ([Awuni2026]_ Sec. 4-5).  The docstring of
+    preference ([Awuni2026]_ Sec. 4-5): the bonus of judge ``j`` is
+    :math:`\varphi_{f(j)}` (``family_lifts``, else ``family_preference``), and
+    with probability :math:`q_j` (``position_following``) a call ignores
+    :math:`\eta` and picks the system shown first (an independent stream, so
+    the other draws do not move).  The docstring of
     :mod:`jurymeter.simulate` gives the equations.  Record counts are
     ``n_systems * n_items * n_judges * n_generations * n_replicates`` and
     ``2 * pairs * n_items * n_judges * n_generations * n_replicates``.
@@ -289,11 +325,19 @@ def simulate_dump(params: SimulationParams = SimulationParams()) -> SimulatedDum
     sys_a = np.column_stack([pairs[:, 0], pairs[:, 1]]).ravel()  # both orders
     sys_b = np.column_stack([pairs[:, 1], pairs[:, 0]]).ravel()
     n_o = 2 * k
+    phi_j = _judge_lifts(p, jud_fam)
+    q_j = _judge_following(p, judge_ids)
+    # phi * (...) when no lift is listed: the default draws stay bit for bit unchanged
+    family_term = (
+        p.family_preference * (same_family[sys_a] - same_family[sys_b])[:, None, :]
+        if p.family_lifts is None
+        else phi_j[None, None, :] * (same_family[sys_a] - same_family[sys_b])[:, None, :]
+    )
     # latent preference in key order (o, i, g, j, r)
     eta_oij = (
         (theta[sys_a] - theta[sys_b])[:, None, None]
         + delta_j[None, None, :]
-        + p.family_preference * (same_family[sys_a] - same_family[sys_b])[:, None, :]
+        + family_term
         + (u_si[sys_a] - u_si[sys_b])[:, :, None]
     )  # (o, i, j)
     eta = np.broadcast_to(eta_oij[:, :, None, :, None], (n_o, n_i, n_g, n_j, n_r))
@@ -304,6 +348,10 @@ def simulate_dump(params: SimulationParams = SimulationParams()) -> SimulatedDum
     m_a = 0.5 * (_sigmoid(eta - tau) + _sigmoid(eta + tau))
     kappa = p.preference_concentration
     pref = rng["pair_outcome"].beta(kappa * m_a, kappa * (1.0 - m_a))
+    if np.any(q_j > 0.0):  # pure position-following calls pick slot A whatever the content
+        follow = rng["pair_position"].random(eta.shape) < q_j[None, None, None, :, None]
+        code = np.where(follow, 0, code)
+        pref = np.where(follow, 1.0, pref)
     n_pair_cells = n_o * n_i * n_g
     n_pairwise = n_pair_cells * n_runs
     n_weighted = math.floor(p.weighted_fraction * n_pairwise + 0.5)
@@ -386,6 +434,10 @@ def simulate_dump(params: SimulationParams = SimulationParams()) -> SimulatedDum
             "theta": theta,
             "u_si": u_si,
             "delta_j": delta_j,
+            "phi_j": phi_j,
+            "q_j": q_j,
+            "eta_oij": eta_oij,
+            "weighted_key": weighted_key,
         },
         pairs=pairs,
         counts={

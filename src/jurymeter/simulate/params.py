@@ -9,6 +9,7 @@ on these.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -168,6 +169,17 @@ class SimulationParams:
         SD of the judge-specific position bias :math:`\delta_j`.
     family_preference : float, default 0.3
         :math:`\varphi`, logit bonus for a system of the judge's family.
+    family_lifts : mapping of str to float or None, default None
+        Per-family lifts :math:`\varphi_f`: the logit bonus a judge of family
+        ``f`` gives a system of its own family, in place of
+        :math:`\varphi` for the families listed ([Awuni2026]_ Sec. 5 finds
+        a different lift in every family).  Every key must be a judge family.
+    position_following : float or mapping of str to float, default 0.0
+        :math:`q_j`, the probability that judge ``j`` ignores content on a
+        call and picks the system shown first ([Awuni2026]_ Sec. 8, the pure
+        position-following model): verdict ``A`` on a hard record,
+        ``preference`` 1 on a weighted one.  A number applies to every judge;
+        a mapping keyed by ``judge_id`` sets some judges (the rest 0).
     tie_threshold : float, default 0.4
         :math:`\tau >= 0` of the ordered-logit tie model; 0 means no ties.
     weighted_fraction : float, default 0.1
@@ -213,6 +225,8 @@ class SimulationParams:
     position_bias: float = 0.35
     sigma_position: float = 0.2
     family_preference: float = 0.3
+    family_lifts: Mapping[str, float] | None = None
+    position_following: float | Mapping[str, float] = 0.0
     tie_threshold: float = 0.4
     weighted_fraction: float = 0.1
     preference_concentration: float = 8.0
@@ -331,6 +345,17 @@ def _validate(p: SimulationParams) -> None:
         _fail("weighted_fraction", "a number in [0, 1]", p.weighted_fraction)
     if not _is_real(p.preference_concentration) or p.preference_concentration <= 0:
         _fail("preference_concentration", "a finite number > 0", p.preference_concentration)
+    if p.family_lifts is not None and (
+        not isinstance(p.family_lifts, Mapping)
+        or not all(isinstance(k, str) and _is_real(v) for k, v in p.family_lifts.items())
+    ):
+        _fail("family_lifts", "None or a mapping of family name to a finite number", p.family_lifts)
+    q = p.position_following
+    if isinstance(q, Mapping):
+        if not all(isinstance(k, str) and _is_real(v) and 0.0 <= v <= 1.0 for k, v in q.items()):
+            _fail("position_following", "a mapping of judge_id to a number in [0, 1]", q)
+    elif not _is_real(q) or not 0.0 <= q <= 1.0:
+        _fail("position_following", "a number in [0, 1] or a mapping judge_id -> [0, 1]", q)
 
 
 def _plain(value: Any) -> Any:
@@ -348,4 +373,12 @@ def _normalised(p: SimulationParams) -> SimulationParams:
     """The same parameters with numpy scalars replaced by Python ones."""
     values = {f: _plain(getattr(p, f)) for f in p.__dataclass_fields__}
     values["scale"] = tuple(values["scale"])
+    if p.family_lifts is not None:
+        values["family_lifts"] = {str(k): float(v) for k, v in sorted(p.family_lifts.items())}
+    if isinstance(p.position_following, Mapping):
+        values["position_following"] = {
+            str(k): float(v) for k, v in sorted(p.position_following.items())
+        }
+    else:
+        values["position_following"] = float(p.position_following)
     return SimulationParams(**values)

@@ -35,6 +35,85 @@ def _sample_var(x: np.ndarray) -> float | None:
     return float(np.var(x, ddof=1)) if x.size > 1 else None
 
 
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 0.5 * (1.0 + np.tanh(0.5 * x))
+
+
+def _family_support(
+    p: SimulationParams,
+    *,
+    eta_oij: np.ndarray,
+    q_j: np.ndarray,
+    weighted_key: np.ndarray,
+    pairs: np.ndarray,
+    sys_fam: list[str],
+    jud_fam: list[str],
+) -> dict[str, Any]:
+    r"""Exact expected support matrix of the reconciled outcomes ([Awuni2026] Sec. 4-5).
+
+    For pair ``(a, b)`` judged by ``j`` on item ``i`` in both orders, with
+    :math:`s = \sigma(\eta - \tau)`, :math:`t = \sigma(\eta + \tau)` and
+    :math:`q_j` the position-following share, slot A wins with probability
+    :math:`q_j + (1-q_j)s`, slot B with :math:`(1-q_j)(1-t)`.  The
+    counterbalanced outcome (``stats.pairwise.games.reconcile``) gives ``a``
+    :math:`1/2 + (P(a \text{ wins both}) - P(b \text{ wins both}))/2` when both
+    records are hard, and the mean of the two records' expected scores when
+    either is weighted.  A cell (judge family ``h``, candidate family ``f``) is
+    the mean over the cross-family outcomes of judges of ``h`` of the expected
+    support of the candidate of ``f``.  Exact when no record is weighted or no
+    judge follows position (a followed weighted record reads as hard).
+    """
+    weighted = bool(weighted_key.any())
+    if weighted and bool(np.any(q_j > 0.0)):
+        return {
+            "available": False,
+            "reason": "weighted records with position-following judges: a followed weighted "
+            "record (preference 1) reconciles as a hard one, so no closed form is given",
+        }
+    tau = p.tie_threshold
+    e1, e2 = eta_oij[0::2], eta_oij[1::2]  # (k, i, j): a shown first, b shown first
+    q = q_j[None, None, :]
+    s1, t1, s2, t2 = _sigmoid(e1 - tau), _sigmoid(e1 + tau), _sigmoid(e2 - tau), _sigmoid(e2 + tau)
+    a_first_wins = q + (1.0 - q) * s1
+    b_second_wins = (1.0 - q) * (1.0 - t1)
+    b_first_wins = q + (1.0 - q) * s2
+    a_second_wins = (1.0 - q) * (1.0 - t2)
+    hard = 0.5 + 0.5 * (a_first_wins * a_second_wins - b_second_wins * b_first_wins)
+    m1 = q + (1.0 - q) * 0.5 * (s1 + t1)
+    m2 = q + (1.0 - q) * 0.5 * (s2 + t2)
+    soft = 0.5 * (m1 + 1.0 - m2)
+    both_hard = ~(weighted_key[0::2] | weighted_key[1::2])  # (k, i, g, j, r)
+    e_a = np.where(both_hard, hard[:, :, None, :, None], soft[:, :, None, :, None])
+    per_kj = e_a.sum(axis=(1, 2, 4))  # (k, j)
+    n_per = e_a.shape[1] * e_a.shape[2] * e_a.shape[4]
+    jf = sorted(set(jud_fam))
+    fam_a = [sys_fam[a] for a in pairs[:, 0].tolist()]
+    fam_b = [sys_fam[b] for b in pairs[:, 1].tolist()]
+    cross = [k for k in range(pairs.shape[0]) if fam_a[k] != fam_b[k]]
+    cf = sorted({fam_a[k] for k in cross} | {fam_b[k] for k in cross})
+    total = np.zeros((len(jf), len(cf)))
+    count = np.zeros((len(jf), len(cf)))
+    for k in cross:
+        ca, cb = cf.index(fam_a[k]), cf.index(fam_b[k])
+        for j, fam in enumerate(jud_fam):
+            h = jf.index(fam)
+            total[h, ca] += per_kj[k, j]
+            total[h, cb] += n_per - per_kj[k, j]
+            count[h, ca] += n_per
+            count[h, cb] += n_per
+    rows = [
+        {
+            "judge_family": jf[h],
+            "candidate_family": cf[c],
+            "support": float(total[h, c] / count[h, c]) if count[h, c] else None,
+            "n": int(count[h, c]),
+        }
+        for h in range(len(jf))
+        for c in range(len(cf))
+    ]
+    return {"available": True, "reason": None, "cells": rows}
+
+
 def _truth(
     p: SimulationParams,
     *,
@@ -161,6 +240,8 @@ def _truth(
                 "nu_j": float(e["nu_j"][j]),
                 "gamma": float(gamma[j]),
                 "position_bias": float(e["delta_j"][j]),
+                "family_lift": float(e["phi_j"][j]),
+                "position_following": float(e["q_j"][j]),
                 "same_family_systems": [
                     r["system_id"] for r in sys_rows if r["family"] == row["family"]
                 ],
@@ -203,12 +284,27 @@ def _truth(
         "items": item_rows,
         "pairwise": {
             "model": "ordered logit (Rao-Kupper ties), eta = theta_a - theta_b + delta_j "
-            "+ phi*([f(j)=f(a)] - [f(j)=f(b)]) + u_ai - u_bi",
+            "+ phi_f(j)*([f(j)=f(a)] - [f(j)=f(b)]) + u_ai - u_bi; with probability q_j "
+            "the judge picks slot A whatever eta",
             "pairs": [[sys_ids[a], sys_ids[b]] for a, b in pairs.tolist()],
             "theta": dict(zip(sys_ids, e["theta"].tolist(), strict=True)),
             "position_bias_mean": p.position_bias,
             "position_bias": dict(zip(jud_ids, e["delta_j"].tolist(), strict=True)),
             "family_preference": p.family_preference,
+            "family_lifts": {
+                f: float(e["phi_j"][j]) for j, f in enumerate(judges["family"].to_list())
+            },
+            "family_lift_by_judge": dict(zip(jud_ids, e["phi_j"].tolist(), strict=True)),
+            "position_following": dict(zip(jud_ids, e["q_j"].tolist(), strict=True)),
+            "family_support": _family_support(
+                p,
+                eta_oij=e["eta_oij"],
+                q_j=e["q_j"],
+                weighted_key=e["weighted_key"],
+                pairs=pairs,
+                sys_fam=systems["family"].to_list(),
+                jud_fam=judges["family"].to_list(),
+            ),
             "tie_threshold": p.tie_threshold,
             "preference_concentration": p.preference_concentration,
             "u_si": e["u_si"].tolist(),
