@@ -205,6 +205,9 @@ NOTES: tuple[str, ...] = (
     "level + (1 - level)/2 of the prompt-bootstrap resamples order them the same way; a "
     "tie group is a maximal run of adjacent systems with no separation between them "
     "(so two members of one group may differ clearly when others lie between them).",
+    "Bootstrap resamples without finite ratings (a system earned nothing or everything, or "
+    "the resampled comparisons are not connected) are left out of the intervals and "
+    "counted in prompt_degenerate / battle_degenerate.",
 )
 
 
@@ -455,7 +458,9 @@ def _batched_newton(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Refit B resamples at once: wins/counts (B, K) on pairs (a_k, b_k).
 
-    Returns ratings (B, S) and a bool (B,) of resamples that converged.
+    Returns ratings (B, S) and a bool (B,) of resamples that converged; a resample in which
+    some system earned nothing or everything, or whose information is singular (not
+    connected), is not refitted and reported as not converged.
     """
     n_boot, k = wins.shape
     s = n_systems
@@ -465,7 +470,11 @@ def _batched_newton(
     outer = (incidence[:, :, None] * incidence[:, None, :]).reshape(k, s * s)
     ridge = np.full((s, s), 1.0 / s)
     theta = np.broadcast_to(start - start.mean(), (n_boot, s)).copy()
-    active = np.ones(n_boot, dtype=bool)
+    # A system that earned nothing (or everything) has no finite rating: not refitted.
+    earned = wins @ (incidence > 0) + (counts - wins) @ (incidence < 0)
+    played = counts @ (incidence != 0)
+    failed = ((earned <= 0) | (earned >= played)).any(axis=1)
+    active = ~failed
     for _ in range(MAX_ITER):
         idx = np.flatnonzero(active)
         if idx.size == 0:
@@ -476,13 +485,23 @@ def _batched_newton(
         resid = wins[idx] - n * p
         grad = resid @ incidence
         info = ((n * p * (1.0 - p)) @ outer).reshape(idx.size, s, s) + ridge
-        step = np.linalg.solve(info, grad[:, :, None])[:, :, 0]
+        try:
+            step = np.linalg.solve(info, grad[:, :, None])[:, :, 0]
+        except np.linalg.LinAlgError:  # a disconnected resample: solve one by one
+            step = np.zeros_like(grad)
+            for q in range(idx.size):
+                try:
+                    step[q] = np.linalg.solve(info[q], grad[q])
+                except np.linalg.LinAlgError:
+                    failed[idx[q]] = True
+                    active[idx[q]] = False
         size = np.abs(step).max(axis=1)
         scale = np.minimum(1.0, MAX_STEP / np.maximum(size, 1e-300))
-        theta[idx] = t + step * scale[:, None]
-        done = size < TOLERANCE
+        alive = active[idx]
+        theta[idx[alive]] = (t + step * scale[:, None])[alive]
+        done = (size < TOLERANCE) & alive
         active[idx[done]] = False
-    return theta - theta.mean(axis=1, keepdims=True), ~active
+    return theta - theta.mean(axis=1, keepdims=True), ~active & ~failed
 
 
 def _refit(
