@@ -66,7 +66,7 @@ MAX_ITER = 200
 MAX_STEP = 2.0
 # The battle bootstrap resamples (pair, score) cells; soft scores (neither 0, 1/2 nor 1) are
 # pooled per pair into this many equal-width bins, each scored at its members' mean.
-SOFT_BINS = 20
+SOFT_BINS = 10
 
 _OUTCOME_COLUMNS = ("item_id", "system_x", "system_y", "judge_id", "score_x")
 _GAME_COLUMNS = ("item_id", "system_a", "system_b", "score_a", "length_a", "length_b")
@@ -451,6 +451,24 @@ def bt_fit(wins: np.ndarray, *, systems: tuple[str, ...] | None = None) -> np.nd
 # --------------------------------------------------------------------------
 
 
+class _SystemSums:
+    """Sums over pairs per system, ``out[:, s] = sum_{k: a_k = s} x_k`` (and for ``b``).
+
+    Segment sums on pre-sorted columns (``np.add.reduceat``); they replace the products
+    with the (K, S) incidence matrix, which threaded BLAS runs slowly at this size.
+    """
+
+    def __init__(self, codes: np.ndarray, n_systems: int) -> None:
+        self.order = np.argsort(codes, kind="stable")
+        self.present, self.starts = np.unique(codes[self.order], return_index=True)
+        self.n_systems = n_systems
+
+    def __call__(self, values: np.ndarray) -> np.ndarray:
+        out = np.zeros((values.shape[0], self.n_systems))
+        out[:, self.present] = np.add.reduceat(values[:, self.order], self.starts, axis=1)
+        return out
+
+
 def _batched_newton(
     pair_a: np.ndarray,
     pair_b: np.ndarray,
@@ -459,25 +477,22 @@ def _batched_newton(
     start: np.ndarray,
     n_systems: int,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Refit B resamples at once: wins/counts (B, K) on pairs (a_k, b_k).
+    """Refit B resamples at once: wins/counts (B, K) on distinct pairs (a_k, b_k).
 
     Returns ratings (B, S) and a bool (B,) of resamples that converged; a resample in which
     some system earned nothing or everything, or whose information is singular (not
     connected), is not refitted and reported as not converged.
     """
-    n_boot, k = wins.shape
+    n_boot = wins.shape[0]
     s = n_systems
-    incidence = np.zeros((k, s))
-    incidence[np.arange(k), pair_a] = 1.0
-    incidence[np.arange(k), pair_b] = -1.0
-    absolute = np.abs(incidence)
+    sum_a, sum_b = _SystemSums(pair_a, s), _SystemSums(pair_b, s)
     off_ab, off_ba = pair_a * s + pair_b, pair_b * s + pair_a  # distinct pairs: no repeats
     diagonal = np.arange(s) * (s + 1)
     ridge = np.full((s, s), 1.0 / s)
     theta = np.broadcast_to(start - start.mean(), (n_boot, s)).copy()
     # A system that earned nothing (or everything) has no finite rating: not refitted.
-    earned = wins @ (incidence > 0) + (counts - wins) @ (incidence < 0)
-    played = counts @ (incidence != 0)
+    earned = sum_a(wins) + sum_b(counts - wins)
+    played = sum_a(counts) + sum_b(counts)
     failed = ((earned <= 0) | (earned >= played)).any(axis=1)
     active = ~failed
     for _ in range(MAX_ITER):
@@ -485,15 +500,15 @@ def _batched_newton(
         if idx.size == 0:
             break
         t = theta[idx]
-        p = 1.0 / (1.0 + np.exp(-(t @ incidence.T)))
+        p = 1.0 / (1.0 + np.exp(t[:, pair_b] - t[:, pair_a]))
         n = counts[idx]
         resid = wins[idx] - n * p
-        grad = resid @ incidence
+        grad = sum_a(resid) - sum_b(resid)
         v = n * p * (1.0 - p)
         flat = np.zeros((idx.size, s * s))
         flat[:, off_ab] = -v
         flat[:, off_ba] = -v
-        flat[:, diagonal] = v @ absolute
+        flat[:, diagonal] = sum_a(v) + sum_b(v)
         info = flat.reshape(idx.size, s, s) + ridge
         try:
             step = np.linalg.solve(info, grad[:, :, None])[:, :, 0]
