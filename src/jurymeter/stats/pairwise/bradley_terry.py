@@ -675,7 +675,7 @@ def bradley_terry(
     shares ([Chiang2024]_). Hard scores (0, 1/2, 1) form exact cells; soft
     scores are pooled per pair into ``SOFT_BINS`` equal-width bins scored at
     the bin mean, so the resampled sums keep their mean and lose only the
-    within-bin variance (at most :math:`1/(12 \cdot 20^2)` per soft outcome,
+    within-bin variance (at most :math:`1/(12 \cdot 10^2)` per soft outcome,
     against about 1/4 for a verdict).
 
     *Sandwich.* :math:`V = A^{-1} M A^{-1}` with :math:`A = I + \mathbf 1
