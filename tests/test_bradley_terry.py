@@ -353,3 +353,45 @@ def test_length_control_none_without_lengths(
     assert fit.length_control_reason is not None
     assert "length" in fit.length_control_reason
     assert bradley_terry(outcomes, n_boot=20).length_control_reason == "no games frame was given"
+
+
+@pytest.mark.parametrize("resample_judges", [False, True])
+def test_prompt_bootstrap_equals_a_loop_over_resamples(
+    sim: tuple[pl.DataFrame, pl.DataFrame, dict], resample_judges: bool
+) -> None:
+    # The documented weights (counts of n uniform picks of items, and of judges, from the
+    # first two child streams of default_rng(seed)) applied row by row in a Python loop, each
+    # resample refitted by choix: the percentile intervals must agree.
+    outcomes = sim[0]
+    n_boot, seed = 60, 7
+    fit = bradley_terry(outcomes, n_boot=n_boot, seed=seed, resample_judges=resample_judges)
+    items = sorted(set(outcomes["item_id"]))
+    judges = sorted(set(outcomes["judge_id"]))
+    systems = sorted(set(outcomes["system_x"]) | set(outcomes["system_y"]))
+    item_rng, judge_rng, _ = np.random.default_rng(seed).spawn(3)
+    item_picks = item_rng.integers(0, len(items), size=(n_boot, len(items)))
+    judge_picks = judge_rng.integers(0, len(judges), size=(n_boot, len(judges)))
+    rows = list(outcomes.select("item_id", "judge_id", "system_x", "system_y", "score_x")
+                .iter_rows())
+    index = {s: k for k, s in enumerate(systems)}
+    fits = []
+    for b in range(n_boot):
+        wi = {it: 0 for it in items}
+        for k in item_picks[b]:
+            wi[items[k]] += 1
+        wj = {j: 1 for j in judges}
+        if resample_judges:
+            wj = {j: 0 for j in judges}
+            for k in judge_picks[b]:
+                wj[judges[k]] += 1
+        wins = np.zeros((len(systems), len(systems)))
+        for item, judge, x, y, score in rows:
+            weight = wi[item] * wj[judge]
+            wins[index[x], index[y]] += weight * score
+            wins[index[y], index[x]] += weight * (1 - score)
+        fits.append(_choix(wins))
+    low, high = np.quantile(np.array(fits), [0.025, 0.975], axis=0)
+    table = fit.table.sort("system_id")
+    assert fit.prompt_degenerate == 0
+    np.testing.assert_allclose(table["low"], low, rtol=0, atol=CHOIX_TOL)
+    np.testing.assert_allclose(table["high"], high, rtol=0, atol=CHOIX_TOL)

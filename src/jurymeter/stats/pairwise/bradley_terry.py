@@ -670,7 +670,10 @@ def bradley_terry(
     :math:`W_{bk} = \sum_i m_{bi} X_{ik}` (or :math:`\sum_{ij} m_{bi} g_{bj}
     X_{ijk}`), one matrix product for all resamples; all resamples are refitted
     by a batched Newton warm-started at the full fit. Items are the clusters of
-    [Anand2026]_ (sections 3, 5) and of [Awuni2026]_ table 2.
+    [Anand2026]_ (sections 3, 5) and of [Awuni2026]_ table 2. The weights are
+    the counts of :math:`n` uniform picks (items from the first child stream of
+    ``default_rng(seed).spawn(3)``, judges from the second; the battle
+    bootstrap draws from the third).
 
     *Battle bootstrap.* Resampling outcome rows with replacement is a
     multinomial draw on the (pair, score) cells with probabilities their
