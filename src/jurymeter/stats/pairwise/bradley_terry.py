@@ -255,21 +255,23 @@ def _code(outcomes: pl.DataFrame) -> _Coded:
         msg = "outcomes must compare two different systems; some rows have system_x == system_y"
         raise DesignError(msg)
     systems = sorted(set(frame["system_x"].unique()) | set(frame["system_y"].unique()))
-    codes = {s: k for k, s in enumerate(systems)}
-    coded = frame.select(
-        pl.col("system_x").replace_strict(codes, return_dtype=pl.Int64).alias("x"),
-        pl.col("system_y").replace_strict(codes, return_dtype=pl.Int64).alias("y"),
-        (pl.col("item_id").rank("dense") - 1).cast(pl.Int64).alias("item"),
-        (pl.col("judge_id").rank("dense") - 1).cast(pl.Int64).alias("judge"),
-    )
+    items = frame["item_id"].cast(pl.String).unique().sort().to_list()
+    judges = frame["judge_id"].cast(pl.String).unique().sort().to_list()
+
+    def codes(name: str, levels: list[str]) -> np.ndarray:
+        # an Enum's physical codes are the positions in the sorted levels
+        enum = pl.Enum(levels)
+        out: np.ndarray = frame[name].cast(pl.String).cast(enum).to_physical().to_numpy()
+        return out.astype(np.int64)
+
     return _Coded(
         systems=tuple(systems),
-        items=tuple(frame["item_id"].unique().sort().to_list()),
-        judges=tuple(frame["judge_id"].unique().sort().to_list()),
-        x=coded["x"].to_numpy(),
-        y=coded["y"].to_numpy(),
-        item=coded["item"].to_numpy(),
-        judge=coded["judge"].to_numpy(),
+        items=tuple(items),
+        judges=tuple(judges),
+        x=codes("system_x", systems),
+        y=codes("system_y", systems),
+        item=codes("item_id", items),
+        judge=codes("judge_id", judges),
         score=score,
     )
 
@@ -668,7 +670,10 @@ def bradley_terry(
     :math:`W_{bk} = \sum_i m_{bi} X_{ik}` (or :math:`\sum_{ij} m_{bi} g_{bj}
     X_{ijk}`), one matrix product for all resamples; all resamples are refitted
     by a batched Newton warm-started at the full fit. Items are the clusters of
-    [Anand2026]_ (sections 3, 5) and of [Awuni2026]_ table 2.
+    [Anand2026]_ (sections 3, 5) and of [Awuni2026]_ table 2. The weights are
+    the counts of :math:`n` uniform picks (items from the first child stream of
+    ``default_rng(seed).spawn(3)``, judges from the second; the battle
+    bootstrap draws from the third).
 
     *Battle bootstrap.* Resampling outcome rows with replacement is a
     multinomial draw on the (pair, score) cells with probabilities their
