@@ -247,7 +247,7 @@ class ToyAnalysis(Analysis[ToyResult, ToyOptions]):
 
 def test_a_registered_toy_analysis_reaches_summary_tables_cache_and_page(store: Store, tmp_path: Path) -> None:
     with registered_temporarily(ToyAnalysis()):
-        config = _config(store, tmp_path, "[fit.toy]\nscale = 2.0\n")
+        config = _config(store, tmp_path, 'analyses = ["gstudy", "toy"]\n[fit.toy]\nscale = 2.0\n')
         assert config.fit.options["toy"] == ToyOptions(scale=2.0)  # its [fit.toy] table, typed
         plan = plan_fits(store, config)
         assert all(("toy", ToyOptions(scale=2.0)) in job.analyses for job in plan.jobs)

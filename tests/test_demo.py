@@ -53,7 +53,9 @@ def test_demo_runs_the_flow_and_quarantines_exactly_the_injected_faults(tmp_path
     # The published run: every fit fitted, a report on disk where the output says.
     latest = store.read_json("results/latest.json")
     summary = orjson.loads(Path(latest["path"], "summary.json").read_bytes())
-    assert [f["status"] for f in summary["fits"]] == ["fitted", "fitted"]
+    # Two judge universes, each on the pointwise and the pairwise item set.
+    assert [(f["protocol"], f["status"]) for f in summary["fits"]] == (
+        [("pointwise", "fitted")] * 2 + [("pairwise", "fitted")] * 2)
     page = Path(latest["path"]) / "report" / "index.html"
     assert f"report: {page}" in result.stdout
     assert page.stat().st_size > 10_000
@@ -71,8 +73,8 @@ def test_demo_runs_the_flow_and_quarantines_exactly_the_injected_faults(tmp_path
         return [[cell.strip() for cell in row] for row in rows]
 
     first, second = headline_rows(result.stdout), headline_rows(again.stdout)
-    assert len(first) == 2
-    assert [row[3] for row in first] == ["fitted", "fitted"]
-    assert [row[3] for row in second] == ["reused", "reused"]
+    assert len(first) == 4  # two tables: the pointwise fits, then the pairwise fits
+    assert [row[3] for row in first] == ["fitted"] * 4
+    assert [row[3] for row in second] == ["reused"] * 4
     assert [row[:3] + row[4:] for row in second] == [row[:3] + row[4:] for row in first]
     assert all(cell not in ("-", "n/a") for row in second for cell in row[4:])

@@ -109,14 +109,19 @@ def _config(store: Store, **fit: object) -> RunConfig:
     return load_config(path, environ={}, overrides={f"fit.{k}": v for k, v in fit.items()})
 
 
+def _pointwise_jobs(store: Store, **fit: object) -> list:
+    """The plan's G-study and CyclicJudge fits (the simulated store also holds a pairwise item set)."""
+    return [j for j in plan_fits(store, _config(store, **fit)).jobs if j.protocol == "pointwise"]
+
+
 def test_fit_keys_follow_inputs_and_request_not_location(small_store: Store) -> None:
     config = _config(small_store)
-    jobs = plan_fits(small_store, config).jobs
+    jobs = [j for j in plan_fits(small_store, config).jobs if j.protocol == "pointwise"]
     assert [(j.item_set, j.universe, j.population) for j in jobs] == [
         ("sim-chat", "all", "all"), ("sim-chat", "three", "all")
     ]
     assert len({j.key() for j in jobs}) == 2
-    again = plan_fits(small_store, config).jobs
+    again = _pointwise_jobs(small_store)
     assert [j.key() for j in again] == [j.key() for j in jobs]
     more_boot = plan_fits(small_store, _config(small_store, n_boot=61)).jobs
     assert {j.key() for j in more_boot}.isdisjoint({j.key() for j in jobs})
@@ -152,7 +157,7 @@ def test_a_fit_read_in_item_chunks_gives_the_report_of_one_scan_and_of_a_scan_pe
     def reports(job: object) -> dict[str, object]:
         return {name: analysis(name).report(o.result) for name, o in run_fit(job).items()}  # type: ignore[arg-type]
 
-    for job in plan_fits(small_store, _config(small_store)).jobs:
+    for job in _pointwise_jobs(small_store):
         shared = reports(job)
         assert shared["cyclic"] is not None  # the simulated panel has generations: both blocks ran
         assert "systems" in shared["cyclic"], shared["cyclic"]
@@ -241,8 +246,8 @@ def test_a_fit_whose_blocks_assumed_no_hole_and_meet_one_starts_over_with_the_bl
 def test_generations_as_a_facet_fit_with_the_native_d_study_of_generations_averaged(small_store: Store) -> None:
     from jurymeter.pipeline.tables import fit_tables
 
-    averaged = plan_fits(small_store, _config(small_store)).jobs
-    facet = plan_fits(small_store, _config(small_store, generations="facet")).jobs
+    averaged = _pointwise_jobs(small_store)
+    facet = _pointwise_jobs(small_store, generations="facet")
     assert [job.settings.generations for job in facet] == ["facet"] * len(averaged)
     for job_a, job_f in zip(averaged, facet, strict=True):
         outcomes_f = run_fit(job_f)
@@ -335,23 +340,28 @@ def test_the_documented_schemas_are_read_as_written() -> None:
     assert _doc_columns("`system_id`, `p_value`") == [("system_id", None), ("p_value", None)]
     lead, tables = _documented_schemas()
     assert lead == [("item_set", pl.String), ("universe", pl.String), ("population", pl.String)]
-    assert len(tables) == 11
+    assert len(tables) == 19  # gstudy 8, cyclic 3, pairwise 8
     assert tables["components"][:2] == [("component", pl.String), ("estimate", pl.Float64)]
 
 
-def test_tables_have_the_documented_schemas(fitted) -> None:
-    """The tables a fit writes against docs/results.md: names and order everywhere, types where documented."""
+def test_tables_have_the_documented_schemas(fitted, small_store: Store) -> None:
+    """The tables fits write against docs/results.md: names and order everywhere, types where documented."""
     _, result = fitted
+    pairwise_job = next(j for j in plan_fits(small_store, _config(small_store)).jobs if j.protocol == "pairwise")
+    pairwise = fit_and_tabulate(pairwise_job, figures=False)
+    assert pairwise.error is None, pairwise.trace
+    written = {**result.tables, **pairwise.tables}  # a pointwise and a pairwise fit: every table
     lead, documented = _documented_schemas()
-    assert set(result.tables) == set(documented)
+    assert set(written) == set(documented)
     for table, columns in documented.items():
-        frame = result.tables[table]
+        frame = written[table]
         want = lead + columns
         assert frame.columns == [name for name, _ in want], table
         for name, kind in want:
             if kind is not None:
                 assert frame.schema[name] == kind, (table, name, frame.schema[name], kind)
-        if table not in ("cyclic_systems", "cyclic_strategies", "judge_offsets"):
+        # CyclicJudge needs a crossed panel with generations, the pairwise G-study a common baseline.
+        if table not in ("cyclic_systems", "cyclic_strategies", "judge_offsets", "pairwise_gstudy"):
             assert frame.height > 0, table
     # The run folder's listing names the same tables.
     listed = re.findall(r"^\s+(\w+)\.parquet", (ROOT / "docs/results.md").read_text(), re.M)
@@ -452,7 +462,7 @@ def test_a_universe_or_population_naming_an_unknown_id_is_one_clear_error(small_
 
 
 def test_item_sets_no_analysis_can_fit_are_named_with_the_reason(small_store: Store) -> None:
-    plan = plan_fits(small_store, _config(small_store))
+    plan = plan_fits(small_store, _config(small_store, analyses=["gstudy", "cyclic"]))
     assert [(s.item_set, s.protocol) for s in plan.skipped] == [("sim-chat", "pairwise")]
     assert "gstudy fits pointwise item sets, not pairwise" in plan.skipped[0].reason
 
@@ -586,8 +596,10 @@ def _run(tmp_path: Path, api: str, config: str, *flags: str, ok: bool = True) ->
     return summary
 
 
-def _statuses(summary: dict) -> dict[tuple[str, str, str], str]:
-    return {(f["item_set"], f["universe"], f["population"]): f["status"] for f in summary["fits"]}
+def _statuses(summary: dict, protocol: str = "pointwise") -> dict[tuple[str, str, str], str]:
+    """Status of each fit of one protocol (the simulated item sets are pointwise and pairwise under one name)."""
+    return {(f["item_set"], f["universe"], f["population"]): f["status"] for f in summary["fits"]
+            if f["protocol"] == protocol}
 
 
 LOCAL_CONFIG = """\
@@ -621,6 +633,9 @@ def test_flow_on_a_local_cluster_fits_reuses_isolates_failures_and_refits(
     failed = {k for k, v in statuses.items() if v == "failed"}
     assert failed == {(s, u, "solo") for s in ("sim-chat", "sim-code") for u in ("all", "three")}
     assert all(v == "fitted" for k, v in statuses.items() if k not in failed)
+    pairwise = _statuses(first, "pairwise")
+    assert pairwise, first["fits"]
+    assert set(pairwise.values()) == {"fitted"}, pairwise
     assert first["status"] == "partial"
     assert first["ingest"]["totals"]["read"] > 0
     assert first["_stderr"].count("fit failed:") == 4
@@ -638,12 +653,15 @@ def test_flow_on_a_local_cluster_fits_reuses_isolates_failures_and_refits(
     second = _run(tmp_path, prefect_server, config, ok=False)
     assert second["ingest"]["totals"]["accepted"] == 0  # the landing was already ingested
     # A reused fit carries the summary of the fitted one: headline numbers, not dashes.
-    firsts = {(f["item_set"], f["universe"], f["population"]): f for f in first["fits"]}
+    firsts = {(f["protocol"], f["item_set"], f["universe"], f["population"]): f for f in first["fits"]}
     for fit in second["fits"]:
         if fit["status"] == "reused":
-            before = firsts[(fit["item_set"], fit["universe"], fit["population"])]
+            before = firsts[(fit["protocol"], fit["item_set"], fit["universe"], fit["population"])]
             assert fit["analyses"] == before["analyses"]
-            assert isinstance(fit["analyses"]["gstudy"]["erho2"], float)
+            if fit["protocol"] == "pointwise":
+                assert isinstance(fit["analyses"]["gstudy"]["erho2"], float)
+            elif fit["analyses"]["pairwise"]["status"] == "fitted":  # skipped where the population has no pair
+                assert isinstance(fit["analyses"]["pairwise"]["slot_a_advantage"], float)
     assert {k: v for k, v in _statuses(second).items() if k not in failed} == {
         k: "reused" for k in statuses if k not in failed
     }

@@ -51,7 +51,7 @@ def test_the_cache_key_follows_the_code_that_shapes_a_fit(tmp_path: Path) -> Non
         ('interval = "bca"', "interval must be one of pivotal, percentile, got 'bca'"),
         ("n_boot = 0", "n_boot must be at least 1, got 0"),
         ("target = 1.5", "target must be in (0, 1), got 1.5"),
-        ('analyses = ["gstudy", "pairwise"]', "analyses names 'pairwise' (registered: gstudy, cyclic"),
+        ('analyses = ["gstudy", "pairs"]', "analyses names 'pairs' (registered: gstudy, cyclic, pairwise"),
         ("[fit.nonesuch]\nx = 1", "[fit.nonesuch] names no analysis"),
         ("[fit.gstudy]\nscreen = 1.0", "[fit.gstudy]: unknown key(s) screen (known: screen_threshold)"),
         ("[fit.cyclic]\nbudgets = [5, 'ten']", "budgets must be a list of integers"),
@@ -118,5 +118,5 @@ def test_cyclic_false_leaves_cyclicjudge_out_like_naming_the_other_analyses(tmp_
 
     path = tmp_path / "off.toml"
     path.write_text("[fit]\ncyclic = false\n")
-    assert [a.name for a in enabled_analyses(load_config(path, environ={}))] == ["gstudy"]
-    assert [a.name for a in enabled_analyses(load_config(None, environ={}))] == ["gstudy", "cyclic"]
+    assert [a.name for a in enabled_analyses(load_config(path, environ={}))] == ["gstudy", "pairwise"]
+    assert [a.name for a in enabled_analyses(load_config(None, environ={}))] == ["gstudy", "cyclic", "pairwise"]

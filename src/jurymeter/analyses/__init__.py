@@ -20,6 +20,7 @@ from jurymeter.analyses.base import Analysis
 BUILTIN = (
     "jurymeter.analyses.gstudy:GSTUDY",
     "jurymeter.analyses.cyclic:CYCLIC",
+    "jurymeter.analyses.pairwise:PAIRWISE",
 )
 
 _registry: dict[str, Analysis[Any, Any]] = {}

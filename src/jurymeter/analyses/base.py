@@ -105,7 +105,7 @@ class FitScope:
     systems: pl.DataFrame  # the systems metadata table (may be empty)
     judges: pl.DataFrame  # the judges metadata table (may be empty)
     settings: FitSettings
-    # Per judge: judgments stored and judgments the log adapters quarantined as the
+    # Per judge, in the fit's protocol: judgments stored and judgments the log adapters quarantined as the
     # judge's failures (``jurymeter.io.info.judge_health``); read only when an analysis
     # of the fit sets ``reads_judge_health``, else None.
     judge_health: pl.DataFrame | None = None

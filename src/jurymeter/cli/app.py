@@ -508,20 +508,28 @@ def print_run_summary(summary: dict[str, Any], *, ingest_printed: bool = False) 
     counts: dict[str, int] = {}
     for fit in summary["fits"]:
         counts[fit["status"]] = counts.get(fit["status"], 0) + 1
-    columns = [(a.name, h) for a in registered() for h in a.headline if h.kind == "number"]
-    table = Table(title=f"run {summary['run_id']}: {summary['status']}", title_justify="left")
-    for col in ("item set", "universe", "population", "status"):
-        table.add_column(col)
-    for _, h in columns:
-        table.add_column(h.label, justify="right")
-    for fit in summary["fits"]:
-        parts = fit.get("analyses") or {}
-        table.add_row(
-            fit["item_set"], fit["universe"], fit["population"],
-            fit["status"] if fit["status"] != "failed" else f"failed: {fit['error']}",
-            *(fmt((parts.get(name) or {}).get(h.key)) if name in parts else "-" for name, h in columns),
-        )
-    out.print(table)
+    # One table per protocol (a pointwise and a pairwise item set may share a name), each with
+    # the headline columns of the analyses that fit that protocol.
+    protocols = list(dict.fromkeys(fit.get("protocol") or "pointwise" for fit in summary["fits"])) or ["pointwise"]
+    for protocol in protocols:
+        columns = [(a.name, h) for a in registered() if protocol in a.protocols
+                   for h in a.headline if h.kind == "number"]
+        title = f"run {summary['run_id']}: {summary['status']}"
+        table = Table(title=title if len(protocols) == 1 else f"{title} ({protocol} item sets)", title_justify="left")
+        for col in ("item set", "universe", "population", "status"):
+            table.add_column(col)
+        for _, h in columns:
+            table.add_column(h.label, justify="right")
+        for fit in summary["fits"]:
+            if (fit.get("protocol") or "pointwise") != protocol:
+                continue
+            parts = fit.get("analyses") or {}
+            table.add_row(
+                fit["item_set"], fit["universe"], fit["population"],
+                fit["status"] if fit["status"] != "failed" else f"failed: {fit['error']}",
+                *(fmt((parts.get(name) or {}).get(h.key)) if name in parts else "-" for name, h in columns),
+            )
+        out.print(table)
     for judge in summary.get("judges") or []:
         if judge.get("failed"):
             out.print(f"judge {judge['judge_id']}: {judge['failed']:,} of {judge['stored'] + judge['failed']:,} "

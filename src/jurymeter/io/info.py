@@ -92,24 +92,31 @@ def quarantine_counts(store: Store) -> pl.DataFrame:
     )
 
 
-def judge_health(store: Store) -> pl.DataFrame:
+def judge_health(store: Store, protocol: Protocol | None = None) -> pl.DataFrame:
     """Per judge: judgments stored, judgments that failed (by reason), and the failed share.
+
+    ``protocol``: count only that protocol's judgments and failures (a judge
+    that grades pointwise and pairwise may fail at one and not the other).
 
     A failure is a judgment a log adapter rejected because the judge did not
     give a usable verdict (``io.schema.JUDGE_FAILURES``: a parse failure, a
     failed call, an unscored grade), so a broken judge is visible instead of
     silently thinner. ``failed_share = failed / (stored + failed)``.
     """
+    scope = protocol
     stored = [
         store.scan(protocol).select("judge_id").group_by("judge_id").agg(pl.len().alias("stored"))
-        for protocol in JUDGMENT_PROTOCOLS
+        for protocol in (JUDGMENT_PROTOCOLS if scope is None else (scope,))
     ]
     counts = pl.concat(pl.collect_all(stored)).group_by("judge_id").agg(pl.col("stored").sum().cast(pl.Int64))
     frames = []
     for path in store.quarantine_files():
         part = store.read_parquet(path)
         if "judge_id" in part.columns:
-            frames.append(part.filter(pl.col("reason").is_in(JUDGE_FAILURES)).select("judge_id", "reason"))
+            failed = part.filter(pl.col("reason").is_in(JUDGE_FAILURES))
+            if scope is not None:
+                failed = failed.filter(pl.col("protocol") == scope)
+            frames.append(failed.select("judge_id", "reason"))
     schema = {"judge_id": pl.String, "stored": pl.Int64, "failed": pl.Int64, "failed_share": pl.Float64,
               **{r: pl.Int64 for r in JUDGE_FAILURES}}
     failures = (

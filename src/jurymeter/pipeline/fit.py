@@ -110,7 +110,7 @@ def fit_scope(job: FitJob) -> FitScope:
     if any(a.reads_judge_health for a in analyses):
         from jurymeter.io.info import judge_health as read_judge_health
 
-        judge_health = read_judge_health(store)
+        judge_health = read_judge_health(store, job.protocol)
     return FitScope(item_set=job.item_set, protocol=job.protocol, records=records,
                     systems=store.scan("systems").collect(), judges=store.scan("judges").collect(),
                     settings=settings, judge_health=judge_health)
@@ -225,7 +225,7 @@ def fit_and_tabulate(job: FitJob, figures: bool = False) -> FitResult:
         if figures:
             from jurymeter.render.page import fit_figures
 
-            drawn = fit_figures(tables, (job.item_set, job.universe, job.population))
+            drawn = fit_figures(tables, (job.item_set, job.universe, job.population), job.protocol)
         report["seconds"] = time.perf_counter() - started
         return FitResult(report=report, tables=tables, summary=summarize(outcomes), error=None,
                          trace=None, figures=drawn)

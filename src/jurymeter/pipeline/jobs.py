@@ -178,7 +178,9 @@ def plan_fits(store: Store, config: RunConfig) -> Plan:
     jobs: list[FitJob] = []
     skipped: list[Skipped] = []
     planned: list[tuple[Protocol, str]] = []
-    for (protocol, item_set), files in sorted(by_set.items()):
+    # Pointwise item sets first, then pairwise, each by name (the order of the plan and the summary).
+    order = {"pointwise": 0, "pairwise": 1}
+    for (protocol, item_set), files in sorted(by_set.items(), key=lambda kv: (order[kv[0][0]], kv[0][1])):
         if item_set not in wanted:
             continue
         item = ItemSet(protocol=protocol, name=item_set)

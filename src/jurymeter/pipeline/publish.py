@@ -30,6 +30,7 @@ def fit_entry(outcome: FitOutcome) -> dict[str, Any]:
     job = outcome.job
     entry: dict[str, Any] = {
         **job.names,
+        "protocol": job.protocol,  # an item set name may be both a pointwise and a pairwise item set
         "key": job.key(),
         "status": outcome.status,
         "error": outcome.error,

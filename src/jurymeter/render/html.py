@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 FitName = tuple[str, str, str]
+# A fit on the page: its names and its protocol ("" where a summary does not say).
+PageFit = tuple[FitName, str]
 FIT_COLUMNS = ("item_set", "universe", "population")
 
 CSS = """
@@ -97,7 +99,7 @@ def _fit_label(fit: FitName) -> str:
     return " / ".join(fit)
 
 
-def _fit_token(fit: FitName) -> str:
+def _fit_token(fit: tuple[str, ...]) -> str:
     exact = json.dumps(list(fit), ensure_ascii=True).encode("ascii")
     digest = hashlib.sha256(exact).hexdigest()[:12]
     slug = "__".join(_slug(part) for part in fit)
@@ -165,15 +167,17 @@ class SectionBuilder:
         entry: Mapping[str, Any] | None,
         figures: dict[str, bytes],
         drawn: Mapping[str, bytes],
+        label: str | None = None,
     ) -> None:
         self.tables, self.fit, self.entry = tables, fit, dict(entry or {})
+        self.label = label
         self.figures, self.drawn = figures, drawn
         self.parts: list[str] = []
         self.summary: dict[str, Any] = {}
 
     @property
     def title(self) -> str:
-        return _fit_label(self.fit)
+        return self.label or _fit_label(self.fit)
 
     def rows(self, table: str) -> pl.DataFrame:
         return _rows(self.tables, table, self.fit)

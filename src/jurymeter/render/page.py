@@ -5,8 +5,8 @@ Pure rendering: the run's tidy tables (``docs/results.md``) and its
 files; the caller stores ``html`` as ``report/index.html`` and each entry of
 ``figures`` as ``report/<name>``.
 
-The page knows no analysis by name: the Fits table has one column per
-headline of every registered analysis (:mod:`jurymeter.analyses`), and each
+The page knows no analysis by name: the Fits tables (one per set of analyses
+the fits ran) have one column per headline of those registered analyses (:mod:`jurymeter.analyses`), and each
 fit's section holds the section of every analysis, in registry order, that
 has rows for that fit or a summary entry.
 
@@ -43,6 +43,7 @@ from jurymeter.render.html import (
     CSS,
     FIT_COLUMNS,
     FitName,
+    PageFit,
     SectionBuilder,
     _e,
     _fit_label,
@@ -118,10 +119,10 @@ def render_report(
     drawn = dict(figures or {})
     used: dict[str, bytes] = {}
     sections = []
-    for name, entry in fits:
-        if entry is not None and entry.get("status") == "failed" and not _has_rows(tables, name):
+    for fit, entry in fits:
+        if entry is not None and entry.get("status") == "failed" and not _has_rows(tables, fit[0]):
             continue
-        sections.append(_fit_section(tables, name, entry, used, drawn))
+        sections.append(_fit_section(tables, fit, entry, used, drawn))
     run_id = str(summary.get("run_id", ""))
     body = "\n".join(
         [
@@ -143,35 +144,62 @@ def render_report(
     return RenderedReport(html=page, figures=used)
 
 
-def fit_figures(tables: Mapping[str, pl.DataFrame], fit: FitName) -> dict[str, bytes]:
+def fit_figures(tables: Mapping[str, pl.DataFrame], fit: FitName, protocol: str = "") -> dict[str, bytes]:
     """The PNG figures of one fit, by file name: what :func:`render_report` would draw for it.
 
     Called where the fit runs (a Dask worker), so the figures are drawn in
     parallel and cached with the fit; :func:`render_report` then embeds them.
     """
     figures: dict[str, bytes] = {}
-    _fit_section(tables, fit, None, figures, {})
+    _fit_section(tables, (fit, protocol), None, figures, {})
     return figures
 
 
-def _fits(tables: Mapping[str, pl.DataFrame], summary: Mapping[str, Any]) -> list[tuple[FitName, dict[str, Any] | None]]:
-    """Fits in summary order, then fits found only in the tables (sorted)."""
-    out: list[tuple[FitName, dict[str, Any] | None]] = []
-    seen: set[FitName] = set()
+def _table_protocols() -> dict[str, str]:
+    """Which protocol's fits each registered table holds (an analysis's first protocol)."""
+    return {t.name: a.protocols[0] for a in registered() for t in a.tables}
+
+
+def _fits(tables: Mapping[str, pl.DataFrame], summary: Mapping[str, Any]) -> list[tuple[PageFit, dict[str, Any] | None]]:
+    """Fits in summary order, then fits found only in the tables (sorted).
+
+    A fit is its names and its protocol: an item set name may be both a
+    pointwise and a pairwise item set (MT-Bench's single and pair files), two
+    fits the page keeps apart. Summaries written before the protocol was
+    recorded say none (``""``).
+    """
+    out: list[tuple[PageFit, dict[str, Any] | None]] = []
+    seen: set[PageFit] = set()
     for entry in summary.get("fits") or []:
         name = (str(entry.get("item_set", "")), str(entry.get("universe", "")), str(entry.get("population", "")))
-        if name not in seen:
-            seen.add(name)
-            out.append((name, dict(entry)))
-    extra: set[FitName] = set()
-    for frame in tables.values():
+        fit = (name, str(entry.get("protocol") or ""))
+        if fit not in seen:
+            seen.add(fit)
+            out.append((fit, dict(entry)))
+    named = {name for name, _ in seen}
+    protocols = _table_protocols()
+    extra: set[PageFit] = set()
+    for table, frame in tables.items():
         if frame.height and all(c in frame.columns for c in FIT_COLUMNS):
             for row in frame.select(FIT_COLUMNS).unique().iter_rows():
                 name = (str(row[0]), str(row[1]), str(row[2]))
-                if name not in seen:
-                    extra.add(name)
-    out.extend((name, None) for name in sorted(extra))
+                fit = (name, protocols.get(table, ""))
+                if fit not in seen and name not in named:
+                    extra.add(fit)
+    out.extend((fit, None) for fit in sorted(extra))
     return out
+
+
+def _page_label(fit: PageFit) -> str:
+    name, protocol = fit
+    if protocol == "pairwise":  # pointwise is the common case and keeps its plain label
+        return _fit_label((f"{name[0]} (pairwise)", name[1], name[2]))
+    return _fit_label(name)
+
+
+def _page_token(fit: PageFit) -> str:
+    name, protocol = fit
+    return _fit_token((*name, protocol)) if protocol == "pairwise" else _fit_token(name)
 
 
 def _summary_section(summary: Mapping[str, Any]) -> str:
@@ -216,7 +244,7 @@ def _failed_section(summary: Mapping[str, Any]) -> str:
     if not failed:
         return ""
     items = "".join(
-        f"<li><strong>{_e(_fit_label((str(f.get('item_set', '')), str(f.get('universe', '')), str(f.get('population', '')))))}"
+        f"<li><strong>{_e(_page_label(((str(f.get('item_set', '')), str(f.get('universe', '')), str(f.get('population', ''))), str(f.get('protocol') or ''))))}"
         f"</strong>: <code>{_e(f.get('error') or 'no error message')}</code></li>"
         for f in failed
     )
@@ -258,37 +286,53 @@ def _headline(entry: Mapping[str, Any], analysis: str, key: str) -> Any:
     return part.get(key)
 
 
-def _fit_index(fits: Sequence[tuple[FitName, dict[str, Any] | None]], tables: Mapping[str, pl.DataFrame]) -> str:
+def _fit_index(fits: Sequence[tuple[PageFit, dict[str, Any] | None]], tables: Mapping[str, pl.DataFrame]) -> str:
+    """The Fits tables: one per set of analyses the fits ran (pointwise and pairwise fits apart), so
+    that each table has the headline columns of its own analyses only."""
     if not fits:
         return '<p class="note">This run has no fits.</p>'
-    columns = [(a.name, h) for a in registered() for h in a.headline]
-    rows = []
+    analyses = registered()
+    groups: dict[tuple[str, ...], list[tuple[PageFit, dict[str, Any]]]] = {}
     for name, entry in fits:
         e = entry or {}
-        status = str(e.get("status", "unknown"))
-        shown = status != "failed" or _has_rows(tables, name)
-        link = f'<a href="#fit-{_e(_fit_token(name))}">{_e(_fit_label(name))}</a>' if shown else _e(_fit_label(name))
-        cells = [link, f'<span class="status-{_e(status)}">{_e(status)}</span>']
-        for analysis, h in columns:
-            value = _headline(e, analysis, h.key)
-            cells.append(_e(_num(value) if h.kind == "number" else ("" if value is None else value)))
-        rows.append(cells)
-    header = ["fit (item set / universe / population)", "status", *(_e(h.label) for _, h in columns)]
-    numeric = [False, False, *(h.kind in ("number", "count") for _, h in columns)]
-    return '<section id="fits"><h2>Fits</h2>' + _table(header, rows, numeric=numeric) + "</section>"
+        names = set(e.get("analyses") or {})
+        groups.setdefault(tuple(a.name for a in analyses if a.name in names), []).append((name, e))
+    titles = {a.name: a.title for a in analyses}
+    parts = []
+    for ran, members in groups.items():
+        columns = [(a.name, h) for a in analyses if a.name in ran for h in a.headline]
+        rows = []
+        for name, e in members:
+            status = str(e.get("status", "unknown"))
+            shown = status != "failed" or _has_rows(tables, name[0])
+            link = (f'<a href="#fit-{_e(_page_token(name))}">{_e(_page_label(name))}</a>' if shown
+                    else _e(_page_label(name)))
+            cells = [link, f'<span class="status-{_e(status)}">{_e(status)}</span>']
+            for analysis, h in columns:
+                value = _headline(e, analysis, h.key)
+                cells.append(_e(_num(value) if h.kind == "number" else ("" if value is None else value)))
+            rows.append(cells)
+        header = ["fit (item set / universe / population)", "status", *(_e(h.label) for _, h in columns)]
+        numeric = [False, False, *(h.kind in ("number", "count") for _, h in columns)]
+        caption = ""
+        if len(groups) > 1:
+            caption = f'<p class="note">{_e(", ".join(titles[n] for n in ran) or "no analysis")}</p>'
+        parts.append(caption + _table(header, rows, numeric=numeric))
+    return '<section id="fits"><h2>Fits</h2>' + "".join(parts) + "</section>"
 
 
 def _fit_section(
     tables: Mapping[str, pl.DataFrame],
-    fit: FitName,
+    page_fit: PageFit,
     entry: dict[str, Any] | None,
     figures: dict[str, bytes],
     drawn: Mapping[str, bytes],
 ) -> str:
     e = entry or {}
-    parts = [f'<section id="fit-{_e(_fit_token(fit))}">', f"<h2>{_e(_fit_label(fit))}</h2>"]
+    fit, protocol = page_fit
+    parts = [f'<section id="fit-{_e(_page_token(page_fit))}">', f"<h2>{_e(_page_label(page_fit))}</h2>"]
     facts = [
-        f"item set <strong>{_e(fit[0])}</strong>",
+        f"item set <strong>{_e(fit[0])}</strong>" + (f" ({_e(protocol)})" if protocol else ""),
         f"universe <strong>{_e(fit[1])}</strong>",
         f"population <strong>{_e(fit[2])}</strong>",
     ]
@@ -298,7 +342,9 @@ def _fit_section(
         facts.append(f"{_e(_num(e['seconds']))} s")
     parts.append(f"<p>{'; '.join(facts)}.</p>")
     for analysis in registered():
-        page = SectionBuilder(tables, fit, e, figures, drawn)
+        if protocol and protocol not in analysis.protocols:  # another protocol's fit of the same name
+            continue
+        page = SectionBuilder(tables, fit, e, figures, drawn, label=_page_label(page_fit))
         part = (e.get("analyses") or {}).get(analysis.name)
         page.summary = dict(part or {})
         has_rows = any(page.rows(t.name).height for t in analysis.tables)

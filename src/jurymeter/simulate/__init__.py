@@ -48,14 +48,17 @@ selected pair is judged in both orders.  The latent preference for A is
 .. math::
 
     \eta = \theta_a - \theta_b + \delta_j
-         + \varphi\,\bigl([f(j) = f(a)] - [f(j) = f(b)]\bigr)
+         + \varphi_{f(j)}\,\bigl([f(j) = f(a)] - [f(j) = f(b)]\bigr)
          + u_{ai} - u_{bi},
     \qquad \theta_s = \kappa\,\nu_s,
 
 with :math:`\delta_j \sim N(\delta, \sigma^2_\delta)` the judge's position bias
 (slot-A advantage, [Anand2026]_ Table 3; [Awuni2026]_ Sec. 8),
-:math:`\varphi` the family preference ([Awuni2026]_ Sec. 4-5) and
-:math:`u_{si} \sim N(0, \sigma^2_u)` an optional system x item term.  A hard
+:math:`\varphi_f` the family preference of a judge of family :math:`f`
+(``family_lifts``, else the common :math:`\varphi`; [Awuni2026]_ Sec. 4-5) and
+:math:`u_{si} \sim N(0, \sigma^2_u)` an optional system x item term.  With
+probability :math:`q_j` (``position_following``, [Awuni2026]_ Sec. 8) a call
+ignores :math:`\eta` and picks slot A.  A hard
 verdict thresholds :math:`Y^* = \eta + \epsilon`, :math:`\epsilon` standard
 logistic, at :math:`\pm\tau` (ordered logit; identical to the Rao-Kupper tie
 model with tie parameter :math:`e^\tau`):

@@ -128,13 +128,13 @@ def _print(report: dict[str, Any]) -> None:
         out.print(f"prompt-bootstrap / battle-bootstrap interval width: {fmt(bt.get('interval_ratio'), 2)}x",
                   markup=False)
     elif bt.get("reason"):
-        out.print(f"Bradley-Terry: not estimable ({bt['reason']})", markup=False)
+        out.print(f"Bradley-Terry: {bt['reason']}", markup=False)
     family = report.get("family_preference", {})
     if family.get("fps") is not None:
         out.print(f"family preference score {fmt(family['fps'], 3)} (permutation p = "
                   f"{fmt(family.get('p_permutation'), 4)})", markup=False)
     elif family.get("reason"):
-        out.print(f"family preference: not estimable ({family['reason']})", markup=False)
+        out.print(f"family preference: {family['reason']}", markup=False)
     gstudy = report.get("gstudy", {})
     if gstudy.get("arms"):
         table = Table(title="pairwise G-study (win indicator against the baseline)", title_justify="left")
@@ -146,4 +146,5 @@ def _print(report: dict[str, Any]) -> None:
                           fmt(arm["ceiling"]), fmt(arm["erho2"]), fmt(arm["judges_needed"], 0))
         out.print(table)
     elif gstudy.get("reason"):
-        out.print(f"pairwise G-study: not estimable ({gstudy['reason']})", markup=False)
+        out.print(f"pairwise G-study: {gstudy['reason']} (--baseline; [fit.pairwise] baseline in the config)",
+                  markup=False)

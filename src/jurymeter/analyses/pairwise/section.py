@@ -118,7 +118,8 @@ def _family_html(rows: pl.DataFrame, summary: dict[str, Any]) -> str:
             f"{_e(_num(fps))}. The naive per-family statistic compares a judge family's support across "
             "candidate families and so carries candidate quality; the corrected one holds the candidate family "
             "fixed and compares its same-family judges with the other judges.</p>") if fps is not None else ""
-    columns = [c for c in ("naive", "corrected", "corrected_low", "corrected_high", "p_value") if c in rows.columns]
+    columns = [c for c in ("same_family_support", "other_judges_support", "naive", "corrected", "corrected_p")
+               if c in rows.columns]
     cells = [[_e(r["family"]), *(_e(_num(r[c])) for c in columns)] for r in rows.sort("family").iter_rows(named=True)]
     return lead + _table(["family", *(f"<code>{c}</code>" for c in columns)], cells,
                          numeric=[False] + [True] * len(columns))
