@@ -163,45 +163,41 @@ def _horizontal(labels: list[str], title: str) -> tuple[Figure, Any]:
     return fig, ax
 
 
-def _figure_position(rows: pl.DataFrame, title: str) -> Figure | None:
-    if rows.height == 0 or "slot_a_advantage" not in rows.columns or rows["slot_a_advantage"].null_count() == rows.height:
+def _judge_bars(rows: pl.DataFrame, title: str, value: str, low: str, high: str, *, scale: float,
+                xlabel: str, bound: float | None) -> Figure | None:
+    """One bar per judge with its interval; ``bound``: a reference line, bars beyond it in vermillion."""
+    if rows.height == 0 or value not in rows.columns or rows[value].null_count() == rows.height:
         return None
-    labels, y, err = _bars(rows, "slot_a_advantage", "slot_a_low", "slot_a_high")
+    labels, y, err = _bars(rows, value, low, high)
 
     def build() -> Figure:
         fig, ax = _horizontal(labels, title)
         positions = np.arange(len(labels))
-        ax.barh(positions, y, xerr=err, color=PROMPT_COLOUR, alpha=0.85, capsize=3)
-        ax.axvline(0.0, color="black", linewidth=0.8)
+        colours = [BATTLE_COLOUR if bound is not None and scale * v > bound else PROMPT_COLOUR for v in y]
+        ax.barh(positions, scale * y, xerr=scale * err, color=colours, alpha=0.85, capsize=3)
+        if bound is None:
+            ax.axvline(0.0, color="black", linewidth=0.8)
+        else:
+            ax.axvline(bound, color="black", linestyle="--", linewidth=1.0, label="50% content-noise bound")
+            ax.set_xlim(0, 100)
+            ax.legend(fontsize=8, loc="lower right")
         ax.set_yticks(positions, labels)
         ax.invert_yaxis()
-        ax.set_xlabel("slot-A advantage (percentage points)")
+        ax.set_xlabel(xlabel)
         ax.grid(True, axis="x", alpha=0.3)
         return fig
 
     return _draw(build)
+
+
+def _figure_position(rows: pl.DataFrame, title: str) -> Figure | None:
+    return _judge_bars(rows, title, "slot_a_advantage", "slot_a_low", "slot_a_high", scale=1.0,
+                       xlabel="slot-A advantage (percentage points)", bound=None)
 
 
 def _figure_reversals(rows: pl.DataFrame, title: str) -> Figure | None:
-    if rows.height == 0 or "reversal_rate" not in rows.columns or rows["reversal_rate"].null_count() == rows.height:
-        return None
-    labels, y, err = _bars(rows, "reversal_rate", "reversal_low", "reversal_high")
-
-    def build() -> Figure:
-        fig, ax = _horizontal(labels, title)
-        positions = np.arange(len(labels))
-        colours = [BATTLE_COLOUR if v > 0.5 else PROMPT_COLOUR for v in y]
-        ax.barh(positions, 100 * y, xerr=100 * err, color=colours, alpha=0.85, capsize=3)
-        ax.axvline(50.0, color="black", linestyle="--", linewidth=1.0, label="50% content-noise bound")
-        ax.set_xlim(0, 100)
-        ax.set_yticks(positions, labels)
-        ax.invert_yaxis()
-        ax.set_xlabel("AB/BA reversal rate (% of pairs seen in both orders)")
-        ax.legend(fontsize=8, loc="lower right")
-        ax.grid(True, axis="x", alpha=0.3)
-        return fig
-
-    return _draw(build)
+    return _judge_bars(rows, title, "reversal_rate", "reversal_low", "reversal_high", scale=100.0,
+                       xlabel="AB/BA reversal rate (% of pairs seen in both orders)", bound=50.0)
 
 
 def _square_heatmap(z: np.ndarray, rows: list[str], cols: list[str], title: str, label: str,
