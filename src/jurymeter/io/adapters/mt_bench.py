@@ -108,9 +108,9 @@ instead (:func:`_single_frames`): the same judgments, rejects, messages and
 batches as typed columns, from one parse of the file rather than two. Each
 batch's columns (no prompt or judgment text: about 200 bytes a judgment) wait
 in a temporary Arrow file while the rest of the file is read, with each
-judgment's key hash and value (32 bytes) in memory; the keys with more than one
-value are then ranked and the batches read back with their replicates. Memory
-is one batch and the values, never the file. ``tests/test_adapters_frames.py``
+judgment's key hash (8 bytes) in memory; the keys on more than one line are
+then ranked and the batches read back with their replicates. Memory is one
+batch and the hashes, never the file. ``tests/test_adapters_frames.py``
 holds it to :meth:`MtBenchAdapter.judgments`.
 
 Answer lengths
@@ -752,13 +752,14 @@ def _single_frames(
 
     One parse of the file instead of two: the lines are read once (orjson, as
     :func:`_singles` does, with the same checks, rejects and messages), each
-    batch's columns go to a temporary Arrow file, and every judgment's key and
-    value to a small frame (32 bytes a line). When the file is read, the keys
-    with more than one value are ranked (:data:`_VALUE` sorted as Python sorts
-    ``(tstamp, score)``), and the batches are read back with their replicates.
-    Memory holds one batch and the keys' values, never the file; the temporary
-    files hold the batches' columns without the prompt or judgment text (about
-    200 bytes a judgment) and are removed batch by batch.
+    batch's columns go to a temporary Arrow file, and every judgment's key hash
+    stays in memory (8 bytes a line). When the file is read, the values of the
+    keys on more than one line are read back from those files and ranked
+    (:data:`_VALUE` sorted as Python sorts ``(tstamp, score)``), and the
+    batches are read back with their replicates. Memory holds one batch and the
+    hashes, never the file; the temporary files hold the batches' columns
+    without the prompt or judgment text (about 200 bytes a judgment) and are
+    removed batch by batch.
     """
     item_set = options.item_set or ITEM_SET
     low, high = options.scale or DEFAULT_SCALE
@@ -780,7 +781,7 @@ def _single_frames(
     unreadable: list[Unreadable] = []
     with tempfile.TemporaryDirectory(prefix="jurymeter-mt-bench-") as spill:
         written: list[tuple[str | None, str | None]] = []  # each batch's judgments and unreadable lines
-        keys: list[pl.DataFrame] = []
+        hashes: list[np.ndarray] = []  # every judgment's key hash, batch by batch: 8 bytes a judgment
 
         def flush() -> None:
             path = bad = None
@@ -789,7 +790,7 @@ def _single_frames(
                     lines, items, qids, turns, models, judges, prompts, scores, stamps,
                     stamp_texts, lengths, rejects, raws, rests,
                 )
-                keys.append(frame.select(_VALUE).unique())
+                hashes.append(frame[_H].to_numpy())
                 path = os.path.join(spill, f"{len(written):06d}.arrow")
                 frame.write_ipc(path)
             if unreadable:
@@ -856,8 +857,8 @@ def _single_frames(
                 lengths.append(_single_length(obj.get("user_prompt")))
         if lines or unreadable:
             flush()
-        ranks = _ranks(keys)
-        keys.clear()
+        ranks = _ranks(hashes, [path for path, _ in written if path is not None])
+        hashes.clear()
         _note(notes, "single", options, ranks[_H].n_unique() if ranks.height else 0)
         for path, bad in written:
             unread = [Unreadable(*row) for row in _read_back(bad).iter_rows()] if bad is not None else []
@@ -936,11 +937,23 @@ def _block_frame(
     return frame.with_columns(pl.struct("item_id", "system_id", "judge_id").hash(seed=0).alias(_H))
 
 
-def _ranks(keys: list[pl.DataFrame]) -> pl.DataFrame:
-    """Replicate of every value of a key with more than one value: its rank in the key's sorted values."""
-    if not keys:
-        return pl.DataFrame(schema={_H: pl.UInt64, _T: pl.Float64, _S: pl.Float64, _R: pl.Int64, "replicate": pl.Int64})
-    values = pl.concat(keys).unique()
+def _ranks(hashes: list[np.ndarray], paths: list[str]) -> pl.DataFrame:
+    """Replicate of every value of a key with more than one value: its rank in the key's sorted values.
+
+    The hashes of keys on more than one line are found by sorting all the
+    hashes (numpy, 8 bytes a judgment); only those keys' values are read back
+    from the batches' files.
+    """
+    everything = np.sort(np.concatenate(hashes)) if hashes else np.zeros(0, dtype=np.uint64)
+    again = np.unique(everything[1:][everything[1:] == everything[:-1]])
+    del everything
+    schema = {_H: pl.UInt64, _T: pl.Float64, _S: pl.Float64, _R: pl.Int64}
+    if not len(again):
+        return pl.DataFrame(schema={**schema, "replicate": pl.Int64})
+    wanted = pl.DataFrame({_H: pl.Series(again, dtype=pl.UInt64)})
+    values = pl.concat(
+        [pl.read_ipc(path, columns=_VALUE).join(wanted, on=_H, how="semi") for path in paths]
+    ).unique()
     repeated = values.filter(pl.len().over(_H) > 1).sort(_VALUE)
     return repeated.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).over(_H).alias("replicate"))
 
