@@ -75,7 +75,9 @@ class FileBytes(SourceBytes):
                 if block.rfind(b"\n") < 0:
                     pending.append(block)
                     continue
-                lines = (b"".join((*pending, block)) if pending else block).split(b"\n")
+                lines = block.split(b"\n")
+                if pending:  # the block's first piece ends the line the earlier blocks began
+                    lines[0] = b"".join((*pending, lines[0]))
                 tail = lines.pop()
                 pending = [tail] if tail else []
                 yield first, [line.rstrip(b"\r\n") for line in lines]
