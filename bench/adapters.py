@@ -75,6 +75,7 @@ from _common import (
 )
 
 BENCH_DIR = Path(__file__).resolve().parent
+ROOT = BENCH_DIR.parent
 DEFAULT_WORKDIR = BENCH_DIR / "_work" / "adapters"
 GOAL_RATIO = 1.5
 GOAL_RSS_BYTES = 3_000_000_000  # plain ingest's bound (bench/ingest.py), decimal GB
@@ -305,7 +306,10 @@ def child_main(argv: list[str]) -> None:
 
         _save_profiles(main_prof, thread_profs, prof_out)
     [source] = report.sources
+    import jurymeter
+
     out = {
+        "jurymeter": jurymeter.__file__,
         "seconds": seconds,
         "cpu_seconds": cpu,
         "src_digest": src_digest(),
@@ -323,9 +327,25 @@ def child_main(argv: list[str]) -> None:
     print(json.dumps(out), flush=True)
 
 
-def run_child(args: list[str], log_dir: Path, name: str) -> dict[str, Any]:
-    """Run ``python bench/adapters.py --child ARGS`` in a fresh process and measure it (``_common.measure_child``)."""
-    return measure_child([sys.executable, str(Path(__file__).resolve()), "--child", *args], log_dir, name)
+def export_baseline(rev: str, work: Path) -> Path:
+    """``src/`` of git revision ``rev`` (``git archive``): the folder to put first on ``PYTHONPATH``."""
+    target = work / f"baseline-{rev}"
+    if not (target / "src" / "jurymeter").exists():
+        target.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(["git", "archive", rev, "src"], cwd=ROOT, capture_output=True, check=True)
+        subprocess.run(["tar", "-x", "-C", str(target)], input=archive.stdout, check=True)
+    return target / "src"
+
+
+def run_child(args: list[str], log_dir: Path, name: str, pythonpath: Path | None = None) -> dict[str, Any]:
+    """Run ``python bench/adapters.py --child ARGS`` in a fresh process and measure it (``_common.measure_child``).
+
+    ``pythonpath``: a library's ``src/`` put first on ``PYTHONPATH`` (a baseline revision).
+    """
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    if pythonpath is not None:
+        env["PYTHONPATH"] = str(pythonpath)
+    return measure_child([sys.executable, str(Path(__file__).resolve()), "--child", *args], log_dir, name, env=env)
 
 
 def wait_for_quiet(max_seconds: float, threshold: float = 0.2, window: float = 2.0) -> float:
@@ -399,6 +419,10 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=25, help="profile rows to show")
     parser.add_argument("--no-append", action="store_true", help="do not append to RESULTS.md")
     parser.add_argument(
+        "--baseline-rev", default=None,
+        help="also time (b) with src/ of this git revision (first on PYTHONPATH), interleaved: before/after",
+    )
+    parser.add_argument(
         "--wait-max", type=float, default=600.0,
         help="before each timed run, wait up to this many seconds for the machine to be quiet",
     )
@@ -462,16 +486,22 @@ def bench(
     started: str,
     facts: dict[str, str],
 ) -> None:
-    runs: dict[str, list[dict[str, Any]]] = {"plain": [], "adapter": [], "floor": []}
+    runs: dict[str, list[dict[str, Any]]] = {"plain": [], "adapter": [], "floor": [], "baseline": []}
     failures: list[str] = []
     waited = 0.0
+    baseline = export_baseline(opts.baseline_rev, work) if opts.baseline_rev else None
+    steps: list[tuple[str, Path, Path | None]] = [("plain", canonical_path, None), ("adapter", mt_path, None)]
+    if baseline is not None:
+        steps.append(("baseline", mt_path, baseline))
     for k in range(opts.repeats):
-        for what, src in (("plain", canonical_path), ("adapter", mt_path)):
+        for what, src, pythonpath in steps:
             store = work / f"store-{what}"
             shutil.rmtree(store, ignore_errors=True)
             waited += wait_for_quiet(opts.wait_max)
             print(f"run {k + 1}/{opts.repeats}: {what} ingest ...", flush=True)
-            r = run_child([str(src), str(store)], logs, f"{what}-{k}")
+            r = run_child([str(src), str(store)], logs, f"{what}-{k}", pythonpath)
+            if pythonpath is not None and not Path(r["jurymeter"]).is_relative_to(pythonpath):
+                failures.append(f"the baseline run imported {r['jurymeter']}, not {pythonpath}")
             runs[what].append(r)
             print(
                 f"  {r['seconds']:.2f} s (CPU {r['cpu_seconds']:.2f} s, wall incl. start-up "
@@ -514,10 +544,13 @@ def bench(
         "| other procs' CPU (s) | notes |",
         "|---|---:|---|---:|---:|---:|---:|---:|---|",
     ]
-    for label, what, src_size in (
+    rows = [
         ("(a) `ingest` of the canonical JSON Lines (streaming fast path)", "plain", sizes["canonical"]),
         ("(b) `ingest` of the MT-Bench file, `--format auto`", "adapter", sizes["mt"]),
-    ):
+    ]
+    if baseline is not None:
+        rows.append((f"(b) with the library of `{opts.baseline_rev}` (before)", "baseline", sizes["mt"]))
+    for label, what, src_size in rows:
         rs = runs[what]
         last = rs[-1]
         each = ", ".join(f"{r['seconds']:.2f}" for r in rs)
@@ -548,7 +581,16 @@ def bench(
             f"| {label} | {_median(floor, key):.2f} | {each} | | | {fmt_rss(max(r['peak_rss'] for r in floor))} "
             f"| | {_median(floor, 'other_cpu_seconds'):.1f} | {note}; one child for both rows |"
         )
-    summary = [
+    summary = []
+    if baseline is not None:
+        t_before = _median(runs["baseline"], "seconds")
+        summary.append(
+            f"- (b) against the same step with `{opts.baseline_rev}`'s library, interleaved: {t_before:.2f} s -> "
+            f"{t_adapter:.2f} s (**{t_before / t_adapter:.2f}x faster**), CPU {_median(runs['baseline'], 'cpu_seconds'):.2f} s "
+            f"-> {c_adapter:.2f} s, peak RSS {fmt_rss(max(r['peak_rss'] for r in runs['baseline']))} -> "
+            f"{fmt_rss(rss_adapter)}; (b) / (a) was {t_before / t_plain:.2f}x"
+        )
+    summary += [
         f"- (b) / (a): **{ratio:.2f}x** wall time (medians), {cpu_ratio:.2f}x CPU time "
         f"— goal <= {GOAL_RATIO}x: **{'met' if ratio <= GOAL_RATIO else 'NOT met'}**",
         f"- peak RSS: (a) {fmt_rss(rss_plain)}, (b) **{fmt_rss(rss_adapter)}** — goal: the plain ingest's "
