@@ -106,11 +106,12 @@ Columns
 For a single-answer file the ingest reads :meth:`MtBenchAdapter.frames`
 instead (:func:`_single_frames`): the same judgments, rejects, messages and
 batches as typed columns, from one parse of the file rather than two. Each
-batch's columns (no prompt or judgment text: about 200 bytes a judgment) wait
-in a temporary Arrow file while the rest of the file is read, with each
-judgment's key hash (8 bytes) in memory; the keys on more than one line are
-then ranked and the batches read back with their replicates. Memory is one
-batch and the hashes, never the file. ``tests/test_adapters_frames.py``
+batch's columns (no prompt or judgment text: about 350 bytes a judgment, the
+raw text of the rejected ones included) wait in a temporary Arrow file while
+the rest of the file is read, with each judgment's key hash (8 bytes) in
+memory; the keys on more than one line are then ranked and the batches read
+back with their replicates. Memory is one batch and the hashes, never the
+file. ``tests/test_adapters_frames.py``
 holds it to :meth:`MtBenchAdapter.judgments`.
 
 Answer lengths
@@ -758,7 +759,7 @@ def _single_frames(
     (:data:`_VALUE` sorted as Python sorts ``(tstamp, score)``), and the
     batches are read back with their replicates. Memory holds one batch and the
     hashes, never the file; the temporary files hold the batches' columns
-    without the prompt or judgment text (about 200 bytes a judgment) and are
+    without the prompt or judgment text (about 350 bytes a judgment) and are
     removed batch by batch.
     """
     item_set = options.item_set or ITEM_SET
