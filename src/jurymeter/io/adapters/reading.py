@@ -58,6 +58,14 @@ class FileBytes(SourceBytes):
         if self._cancel is not None and self._cancel.is_set():
             raise ReadCancelled(self.path)
 
+    def check(self) -> None:
+        self._check()
+
+    def local_file(self) -> str | None:
+        protocol = self.source.fs.protocol
+        local = "file" in (protocol if isinstance(protocol, tuple | list) else (protocol,))
+        return self.source.path if local and self.source.compression is None else None
+
     def lines(self) -> Iterator[tuple[int, bytes]]:
         for first, block in self.line_blocks():
             yield from enumerate(block, start=first)
