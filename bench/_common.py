@@ -112,13 +112,14 @@ def facts_block(facts: dict[str, str]) -> str:
     )
 
 
-def measure_child(cmd: list[str], log_dir: Path, name: str) -> dict[str, Any]:
+def measure_child(cmd: list[str], log_dir: Path, name: str, env: dict[str, str] | None = None) -> dict[str, Any]:
     """Run ``cmd`` (a benchmark's ``--child`` step), measure it, and return its last JSON line with the measures.
 
     Wall time, peak RSS (``ru_maxrss`` and the process tree polled every 50 ms,
     anonymous memory too), and the CPU-seconds the rest of the machine used
     meanwhile (other jobs compete for the same cores and slow the step down).
-    The child's stdout and stderr go to ``<log_dir>/<name>.out`` / ``.err``.
+    The child's stdout and stderr go to ``<log_dir>/<name>.out`` / ``.err``;
+    ``env``: the child's environment (None: this process's).
     """
     import contextlib
     import json
@@ -134,7 +135,7 @@ def measure_child(cmd: list[str], log_dir: Path, name: str) -> dict[str, Any]:
     busy0, load0 = busy_cpu_seconds(), os.getloadavg()[0]
     t0 = time.perf_counter()
     with open(stdout_path, "wb") as so, open(stderr_path, "wb") as se:
-        proc = subprocess.Popen(cmd, stdout=so, stderr=se)
+        proc = subprocess.Popen(cmd, stdout=so, stderr=se, env=env)
 
         def poll() -> None:
             nonlocal peak_polled, peak_anon

@@ -30,6 +30,8 @@ One run:
    (``--format auto`` recognises MT-Bench); wall time inside the child around
    ``ingest()``, the child's CPU time, peak RSS (``os.wait4`` ``ru_maxrss``
    and psutil polling, as ``bench/ingest.py``);
+   and, for reference, the floor: the file's SHA-256 alone and one orjson parse
+   of its lines alone (what no ingest of it avoids);
 4. checks that (b) reconciles (read = accepted + quarantined + duplicates, the
    -1 scores quarantined by reason) and that both stores hold the same rows
    (every canonical column and the provenance columns), then reports the median
@@ -73,6 +75,7 @@ from _common import (
 )
 
 BENCH_DIR = Path(__file__).resolve().parent
+ROOT = BENCH_DIR.parent
 DEFAULT_WORKDIR = BENCH_DIR / "_work" / "adapters"
 GOAL_RATIO = 1.5
 GOAL_RSS_BYTES = 3_000_000_000  # plain ingest's bound (bench/ingest.py), decimal GB
@@ -255,8 +258,41 @@ def write_logs(mt_path: Path, canonical_path: Path, n: int, seed: int = 0) -> di
 # ---------------------------------------------------------------- children
 
 
+def floor_main(src: str) -> None:
+    """What no ingest of the file avoids, each alone: its SHA-256 (the transaction's key) and one orjson parse."""
+    import orjson
+
+    from jurymeter.io.adapters.reading import FileBytes
+    from jurymeter.io.sources import content_sha256, discover_sources
+
+    [source] = discover_sources([src], log_format="canonical")
+    t0, c0 = time.perf_counter(), time.process_time()
+    content_sha256(source)
+    t1 = time.perf_counter()
+    loads, n = orjson.loads, 0
+    for _, block in FileBytes(source).line_blocks():
+        for line in block:
+            loads(line)
+        n += len(block)
+    t2 = time.perf_counter()
+    out = {"hash_seconds": t1 - t0, "parse_seconds": t2 - t1, "seconds": t2 - t0, "lines": n,
+           "cpu_seconds": time.process_time() - c0, "src_digest": src_digest()}
+    print(json.dumps(out), flush=True)
+
+
+def _children_cpu() -> float:
+    """CPU-seconds of this process's children that have ended (an ingest's parse workers)."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def child_main(argv: list[str]) -> None:
     """Ingest one source into a fresh store; print one JSON line with what happened."""
+    if argv[0] == "floor":
+        floor_main(argv[1])
+        return
     from jurymeter.io.ingest import ingest
     from jurymeter.io.sources import discover_sources
     from jurymeter.io.store import Store
@@ -270,15 +306,19 @@ def child_main(argv: list[str]) -> None:
         from ingest import _start_profiling
 
         main_prof, thread_profs = _start_profiling()
-    t0, c0 = time.perf_counter(), time.process_time()
+    t0, c0, k0 = time.perf_counter(), time.process_time(), _children_cpu()
     report = ingest(store, sources, ValidationOptions())
-    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+    seconds = time.perf_counter() - t0
+    cpu = time.process_time() - c0 + _children_cpu() - k0  # with the ingest's worker processes, once joined
     if prof_out is not None:
         from ingest import _save_profiles
 
         _save_profiles(main_prof, thread_profs, prof_out)
     [source] = report.sources
+    import jurymeter
+
     out = {
+        "jurymeter": jurymeter.__file__,
         "seconds": seconds,
         "cpu_seconds": cpu,
         "src_digest": src_digest(),
@@ -296,9 +336,25 @@ def child_main(argv: list[str]) -> None:
     print(json.dumps(out), flush=True)
 
 
-def run_child(args: list[str], log_dir: Path, name: str) -> dict[str, Any]:
-    """Run ``python bench/adapters.py --child ARGS`` in a fresh process and measure it (``_common.measure_child``)."""
-    return measure_child([sys.executable, str(Path(__file__).resolve()), "--child", *args], log_dir, name)
+def export_baseline(rev: str, work: Path) -> Path:
+    """``src/`` of git revision ``rev`` (``git archive``): the folder to put first on ``PYTHONPATH``."""
+    target = work / f"baseline-{rev}"
+    if not (target / "src" / "jurymeter").exists():
+        target.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(["git", "archive", rev, "src"], cwd=ROOT, capture_output=True, check=True)
+        subprocess.run(["tar", "-x", "-C", str(target)], input=archive.stdout, check=True)
+    return target / "src"
+
+
+def run_child(args: list[str], log_dir: Path, name: str, pythonpath: Path | None = None) -> dict[str, Any]:
+    """Run ``python bench/adapters.py --child ARGS`` in a fresh process and measure it (``_common.measure_child``).
+
+    ``pythonpath``: a library's ``src/`` put first on ``PYTHONPATH`` (a baseline revision).
+    """
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    if pythonpath is not None:
+        env["PYTHONPATH"] = str(pythonpath)
+    return measure_child([sys.executable, str(Path(__file__).resolve()), "--child", *args], log_dir, name, env=env)
 
 
 def wait_for_quiet(max_seconds: float, threshold: float = 0.2, window: float = 2.0) -> float:
@@ -372,6 +428,10 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=25, help="profile rows to show")
     parser.add_argument("--no-append", action="store_true", help="do not append to RESULTS.md")
     parser.add_argument(
+        "--baseline-rev", default=None,
+        help="also time (b) with src/ of this git revision (first on PYTHONPATH), interleaved: before/after",
+    )
+    parser.add_argument(
         "--wait-max", type=float, default=600.0,
         help="before each timed run, wait up to this many seconds for the machine to be quiet",
     )
@@ -435,16 +495,22 @@ def bench(
     started: str,
     facts: dict[str, str],
 ) -> None:
-    runs: dict[str, list[dict[str, Any]]] = {"plain": [], "adapter": []}
+    runs: dict[str, list[dict[str, Any]]] = {"plain": [], "adapter": [], "floor": [], "baseline": []}
     failures: list[str] = []
     waited = 0.0
+    baseline = export_baseline(opts.baseline_rev, work) if opts.baseline_rev else None
+    steps: list[tuple[str, Path, Path | None]] = [("plain", canonical_path, None), ("adapter", mt_path, None)]
+    if baseline is not None:
+        steps.append(("baseline", mt_path, baseline))
     for k in range(opts.repeats):
-        for what, src in (("plain", canonical_path), ("adapter", mt_path)):
+        for what, src, pythonpath in steps:
             store = work / f"store-{what}"
             shutil.rmtree(store, ignore_errors=True)
             waited += wait_for_quiet(opts.wait_max)
             print(f"run {k + 1}/{opts.repeats}: {what} ingest ...", flush=True)
-            r = run_child([str(src), str(store)], logs, f"{what}-{k}")
+            r = run_child([str(src), str(store)], logs, f"{what}-{k}", pythonpath)
+            if pythonpath is not None and not Path(r["jurymeter"]).is_relative_to(pythonpath):
+                failures.append(f"the baseline run imported {r['jurymeter']}, not {pythonpath}")
             runs[what].append(r)
             print(
                 f"  {r['seconds']:.2f} s (CPU {r['cpu_seconds']:.2f} s, wall incl. start-up "
@@ -453,6 +519,12 @@ def bench(
                 f"quarantined {r['quarantined']:,} dropped {r['duplicates_dropped']:,} {r['reasons']}",
                 flush=True,
             )
+        waited += wait_for_quiet(opts.wait_max)
+        print(f"run {k + 1}/{opts.repeats}: the floor (hash and parse of the MT-Bench file alone) ...", flush=True)
+        r = run_child(["floor", str(mt_path)], logs, f"floor-{k}")
+        runs["floor"].append(r)
+        print(f"  hash {r['hash_seconds']:.2f} s, parse {r['parse_seconds']:.2f} s, other CPU "
+              f"{r['other_cpu_seconds']:.1f} s", flush=True)
     plain, adapted = runs["plain"][-1], runs["adapter"][-1]
     expected_q = counts["failed"]
     if not (plain["read"] == plain["accepted"] == counts["canonical"] and plain["quarantined"] == 0):
@@ -481,10 +553,13 @@ def bench(
         "| other procs' CPU (s) | notes |",
         "|---|---:|---|---:|---:|---:|---:|---:|---|",
     ]
-    for label, what, src_size in (
+    rows = [
         ("(a) `ingest` of the canonical JSON Lines (streaming fast path)", "plain", sizes["canonical"]),
         ("(b) `ingest` of the MT-Bench file, `--format auto`", "adapter", sizes["mt"]),
-    ):
+    ]
+    if baseline is not None:
+        rows.append((f"(b) with the library of `{opts.baseline_rev}` (before)", "baseline", sizes["mt"]))
+    for label, what, src_size in rows:
         rs = runs[what]
         last = rs[-1]
         each = ", ".join(f"{r['seconds']:.2f}" for r in rs)
@@ -502,11 +577,39 @@ def bench(
             f"| {fmt_rss(max(r['peak_rss'] for r in rs))} | {fmt_rss(max(r['anon_rss'] for r in rs))} "
             f"| {_median(rs, 'other_cpu_seconds'):.1f} | {note} |"
         )
-    summary = [
+    floor = runs["floor"]
+    t_hash, t_parse = _median(floor, "hash_seconds"), _median(floor, "parse_seconds")
+    for label, key, note in (
+        ("floor: `content_sha256` of the MT-Bench file alone (every ingest hashes its source first)",
+         "hash_seconds", "one core (hashlib releases the GIL)"),
+        ("floor: `orjson.loads` of every line alone (`FileBytes.line_blocks`)", "parse_seconds",
+         "one core (orjson holds the GIL)"),
+    ):
+        each = ", ".join(f"{r[key]:.2f}" for r in floor)
+        table.append(
+            f"| {label} | {_median(floor, key):.2f} | {each} | | | {fmt_rss(max(r['peak_rss'] for r in floor))} "
+            f"| | {_median(floor, 'other_cpu_seconds'):.1f} | {note}; one child for both rows |"
+        )
+    summary = []
+    if baseline is not None:
+        t_before = _median(runs["baseline"], "seconds")
+        summary.append(
+            f"- (b) against the same step with `{opts.baseline_rev}`'s library, interleaved: {t_before:.2f} s -> "
+            f"{t_adapter:.2f} s (**{t_before / t_adapter:.2f}x faster**), CPU {_median(runs['baseline'], 'cpu_seconds'):.2f} s "
+            f"-> {c_adapter:.2f} s, peak RSS {fmt_rss(max(r['peak_rss'] for r in runs['baseline']))} -> "
+            f"{fmt_rss(rss_adapter)}; (b) / (a) was {t_before / t_plain:.2f}x"
+        )
+    summary += [
         f"- (b) / (a): **{ratio:.2f}x** wall time (medians), {cpu_ratio:.2f}x CPU time "
         f"— goal <= {GOAL_RATIO}x: **{'met' if ratio <= GOAL_RATIO else 'NOT met'}**",
         f"- peak RSS: (a) {fmt_rss(rss_plain)}, (b) **{fmt_rss(rss_adapter)}** — goal: the plain ingest's "
         f"bound, under 3 GB (3e9 bytes): **{'met' if rss_adapter < GOAL_RSS_BYTES else 'NOT met'}**",
+        f"- the goal is (b) <= {GOAL_RATIO} x {t_plain:.2f} s = {GOAL_RATIO * t_plain:.2f} s; hashing the MT-Bench file "
+        f"alone takes {t_hash:.2f} s ({t_hash / t_plain:.2f}x (a)) and one orjson parse of its lines {t_parse:.2f} s: "
+        f"on {facts['nproc']} cores no ingest that hashes it and parses it with orjson is under "
+        f"{max(t_hash, (t_hash + t_parse) / int(facts['nproc'])):.2f} s "
+        f"({max(t_hash, (t_hash + t_parse) / int(facts['nproc'])) / t_plain:.2f}x (a)); (b) is "
+        f"{t_adapter / max(t_hash, (t_hash + t_parse) / int(facts['nproc'])):.2f}x that bound\n"
         f"- checks (reconciliation; both stores hold the same rows in every canonical and provenance column): "
         f"{'all passed' if not failures else 'FAILED: ' + '; '.join(failures)}",
     ]
@@ -522,7 +625,8 @@ def bench(
         f"columns and the provenance columns (question_id, turn, judge_prompt, tstamp), no prompt or judgment "
         f"text, and only the {counts['canonical']:,} judgments with a score; {fmt_bytes(sizes['canonical'])}\n"
         f"- each step {opts.repeats} times, interleaved, each in a fresh subprocess into a fresh store; time "
-        "measured inside the child around `ingest()` (imports excluded), CPU = all its threads; warm page cache; "
+        "measured inside the child around `ingest()` (imports excluded), CPU = all its threads and the worker "
+        "processes it ran; warm page cache; "
         "`ValidationOptions()`; before each run the script waited until the machine's other work used under "
         f"0.2 cores (over 2 s; {waited:.0f} s waited in all)\n"
         "- goals (issue 12): (b) within 1.5x of (a), with the same peak-memory bound as plain ingest (3 GB)\n\n"

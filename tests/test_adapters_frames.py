@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import random
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -231,3 +232,92 @@ def test_a_row_validation_rejects_gets_its_raw_text_even_when_not_kept(
     monkeypatch.setattr(reading, "READ_BYTES", 7)
     [batch] = adapted_batches(source, MT_BENCH, AdapterOptions(), AdapterNotes("mt-bench"))
     assert batch.raw(np.arange(3)) == texts
+
+
+def _parallel(monkeypatch: pytest.MonkeyPatch, range_bytes: int) -> None:
+    """Parse every local file in ranges of ``range_bytes``, by this thread and one worker process."""
+    from jurymeter.io.adapters import mt_bench
+
+    monkeypatch.setattr(mt_bench, "PARALLEL_BYTES", 0)
+    monkeypatch.setattr(mt_bench, "RANGE_BYTES", range_bytes)
+    monkeypatch.setattr(mt_bench, "_parallel_workers", lambda source: 1 if source.local_file() else 0)
+
+
+@pytest.mark.parametrize("range_bytes", [1, 3000, 1 << 20])
+def test_ranges_split_the_lines_as_the_file_reader_does(range_bytes: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from jurymeter.io.adapters import mt_bench
+
+    monkeypatch.setattr(mt_bench, "RANGE_BYTES", range_bytes)
+    monkeypatch.setattr(mt_bench, "_READ_BYTES", 1000)
+    body = b"\n".join(hostile_lines()[:200])
+    for data in (body, body + b"\n", body.replace(b"\n", b"\r\n") + b"\n\n", b"", b"\n", b"x", b"\n\nx\n"):
+        source = _write(tmp_path, "lines.jsonl", data)
+        expected = [line for _, block in FileBytes(source).line_blocks() for line in block]
+        got: list[bytes] = []
+        ranges = mt_bench._ranges(source.path, len(data))
+        assert [s for s, _ in ranges[1:]] == [e for _, e in ranges[:-1]]
+        assert ranges[0][0] == 0
+        assert ranges[-1][1] == len(data)
+        for start, end in ranges:
+            assert start == 0 or data[start - 1 : start] == b"\n"
+            got += [line for _, block in mt_bench._range_blocks(source.path, start, end) for line in block]
+        assert got == expected
+
+
+@pytest.mark.parametrize("batch", [13, 50_000])
+def test_the_parallel_parse_reads_every_batch_as_the_judgments_do(
+    batch: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sources = list(_inputs(tmp_path))[-3:]  # the hostile files: a BOM, CRLF, unreadable lines first
+    expected = [_read(source, _NoFrames(), AdapterOptions(), batch) for source in sources]
+    _parallel(monkeypatch, 3000)  # several ranges, parsed here and in the worker
+    for source, reference in zip(sources, expected, strict=True):
+        _same(_read(source, MT_BENCH, AdapterOptions(), batch), reference)
+
+
+def test_the_parallel_parse_ingests_the_same_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import multiprocessing
+
+    source = list(_inputs(tmp_path))[-3]
+    stores, reports = [], []
+    for k, parallel in enumerate((False, True)):
+        if parallel:
+            monkeypatch.undo()
+            _parallel(monkeypatch, 5000)
+        else:
+            monkeypatch.setattr(MtBenchAdapter, "frames", _NoFrames.frames)
+        store = Store(str(tmp_path / f"store-{k}"))
+        [report] = ingest(store, [source], ValidationOptions()).sources
+        reports.append({k: v for k, v in vars_of(report).items() if k != "source"})
+        stores.append(_store_rows(store))
+    assert reports[0] == reports[1]
+    for got, expected in zip(stores[1], stores[0], strict=True):
+        assert got.equals(expected)
+    assert multiprocessing.active_children() == []
+
+
+def test_the_parallel_parse_leaves_no_temporary_file_or_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import multiprocessing
+
+    spill = tmp_path / "tmp"
+    spill.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(spill))
+    _parallel(monkeypatch, 2000)
+    source = _write(tmp_path, "hostile.jsonl", b"\n".join(hostile_lines()))
+    blocks = adapted_batches(source, MT_BENCH, AdapterOptions(), AdapterNotes("mt-bench"), batch_judgments=20)
+    next(blocks)
+    assert multiprocessing.active_children() == []  # the parse is over before the first batch
+    blocks.close()
+    assert list(spill.iterdir()) == []
+    class Later(threading.Event):  # set from its third look on: during the parse
+        looks = 0
+
+        def is_set(self) -> bool:
+            self.looks += 1
+            return self.looks > 2
+
+    cancel = Later()
+    with pytest.raises(reading.ReadCancelled):
+        list(adapted_batches(source, MT_BENCH, AdapterOptions(), AdapterNotes("mt-bench"), cancel=cancel))
+    assert list(spill.iterdir()) == []
+    assert multiprocessing.active_children() == []

@@ -24,7 +24,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import numpy as np
 import polars as pl
@@ -141,17 +141,29 @@ def ingest(
     with store.lock(timeout=lock_timeout):
         report.removed_uncommitted = len(store.remove_uncommitted())
         seen: dict[str, str] = {}
+        sizes: set[int] | None = None  # of the committed sources and those of this run so far
         for source in sources:
-            # The fast path's census reads the file beside the hash (two cores, one
-            # pass's wall time); it is cancelled if the file needs no ingest.
+            # The fast path's census, or an adapter's reading, runs beside the hash (two
+            # cores, one pass's wall time); it is cancelled if the file needs no ingest.
             census = Census(source) if eligible(source, store) else None
+            early = None
+            if source.adapter is not None and not store.is_s3:
+                if sizes is None:
+                    sizes = {int(m.get("size", -1)) for m in store.markers()}
+                # A source the size of one already seen is most likely a re-delivery: hash it
+                # alone (the no-op costs only the hash); any other starts reading now.
+                if source.size not in sizes:
+                    early = AdapterRead(source, options)
+                sizes.add(source.size)
             try:
                 result = _hash_and_ingest(
-                    store, source, census, options, report.run_id, strict, block_bytes, seen
+                    store, source, census, options, report.run_id, strict, block_bytes, seen, early
                 )
             finally:
                 if census is not None:
                     census.cancel()
+                if early is not None:
+                    early.close()
             report.sources.append(result)
             store.write_json(f"runs/{report.run_id}.json", {**report.to_json(), "status": "running"})
             if on_source is not None:
@@ -170,6 +182,7 @@ def _hash_and_ingest(
     strict: bool,
     block_bytes: int,
     seen: dict[str, str],
+    early: AdapterRead | None = None,
 ) -> SourceReport:
     """Ingest one source unless its content (by SHA-256) is in the store or earlier in this run."""
     sha = content_sha256(source)
@@ -185,7 +198,7 @@ def _hash_and_ingest(
             note=f"same content as {first}, already in the store: nothing to do",
         )
     seen[sha] = source.url
-    return _ingest_source(store, source, sha, options, run_id, strict, block_bytes, census)
+    return _ingest_source(store, source, sha, options, run_id, strict, block_bytes, census, early)
 
 
 @dataclass(slots=True)
@@ -237,6 +250,7 @@ def _ingest_source(
     strict: bool,
     block_bytes: int = DEFAULT_BLOCK_BYTES,
     census: Census | None = None,
+    early: AdapterRead | None = None,
 ) -> SourceReport:
     sid = store.source_id(sha)
     staged = _Staged(sid)
@@ -254,7 +268,7 @@ def _ingest_source(
         staged.parts = list(streamed.parts)
     else:
         protocol = _read_validate_stage(
-            store, source, staged, options, watched, block_bytes, result, reasons
+            store, source, staged, options, watched, block_bytes, result, reasons, early
         )
     result.protocol = protocol
     if protocol is not None and staged.parts:
@@ -325,26 +339,66 @@ def _read_validate_stage(
     block_bytes: int,
     result: SourceReport,
     reasons: Counter[str],
+    early: AdapterRead | None = None,
 ) -> Protocol | None:
     """The block path: read, validate and stage ``source`` batch by batch; its protocol."""
-    sid = staged.sid
-    protocol: Protocol | None = None
-    decided = False
-    last_line = 0
     if source.adapter is not None:
+        read = early if early is not None else AdapterRead(source, options)
+        try:
+            protocol = _validate_stage(store, source, staged, options, read.batches, result, reasons)
+        finally:
+            read.close()
+        result.notes = list(read.notes.notes)
+        return protocol
+    batches = prefetch(
+        read_batches(source, block_bytes=block_bytes, parquet_rows=_rows_for(block_bytes), text_fields=watched)
+    )
+    try:
+        return _validate_stage(store, source, staged, options, batches, result, reasons)
+    finally:
+        batches.close()
+
+
+class AdapterRead:
+    """An adapter source's raw batches, read in a background thread from the moment it is made.
+
+    :func:`ingest` makes one before it hashes the source, so the adapter reads
+    (and an MT-Bench single file is parsed) on one core while the hash runs on
+    the other; :meth:`close` stops the reading at its next block when the
+    source needs no ingest, or once the ingest is done with it.
+    """
+
+    def __init__(self, source: SourceFile, options: ValidationOptions) -> None:
         from jurymeter.io.adapters import adapter
         from jurymeter.io.adapters.base import AdapterNotes, AdapterOptions
         from jurymeter.io.adapters.reading import adapted_batches
 
-        notes = AdapterNotes(format=source.adapter)
+        assert source.adapter is not None
+        self.notes = AdapterNotes(format=source.adapter)
         told = AdapterOptions(item_set=options.item_set, baseline=options.baseline, scale=options.scale)
-        batches: Iterator[RawBatch] = adapted_batches(source, adapter(source.adapter), told, notes)
-    else:
-        notes = None
-        batches = read_batches(
-            source, block_bytes=block_bytes, parquet_rows=_rows_for(block_bytes), text_fields=watched
-        )
-    for batch in prefetch(batches):
+        self._cancel = threading.Event()
+        self.batches = prefetch(adapted_batches(source, adapter(source.adapter), told, self.notes, cancel=self._cancel))
+
+    def close(self) -> None:
+        self._cancel.set()
+        self.batches.close()
+
+
+def _validate_stage(
+    store: Store,
+    source: SourceFile,
+    staged: _Staged,
+    options: ValidationOptions,
+    batches: Iterator[RawBatch],
+    result: SourceReport,
+    reasons: Counter[str],
+) -> Protocol | None:
+    """Validate and stage the batches of ``source``; its protocol."""
+    sid = staged.sid
+    protocol: Protocol | None = None
+    decided = False
+    last_line = 0
+    for batch in batches:
         result.read += batch.n_read
         # Lines come in file order; one line may hold several judgments.
         # Counted vectorized: a Python loop here ran once a line on every canonical block.
@@ -422,8 +476,6 @@ def _read_validate_stage(
             relpath = f"quarantine/{staged.next_name()}"
             store.write_parquet(relpath, q)
             staged.quarantine_parts.append(relpath)
-    if notes is not None:
-        result.notes = list(notes.notes)
     return protocol
 
 
@@ -611,41 +663,70 @@ def _rewrite_without(store: Store, paths: list[str], lines: pl.Series) -> set[st
     return emptied
 
 
-def prefetch(items: Iterator[T], depth: int = 1) -> Iterator[T]:
-    """Produce the next ``depth`` items in a background thread while the caller works.
+class Prefetch(Iterator[T]):
+    """The items of an iterator, produced ``depth`` ahead in a background thread started at once.
 
     Parsing (polars, GIL released) then overlaps validation and writing on the
-    second core; memory holds at most ``depth + 1`` batches. An exception in the
+    second core; memory holds at most ``depth + 1`` items. An exception in the
     producer is re-raised in the caller at the item where it happened.
+    :meth:`close` (also at the end of the items) stops the producer at its next
+    item and waits for it; the producer closes the items (a generator's
+    ``finally`` runs then).
     """
-    slots: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=depth)
-    stop = threading.Event()
 
-    def produce() -> None:
+    def __init__(self, items: Iterator[T], depth: int = 1) -> None:
+        self._slots: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=depth)
+        self._stop = threading.Event()
+        self._done = False
+        self._items = items
+        self._worker = threading.Thread(target=self._produce, daemon=True, name="jurymeter-prefetch")
+        self._worker.start()
+
+    def _put(self, slot: tuple[str, Any]) -> bool:
+        while not self._stop.is_set():
+            try:
+                self._slots.put(slot, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _produce(self) -> None:
         try:
-            for item in items:
-                if stop.is_set():
+            for item in self._items:
+                if not self._put(("item", item)):
                     return
-                slots.put(("item", item))
-            slots.put(("done", None))
+            self._put(("done", None))
         except BaseException as exc:  # handed to the consumer, never lost
-            slots.put(("error", exc))
+            self._put(("error", exc))
+        finally:
+            close = getattr(self._items, "close", None)
+            if close is not None:  # a generator stopped early cleans up now (its temporary files)
+                close()
 
-    worker = threading.Thread(target=produce, daemon=True, name="jurymeter-prefetch")
-    worker.start()
-    try:
-        while True:
-            kind, value = slots.get()
-            if kind == "done":
-                return
-            if kind == "error":
-                raise value
-            yield value
-    finally:
-        stop.set()
+    def __next__(self) -> T:
+        if self._done:
+            raise StopIteration
+        kind, value = self._slots.get()
+        if kind == "item":
+            return cast(T, value)
+        self.close()
+        if kind == "error":
+            raise value
+        raise StopIteration
+
+    def close(self) -> None:
+        self._done = True
+        self._stop.set()
         with contextlib.suppress(queue.Empty):
-            slots.get_nowait()
-        worker.join(timeout=60)
+            while True:
+                self._slots.get_nowait()
+        self._worker.join(timeout=60)
+
+
+def prefetch(items: Iterator[T], depth: int = 1) -> Prefetch[T]:
+    """:class:`Prefetch` of ``items``: produced ``depth`` ahead in a background thread, started now."""
+    return Prefetch(items, depth)
 
 
 def _rows_for(block_bytes: int) -> int:

@@ -148,6 +148,14 @@ class SourceBytes(ABC):
         if block:
             yield first, block
 
+    def local_file(self) -> str | None:
+        """The path of the source as a plain local file (uncompressed), which other processes may open; else ``None``."""
+        return None
+
+    def check(self) -> None:
+        """Raise if the reading was cancelled (a reader that can be cancelled overrides it)."""
+        return None
+
 
 class Adapter(ABC):
     """A judgment-log format: how to recognise it, and how to read it into judgments."""

@@ -106,11 +106,12 @@ Columns
 For a single-answer file the ingest reads :meth:`MtBenchAdapter.frames`
 instead (:func:`_single_frames`): the same judgments, rejects, messages and
 batches as typed columns, from one parse of the file rather than two. Each
-batch's columns (no prompt or judgment text: about 200 bytes a judgment) wait
-in a temporary Arrow file while the rest of the file is read, with each
-judgment's key hash and value (32 bytes) in memory; the keys with more than one
-value are then ranked and the batches read back with their replicates. Memory
-is one batch and the values, never the file. ``tests/test_adapters_frames.py``
+batch's columns (no prompt or judgment text: about 350 bytes a judgment, the
+raw text of the rejected ones included) wait in a temporary Arrow file while
+the rest of the file is read, with each judgment's key hash (8 bytes) in
+memory; the keys on more than one line are then ranked and the batches read
+back with their replicates. Memory is one batch and the hashes, never the
+file. ``tests/test_adapters_frames.py``
 holds it to :meth:`MtBenchAdapter.judgments`.
 
 Answer lengths
@@ -138,10 +139,11 @@ skipped.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import tempfile
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar, Final
 
@@ -752,16 +754,72 @@ def _single_frames(
 
     One parse of the file instead of two: the lines are read once (orjson, as
     :func:`_singles` does, with the same checks, rejects and messages), each
-    batch's columns go to a temporary Arrow file, and every judgment's key and
-    value to a small frame (32 bytes a line). When the file is read, the keys
-    with more than one value are ranked (:data:`_VALUE` sorted as Python sorts
-    ``(tstamp, score)``), and the batches are read back with their replicates.
-    Memory holds one batch and the keys' values, never the file; the temporary
-    files hold the batches' columns without the prompt or judgment text (about
-    200 bytes a judgment) and are removed batch by batch.
+    batch's columns go to a temporary Arrow file, and every judgment's key hash
+    stays in memory (8 bytes a line). When the file is read, the values of the
+    keys on more than one line are read back from those files and ranked
+    (:data:`_VALUE` sorted as Python sorts ``(tstamp, score)``), and the
+    batches are read back with their replicates. Memory holds one batch and the
+    hashes, never the file; the temporary files hold the batches' columns
+    without the prompt or judgment text (about 350 bytes a judgment) and are
+    removed batch by batch.
+
+    A plain local file of at least :data:`PARALLEL_BYTES` on a machine with
+    more than one core is parsed in ranges of lines, by this thread and by
+    worker processes (orjson holds the GIL), see :func:`_parallel_pieces`; the
+    pieces are then cut into the same batches.
     """
     item_set = options.item_set or ITEM_SET
     low, high = options.scale or DEFAULT_SCALE
+    with tempfile.TemporaryDirectory(prefix="jurymeter-mt-bench-") as spill:
+        workers = _parallel_workers(source)
+        if workers:
+            pieces = _parallel_pieces(source, workers, low, high, spill, batch_judgments)
+        else:
+            pieces = [(0, _scan(source.line_blocks(), 1, low, high, batch_judgments, spill, "", source.check))]
+        hashes = [h for _, scanned in pieces for _, _, h in scanned if h is not None]
+        ranks = _ranks(hashes, [path for _, scanned in pieces for path, _, _ in scanned if path is not None])
+        hashes.clear()
+        _note(notes, "single", options, ranks[_H].n_unique() if ranks.height else 0)
+        if not workers:  # the batches as they were spilled
+            for path, bad, _ in pieces[0][1]:
+                unread = [Unreadable(*row) for row in _read_back(bad).iter_rows()] if bad is not None else []
+                if path is None:
+                    yield AdaptedFrame(pl.DataFrame(), np.zeros(0, dtype=np.int64), lambda rows: [], unread)
+                else:
+                    yield _adapted(source, _read_back(path), ranks, item_set, unread)
+            return
+        for frame, unread in _recut(pieces, batch_judgments):
+            if not frame.height:
+                yield AdaptedFrame(pl.DataFrame(), np.zeros(0, dtype=np.int64), lambda rows: [], unread)
+            else:
+                yield _adapted(source, frame, ranks, item_set, unread)
+
+
+# Spilled pieces of a scan: (judgments' Arrow file, unreadable lines' Arrow file, the judgments' key hashes).
+_Piece = tuple[str | None, str | None, np.ndarray | None]
+
+PARALLEL_BYTES = 256 * 1024 * 1024  # a smaller file is parsed by one thread
+RANGE_BYTES = 32 * 1024 * 1024  # the ranges of lines the parallel parse hands out
+MAX_WORKERS = 3  # worker processes at most (beside the reading thread)
+_READ_BYTES: Final = 8 * 1024 * 1024  # io.adapters.reading.READ_BYTES
+
+
+def _scan(
+    blocks: Iterator[tuple[int, list[bytes]]],
+    bom_line: int,
+    low: float,
+    high: float,
+    batch_judgments: int,
+    spill: str,
+    prefix: str,
+    check: Callable[[], None] | None = None,
+) -> list[_Piece]:
+    """Parse lines as :func:`_singles` does and spill them every ``batch_judgments`` judgments and unreadable lines.
+
+    ``blocks`` as ``SourceBytes.line_blocks`` gives them (line numbers as
+    counted from the first line of ``blocks``); a byte-order mark is taken off
+    line ``bom_line`` only (0: none). ``check`` runs before each block.
+    """
     loads, dumps, decode_error = orjson.loads, orjson.dumps, orjson.JSONDecodeError
     lines: list[int] = []
     items: list[str] = []
@@ -778,93 +836,256 @@ def _single_frames(
     raws: dict[int, str] = {}
     rests: dict[int, int] = {}
     unreadable: list[Unreadable] = []
-    with tempfile.TemporaryDirectory(prefix="jurymeter-mt-bench-") as spill:
-        written: list[tuple[str | None, str | None]] = []  # each batch's judgments and unreadable lines
-        keys: list[pl.DataFrame] = []
+    written: list[_Piece] = []  # each batch's judgments, unreadable lines and key hashes
 
-        def flush() -> None:
-            path = bad = None
-            if lines:
-                frame = _block_frame(
-                    lines, items, qids, turns, models, judges, prompts, scores, stamps,
-                    stamp_texts, lengths, rejects, raws, rests,
-                )
-                keys.append(frame.select(_VALUE).unique())
-                path = os.path.join(spill, f"{len(written):06d}.arrow")
-                frame.write_ipc(path)
-            if unreadable:
-                bad = os.path.join(spill, f"{len(written):06d}-unreadable.arrow")
-                pl.DataFrame(
-                    [(u.line, u.raw, u.message) for u in unreadable],
-                    schema={"line": pl.Int64, "raw": pl.String, "message": pl.String},
-                    orient="row",
-                ).write_ipc(bad)
-            written.append((path, bad))
-            for column in (lines, items, qids, turns, models, judges, prompts, scores, stamps, stamp_texts, lengths):
-                column.clear()
-            for sparse in (rejects, raws, rests):
-                sparse.clear()
-            unreadable.clear()
+    def flush() -> None:
+        path = bad = hashes = None
+        name = f"{prefix}{len(written):06d}"
+        if lines:
+            frame = _block_frame(
+                lines, items, qids, turns, models, judges, prompts, scores, stamps,
+                stamp_texts, lengths, rejects, raws, rests,
+            )
+            hashes = frame[_H].to_numpy()
+            path = os.path.join(spill, f"{name}.arrow")
+            frame.write_ipc(path)
+        if unreadable:
+            bad = os.path.join(spill, f"{name}-unreadable.arrow")
+            pl.DataFrame(
+                [(u.line, u.raw, u.message) for u in unreadable],
+                schema={"line": pl.Int64, "raw": pl.String, "message": pl.String},
+                orient="row",
+            ).write_ipc(bad)
+        written.append((path, bad, hashes))
+        for column in (lines, items, qids, turns, models, judges, prompts, scores, stamps, stamp_texts, lengths):
+            column.clear()
+        for sparse in (rejects, raws, rests):
+            sparse.clear()
+        unreadable.clear()
 
-        for first, block in source.line_blocks():
-            number = first - 1
-            for raw in block:  # the loop of _singles, writing columns
-                number += 1
-                if len(lines) + len(unreadable) >= batch_judgments:
-                    flush()
-                if number == 1 and raw.startswith(_BOM):
-                    raw = raw[len(_BOM) :]
-                if not raw or raw.isspace():
-                    continue
-                try:
-                    obj = loads(raw)
-                except decode_error as exc:
-                    unreadable.append(Unreadable(number, raw.decode("utf-8", "replace"), f"not a JSON object: {exc}"))
-                    continue
-                if type(obj) is not dict:
-                    message = f"not a JSON object: a JSON {type(obj).__name__}"
-                    unreadable.append(Unreadable(number, raw.decode("utf-8", "replace"), message))
-                    continue
-                if "model_1" in obj or "model_2" in obj or "model" not in obj:
-                    unreadable.append(Unreadable(number, raw.decode("utf-8", "replace"), _other_kind(obj, "single")))
-                    continue
-                single = _read_single(obj)
-                if isinstance(single, str):
-                    unreadable.append(Unreadable(number, raw.decode("utf-8", "replace"), single))
-                    continue
-                item_id, qid, turn, judge_id, prompt, tstamp, model, score = single
-                row = len(lines)
-                reject = _single_reject(obj, score, low, high)
-                if reject is not None:
-                    rejects[row] = reject
-                    raws[row] = raw.decode("utf-8", "replace")
-                elif not model or not judge_id:  # validation will reject it: keep its text at hand
-                    raws[row] = raw.decode("utf-8", "replace")
-                if type(score) is int and not -_EXACT <= score <= _EXACT:
-                    rests[row] = score - int(float(score))
-                written_stamp = obj["tstamp"]
-                lines.append(number)
-                items.append(item_id)
-                qids.append(qid if type(qid) is str else str(qid))
-                turns.append(str(turn))
-                models.append(model)
-                judges.append(judge_id)
-                prompts.append(prompt)
-                scores.append(float(score))
-                stamps.append(tstamp)
-                stamp_texts.append(dumps(written_stamp).decode() if type(written_stamp) is float else str(written_stamp))
-                lengths.append(_single_length(obj.get("user_prompt")))
-        if lines or unreadable:
-            flush()
-        ranks = _ranks(keys)
-        keys.clear()
-        _note(notes, "single", options, ranks[_H].n_unique() if ranks.height else 0)
-        for path, bad in written:
-            unread = [Unreadable(*row) for row in _read_back(bad).iter_rows()] if bad is not None else []
-            if path is None:
-                yield AdaptedFrame(pl.DataFrame(), np.zeros(0, dtype=np.int64), lambda rows: [], unread)
-            else:
-                yield _adapted(source, _read_back(path), ranks, item_set, unread)
+    for first, block in blocks:
+        if check is not None:
+            check()
+        number = first - 1
+        for raw in block:  # the loop of _singles, writing columns
+            number += 1
+            if len(lines) + len(unreadable) >= batch_judgments:
+                flush()
+            if number == bom_line and raw.startswith(_BOM):
+                raw = raw[len(_BOM) :]
+            if not raw or raw.isspace():
+                continue
+            try:
+                obj = loads(raw)
+            except decode_error as exc:
+                unreadable.append(Unreadable(number, raw.decode("utf-8", "replace"), f"not a JSON object: {exc}"))
+                continue
+            if type(obj) is not dict:
+                message = f"not a JSON object: a JSON {type(obj).__name__}"
+                unreadable.append(Unreadable(number, raw.decode("utf-8", "replace"), message))
+                continue
+            if "model_1" in obj or "model_2" in obj or "model" not in obj:
+                unreadable.append(Unreadable(number, raw.decode("utf-8", "replace"), _other_kind(obj, "single")))
+                continue
+            single = _read_single(obj)
+            if isinstance(single, str):
+                unreadable.append(Unreadable(number, raw.decode("utf-8", "replace"), single))
+                continue
+            item_id, qid, turn, judge_id, prompt, tstamp, model, score = single
+            row = len(lines)
+            reject = _single_reject(obj, score, low, high)
+            if reject is not None:
+                rejects[row] = reject
+                raws[row] = raw.decode("utf-8", "replace")
+            elif not model or not judge_id:  # validation will reject it: keep its text at hand
+                raws[row] = raw.decode("utf-8", "replace")
+            if type(score) is int and not -_EXACT <= score <= _EXACT:
+                rests[row] = score - int(float(score))
+            written_stamp = obj["tstamp"]
+            lines.append(number)
+            items.append(item_id)
+            qids.append(qid if type(qid) is str else str(qid))
+            turns.append(str(turn))
+            models.append(model)
+            judges.append(judge_id)
+            prompts.append(prompt)
+            scores.append(float(score))
+            stamps.append(tstamp)
+            stamp_texts.append(dumps(written_stamp).decode() if type(written_stamp) is float else str(written_stamp))
+            lengths.append(_single_length(obj.get("user_prompt")))
+    if lines or unreadable:
+        flush()
+    return written
+
+
+def _parallel_workers(source: SourceBytes) -> int:
+    """Worker processes to parse ``source`` beside this thread (0: parse it here alone)."""
+    import multiprocessing
+
+    path = source.local_file()
+    if path is None or multiprocessing.current_process().daemon:  # a daemonic process has no children
+        return 0
+    try:
+        if os.path.getsize(path) < PARALLEL_BYTES:
+            return 0
+    except OSError:
+        return 0
+    return max(0, min(len(os.sched_getaffinity(0)) - 1, MAX_WORKERS))
+
+
+def _ranges(path: str, size: int) -> list[tuple[int, int]]:
+    """Byte ranges of about :data:`RANGE_BYTES` that cover the file, each ending after a newline (or at its end)."""
+    bounds = [0]
+    with open(path, "rb") as handle:
+        while bounds[-1] + RANGE_BYTES < size:
+            handle.seek(bounds[-1] + RANGE_BYTES - 1)
+            while True:
+                chunk = handle.read(64 * 1024)
+                if not chunk:
+                    break
+                newline = chunk.find(b"\n")
+                if newline >= 0:
+                    break
+            if not chunk:
+                break
+            end = handle.tell() - len(chunk) + newline + 1
+            if end >= size:
+                break
+            bounds.append(end)
+    bounds.append(size)
+    return list(itertools.pairwise(bounds))
+
+
+def _range_blocks(path: str, start: int, end: int) -> Iterator[tuple[int, list[bytes]]]:
+    """The lines of ``path``'s bytes ``start`` to ``end`` as ``FileBytes.line_blocks`` splits them, numbered from 1."""
+    first = 1
+    pending: list[bytes] = []
+    with open(path, "rb") as handle:
+        handle.seek(start)
+        left = end - start
+        while left > 0:
+            block = handle.read(min(_READ_BYTES, left))
+            if not block:
+                break
+            left -= len(block)
+            if block.rfind(b"\n") < 0:
+                pending.append(block)
+                continue
+            lines = block.split(b"\n")
+            if pending:
+                lines[0] = b"".join((*pending, lines[0]))
+            tail = lines.pop()
+            pending = [tail] if tail else []
+            yield first, [line.rstrip(b"\r\n") for line in lines]
+            first += len(lines)
+    if pending:
+        yield first, [b"".join(pending).rstrip(b"\r\n")]
+
+
+def _scan_range(
+    path: str, start: int, end: int, low: float, high: float, batch_judgments: int, spill: str, unit: int
+) -> tuple[int, list[_Piece]]:
+    """One range of lines parsed and spilled (in any process): its count of lines and its pieces."""
+    count = 0
+
+    def counted() -> Iterator[tuple[int, list[bytes]]]:
+        nonlocal count
+        for first, block in _range_blocks(path, start, end):
+            count = first - 1 + len(block)
+            yield first, block
+
+    pieces = _scan(counted(), 1 if start == 0 else 0, low, high, batch_judgments, spill, f"r{unit:05d}-")
+    return count, pieces
+
+
+def _parallel_pieces(
+    source: SourceBytes, workers: int, low: float, high: float, spill: str, batch_judgments: int
+) -> list[tuple[int, list[_Piece]]]:
+    """Every range's pieces with the number of lines before the range, in file order.
+
+    This thread parses a range whenever the worker processes have two queued
+    each (the processes start in about a second); ``source.check`` runs between
+    ranges (a cancelled read stops there, once the ranges being parsed are done).
+    """
+    import multiprocessing
+    from concurrent.futures import Future, ProcessPoolExecutor
+
+    path = source.local_file()
+    assert path is not None
+    ranges = _ranges(path, os.path.getsize(path))
+    done: dict[int, tuple[int, list[_Piece]]] = {}
+    queued: dict[int, Future[tuple[int, list[_Piece]]]] = {}
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+    try:
+        unit = 0
+        while unit < len(ranges) or queued:
+            source.check()
+            for k in [k for k, future in queued.items() if future.done()]:
+                done[k] = queued.pop(k).result()
+            while unit < len(ranges) and len(queued) < 2 * workers:  # a range ready for each when it is done
+                start, end = ranges[unit]
+                queued[unit] = pool.submit(_scan_range, path, start, end, low, high, batch_judgments, spill, unit)
+                unit += 1
+            if unit < len(ranges):
+                start, end = ranges[unit]
+                done[unit] = _scan_range(path, start, end, low, high, batch_judgments, spill, unit)
+                unit += 1
+            elif queued:
+                k = min(queued)
+                done[k] = queued.pop(k).result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    out: list[tuple[int, list[_Piece]]] = []
+    before = 0
+    for k in range(len(ranges)):
+        count, pieces = done[k]
+        out.append((before, pieces))
+        before += count
+    return out
+
+
+def _recut(
+    pieces: list[tuple[int, list[_Piece]]], batch_judgments: int
+) -> Iterator[tuple[pl.DataFrame, list[Unreadable]]]:
+    """The spilled ranges read back in file order and cut into batches of ``batch_judgments`` lines as one scan cuts.
+
+    A batch holds the next ``batch_judgments`` judgments and unreadable lines
+    in line order; its reject columns are there when one of its judgments is
+    rejected (as :func:`_block_frame` writes them).
+    """
+    frames: list[pl.DataFrame] = []
+    unread: list[Unreadable] = []
+    held = 0
+
+    def cut(last: bool) -> Iterator[tuple[pl.DataFrame, list[Unreadable]]]:
+        nonlocal frames, unread, held
+        while held >= batch_judgments or (last and held):
+            frame = pl.concat(frames, how="diagonal") if len(frames) > 1 else frames[0] if frames else pl.DataFrame()
+            at_f = frame[_LINE].to_numpy() if frame.height else np.zeros(0, dtype=np.int64)
+            at_u = np.asarray([u.line for u in unread], dtype=np.int64)
+            take = min(held, batch_judgments)
+            end = np.sort(np.concatenate([at_f, at_u]))[take - 1]
+            kf, ku = int(np.searchsorted(at_f, end, "right")), int(np.searchsorted(at_u, end, "right"))
+            batch = frame.slice(0, kf)
+            if _REJECT_REASON in batch.columns and batch[_REJECT_REASON].null_count() == batch.height:
+                batch = batch.drop(_REJECT_REASON, _REJECT_MESSAGE)
+            yield batch, unread[:ku]
+            frames = [frame.slice(kf)] if kf < frame.height else []
+            unread = unread[ku:]
+            held -= kf + ku
+
+    for before, scanned in pieces:
+        for path, bad, _ in scanned:
+            if path is not None:
+                frame = _read_back(path)
+                frames.append(frame.with_columns(pl.col(_LINE) + before) if before else frame)
+                held += frame.height
+            if bad is not None:
+                back = _read_back(bad)
+                unread.extend(Unreadable(line + before, raw, message) for line, raw, message in back.iter_rows())
+                held += back.height
+            yield from cut(last=False)
+    yield from cut(last=True)
 
 
 def _read_back(path: str) -> pl.DataFrame:
@@ -936,11 +1157,23 @@ def _block_frame(
     return frame.with_columns(pl.struct("item_id", "system_id", "judge_id").hash(seed=0).alias(_H))
 
 
-def _ranks(keys: list[pl.DataFrame]) -> pl.DataFrame:
-    """Replicate of every value of a key with more than one value: its rank in the key's sorted values."""
-    if not keys:
-        return pl.DataFrame(schema={_H: pl.UInt64, _T: pl.Float64, _S: pl.Float64, _R: pl.Int64, "replicate": pl.Int64})
-    values = pl.concat(keys).unique()
+def _ranks(hashes: list[np.ndarray], paths: list[str]) -> pl.DataFrame:
+    """Replicate of every value of a key with more than one value: its rank in the key's sorted values.
+
+    The hashes of keys on more than one line are found by sorting all the
+    hashes (numpy, 8 bytes a judgment); only those keys' values are read back
+    from the batches' files.
+    """
+    everything = np.sort(np.concatenate(hashes)) if hashes else np.zeros(0, dtype=np.uint64)
+    again = np.unique(everything[1:][everything[1:] == everything[:-1]])
+    del everything
+    schema = {_H: pl.UInt64, _T: pl.Float64, _S: pl.Float64, _R: pl.Int64}
+    if not len(again):
+        return pl.DataFrame(schema={**schema, "replicate": pl.Int64})
+    wanted = pl.DataFrame({_H: pl.Series(again, dtype=pl.UInt64)})
+    values = pl.concat(
+        [pl.read_ipc(path, columns=_VALUE).join(wanted, on=_H, how="semi") for path in paths]
+    ).unique()
     repeated = values.filter(pl.len().over(_H) > 1).sort(_VALUE)
     return repeated.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).over(_H).alias("replicate"))
 

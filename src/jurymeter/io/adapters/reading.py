@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -38,12 +39,32 @@ BATCH_JUDGMENTS = 50_000
 READ_BYTES = 8 * 1024 * 1024  # a file is read in blocks of this size and split into lines
 
 
-class FileBytes(SourceBytes):
-    """A source file (local or S3, compressed or not) for an adapter."""
+class ReadCancelled(Exception):
+    """The reading of a source was cancelled (it needs no ingest)."""
 
-    def __init__(self, source: SourceFile) -> None:
+
+class FileBytes(SourceBytes):
+    """A source file (local or S3, compressed or not) for an adapter.
+
+    Once ``cancel`` is set, the next block read raises :class:`ReadCancelled`.
+    """
+
+    def __init__(self, source: SourceFile, cancel: threading.Event | None = None) -> None:
         self.source = source
         self.path = source.url
+        self._cancel = cancel
+
+    def _check(self) -> None:
+        if self._cancel is not None and self._cancel.is_set():
+            raise ReadCancelled(self.path)
+
+    def check(self) -> None:
+        self._check()
+
+    def local_file(self) -> str | None:
+        protocol = self.source.fs.protocol
+        local = "file" in (protocol if isinstance(protocol, tuple | list) else (protocol,))
+        return self.source.path if local and self.source.compression is None else None
 
     def lines(self) -> Iterator[tuple[int, bytes]]:
         for first, block in self.line_blocks():
@@ -54,11 +75,17 @@ class FileBytes(SourceBytes):
         first = 1
         pending: list[bytes] = []  # the start of a line that the blocks read so far have not ended
         with self.source.fs.open(self.source.path, "rb", compression=self.source.compression) as handle:
-            while block := handle.read(READ_BYTES):
+            while True:
+                self._check()
+                block = handle.read(READ_BYTES)
+                if not block:
+                    break
                 if block.rfind(b"\n") < 0:
                     pending.append(block)
                     continue
-                lines = (b"".join((*pending, block)) if pending else block).split(b"\n")
+                lines = block.split(b"\n")
+                if pending:  # the block's first piece ends the line the earlier blocks began
+                    lines[0] = b"".join((*pending, lines[0]))
                 tail = lines.pop()
                 pending = [tail] if tail else []
                 yield first, [line.rstrip(b"\r\n") for line in lines]
@@ -67,6 +94,7 @@ class FileBytes(SourceBytes):
             yield first, [b"".join(pending).rstrip(b"\r\n")]
 
     def read(self) -> bytes:
+        self._check()
         with self.source.fs.open(self.source.path, "rb", compression=self.source.compression) as handle:
             data: bytes = handle.read()
             return data
@@ -101,13 +129,15 @@ def adapted_batches(
     notes: AdapterNotes,
     *,
     batch_judgments: int = BATCH_JUDGMENTS,
+    cancel: threading.Event | None = None,
 ) -> Iterator[RawBatch]:
     """The source's judgments as raw batches of at most ``batch_judgments`` rows.
 
     The adapter's column blocks (``Adapter.frames``) when it offers them for
-    this source, else its judgments, a batch at a time.
+    this source, else its judgments, a batch at a time. Setting ``cancel``
+    stops the reading at its next block (:class:`ReadCancelled`).
     """
-    file = FileBytes(source)
+    file = FileBytes(source, cancel)
     blocks = adapter.frames(file, options, notes, batch_judgments=batch_judgments)
     if blocks is not None:
         for block in blocks:
