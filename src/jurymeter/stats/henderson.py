@@ -141,19 +141,10 @@ class _Codes:
         key = self._key(facets)
         if key in self._codes:
             return self._codes[key]
-        head, size_head = self.codes(frozenset(key[:-1]))
+        head, _ = self.codes(frozenset(key[:-1]))
         tail, size_tail = self._codes[(key[-1],)]
-        combined = head * size_tail + tail
-        radix = size_head * size_tail
-        if radix <= DENSE_CODES_PER_RECORD * self.n + 1024:
-            seen = np.zeros(radix, dtype=bool)
-            seen[combined] = True
-            remap = np.cumsum(seen) - 1
-            out, levels = remap[combined], int(seen.sum())
-        else:
-            uniques, out = np.unique(combined, return_inverse=True)
-            levels = len(uniques)
-        result = (out.astype(np.int64, copy=False), levels)
+        out = _dense(head * size_tail + tail)
+        result = (out, int(out.max()) + 1)
         self._codes[key] = result
         return result
 
@@ -195,14 +186,30 @@ def _columns(design: Design, facets: Mapping[str, str] | None) -> dict[str, str]
     return {f: chosen[f] for f in design.facets}
 
 
+def _dense(values: np.ndarray) -> np.ndarray:
+    """Codes ``0..L-1`` of integer values: a lookup table over their range (O(n)), or a sort when it is too wide."""
+    if not len(values):
+        return values.astype(np.int64)
+    low, high = int(values.min()), int(values.max())
+    if high - low < DENSE_CODES_PER_RECORD * len(values) + 1024:
+        shifted = values.astype(np.int64, copy=False) - low
+        seen = np.zeros(high - low + 1, dtype=bool)
+        seen[shifted] = True
+        remap = np.cumsum(seen, dtype=np.int64) - 1
+        dense: np.ndarray = remap[shifted]
+        return dense
+    inverse: np.ndarray = np.unique(values, return_inverse=True)[1].astype(np.int64, copy=False)
+    return inverse
+
+
 def _facet_codes(frame: pl.DataFrame, columns: Mapping[str, str]) -> dict[str, np.ndarray]:
-    """Codes ``0..n-1`` per facet column, by hashing (``replace_strict`` on the unique values)."""
+    """Codes ``0..n-1`` per facet column: integers by their range, anything else by hashing to a categorical."""
     out: dict[str, np.ndarray] = {}
     for facet, column in columns.items():
         series = frame.get_column(column)
-        levels = series.unique()
-        codes = series.replace_strict(levels, pl.int_range(levels.len(), eager=True), return_dtype=pl.Int64)
-        out[facet] = codes.to_numpy().astype(np.int64, copy=False)
+        if not series.dtype.is_integer():
+            series = series.cast(pl.String).cast(pl.Categorical).to_physical()
+        out[facet] = _dense(series.to_numpy())
     return out
 
 
@@ -221,6 +228,8 @@ def _k(codes: _Codes, a: Effect, c: Effect, n: int) -> float:
     r""":math:`k(A, c) = \sum_{l \in A} \sum_{m \in c} n_{lm}^2 / n_l` from the counts of :math:`A \cup c`."""
     if c <= a:
         return float(n)
+    if len(c) == len(codes.order):  # the residual, one record per level: k is A's level count
+        return float(codes.codes(a)[1])
     union = a | c
     n_union = codes.counts(union)
     if not a:
