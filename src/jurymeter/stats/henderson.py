@@ -1,0 +1,420 @@
+r"""Henderson's Method I: variance components of incomplete random-effects designs from every record.
+
+Model (all facets random, infinite universes; Searle, Casella and McCulloch
+1992, *Variance Components*, ch. 5, "ANOVA estimation of variance components
+from unbalanced data", section 5.2 Henderson's Method I; Henderson 1953)
+    :math:`y = \mu 1_N + \sum_c Z_c u_c`, one vector :math:`u_c \sim N(0, \sigma^2_c I)`
+    per effect ``c`` of the :class:`~jurymeter.stats.design.Design` (a facet set
+    closed under nesting; the last effect, all facets, is the residual and has
+    one level per record). :math:`Z_c` is the 0/1 incidence of records in the
+    levels of ``c``; a level of ``c`` is a combination of the values of its facets'
+    columns, so a nested facet's labels need only be unique within its nest.
+
+Quadratic forms (SCM eq. 5.11 and 5.13)
+    For a facet set :math:`A` with observed levels :math:`l`, counts :math:`n_l`
+    and sums :math:`y_{l\cdot}`, :math:`T_A = \sum_l y_{l\cdot}^2 / n_l`
+    (:math:`T_\emptyset = y_{\cdot\cdot}^2 / N`, :math:`T_{\text{all}} = \sum y^2`).
+    The sum of squares of effect :math:`S` is the balanced-ANOVA combination of
+    T's, by inclusion-exclusion over its primary facets :math:`R(S)`,
+    :math:`SS_S = \sum_{U \subseteq R(S)} (-1)^{|U|} T_{S \setminus U}`
+    (so :math:`SS_{si} = T_{si} - T_s - T_i + T_\emptyset`,
+    :math:`SS_{r:sij} = T_{sijr} - T_{sij}`).
+
+Expectations (SCM eq. 5.14-5.16)
+    :math:`E[T_A] = N\mu^2 + \sum_c \sigma^2_c\, k(A, c)` with
+    :math:`k(A, c) = \sum_{l \in A} \sum_{m \in c} n_{lm}^2 / n_l`, where
+    :math:`n_{lm}` counts the records in level :math:`l` of :math:`A` and level
+    :math:`m` of :math:`c`: the cells of :math:`A \cup c`. So
+    :math:`k(A, c) = N` when :math:`c \subseteq A`, :math:`k(A, \text{residual})`
+    is the number of observed levels of :math:`A`, and
+    :math:`k(\emptyset, c) = \sum_m n_m^2 / N`. :math:`N\mu^2` cancels in every
+    :math:`SS_S` (the signs of the inclusion-exclusion sum to zero), so
+    :math:`E[SS] = K \sigma^2` and :math:`\hat\sigma^2 = K^{-1} SS`.
+
+Degrees of freedom and mean squares
+    :math:`df_S` is the coefficient of the residual in :math:`E[SS_S]`, the
+    inclusion-exclusion of observed level counts
+    :math:`\sum_{U \subseteq R(S)} (-1)^{|U|} L_{S \setminus U}`; :math:`MS_S = SS_S / df_S`
+    and ``coefficients`` :math:`= K / df` give :math:`E[MS] = C \sigma^2`, the
+    unbalanced analogue of :meth:`Design.ems_matrix`. On balanced data
+    :math:`T`, :math:`SS`, :math:`df` and :math:`C` are the balanced ones, so the
+    estimates equal :func:`~jurymeter.stats.gstudy.fit_gstudy`'s.
+
+Every T and every :math:`k` comes from integer-coded group counts and sums
+(``numpy.bincount``) of the records, O(records) per facet set; no array of the
+full crossing is built. ``docs/henderson.md`` says why this estimator, its costs
+and what the D-study uses for sizes.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from jurymeter.errors import DesignError
+from jurymeter.stats.design import Design, Effect
+from jurymeter.stats.gstudy import GStudy
+
+# Columns of the store's pointwise records playing the design letters of the engine.
+DEFAULT_COLUMNS: Mapping[str, str] = {
+    "s": "system_id",
+    "i": "item_id",
+    "j": "judge_id",
+    "g": "generation",
+    "r": "replicate",
+}
+# Combined codes are compressed through a dense lookup table of at most this many
+# entries per record (O(records)); a larger radix product falls back to a sort.
+DENSE_CODES_PER_RECORD = 8
+# The components are refused as not identified when K's smallest singular value is
+# below this fraction of its largest (a facet or an interaction the records never vary).
+IDENTIFIED_RCOND = 1e-12
+
+
+@dataclass(frozen=True, slots=True)
+class HendersonFit(GStudy):
+    r"""A :class:`~jurymeter.stats.gstudy.GStudy` fitted by Henderson's Method I.
+
+    Every :class:`GStudy` field has its balanced meaning where the data are
+    balanced; on incomplete data (module docstring):
+
+    Attributes
+    ----------
+    sizes
+        Per facet, the observed levels: of a facet nested in none, its distinct
+        levels; of a nested facet, the most levels within one level of its nest
+        (the axis length a dense array would need). Balanced: the block's sizes.
+    df, ss, ms
+        Henderson's :math:`df_S` (coefficient of the residual in
+        :math:`E[SS_S]`), :math:`SS_S` and :math:`MS_S = SS_S/df_S`.
+    sigma2
+        The Henderson I components (unbiased; may be negative).
+    grand_mean
+        Mean of all records (unweighted).
+    coefficients
+        ``C`` with :math:`E[MS] = C \sigma^2`, rows and columns in ``effects``
+        order; ``components = solve(coefficients, ms)``. Use it, not
+        :meth:`Design.ems_matrix` of ``sizes``, for anything mapping mean squares
+        to components (a bootstrap of mean squares, say): they differ unless the
+        data are balanced.
+    levels
+        Observed levels per effect label (:math:`L_S`; the residual's are the records).
+    n_records
+        Records used (non-null responses).
+    dstudy_sizes
+        The native D-study's size of every facet but the system: of a facet
+        nested in others, the harmonic mean over its nest's levels of the levels
+        within each; of a crossed facet, the harmonic mean over systems of the
+        levels each system was observed with (``docs/henderson.md``). Balanced:
+        the block's sizes.
+    """
+
+    coefficients: np.ndarray
+    levels: dict[str, int]
+    n_records: int
+    dstudy_sizes: dict[str, float]
+
+
+class _Codes:
+    """Integer codes of the records' levels for any set of facets, built once per set and cached."""
+
+    def __init__(self, facet_codes: Mapping[str, np.ndarray], order: tuple[str, ...], n: int) -> None:
+        self.order = order
+        self.n = n
+        self._codes: dict[tuple[str, ...], tuple[np.ndarray, int]] = {
+            (): (np.zeros(n, dtype=np.int64), 1),
+        }
+        for facet, codes in facet_codes.items():
+            self._codes[(facet,)] = (codes, int(codes.max()) + 1 if n else 0)
+        self._counts: dict[tuple[str, ...], np.ndarray] = {}
+        self._reps: dict[tuple[str, ...], np.ndarray] = {}
+
+    def _key(self, facets: frozenset[str]) -> tuple[str, ...]:
+        return tuple(f for f in self.order if f in facets)
+
+    def codes(self, facets: frozenset[str]) -> tuple[np.ndarray, int]:
+        """Codes ``0..L-1`` of the records' levels of ``facets`` and ``L``."""
+        key = self._key(facets)
+        if key in self._codes:
+            return self._codes[key]
+        head, _ = self.codes(frozenset(key[:-1]))
+        tail, size_tail = self._codes[(key[-1],)]
+        out = _dense(head * size_tail + tail)
+        result = (out, int(out.max()) + 1)
+        self._codes[key] = result
+        return result
+
+    def counts(self, facets: frozenset[str]) -> np.ndarray:
+        """Records per level of ``facets``."""
+        key = self._key(facets)
+        if key not in self._counts:
+            codes, levels = self.codes(facets)
+            self._counts[key] = np.bincount(codes, minlength=levels).astype(np.float64)
+        return self._counts[key]
+
+    def representatives(self, facets: frozenset[str]) -> np.ndarray:
+        """One record index per level of ``facets``."""
+        key = self._key(facets)
+        if key not in self._reps:
+            codes, levels = self.codes(facets)
+            reps = np.empty(levels, dtype=np.int64)
+            reps[codes] = np.arange(self.n, dtype=np.int64)
+            self._reps[key] = reps
+        return self._reps[key]
+
+    def parent(self, inner: frozenset[str], outer: frozenset[str]) -> np.ndarray:
+        """For each level of ``inner`` (a superset of ``outer``), its level of ``outer``."""
+        parents: np.ndarray = self.codes(outer)[0][self.representatives(inner)]
+        return parents
+
+
+def _columns(design: Design, facets: Mapping[str, str] | None) -> dict[str, str]:
+    chosen = dict(DEFAULT_COLUMNS)
+    if facets is not None:
+        chosen.update(facets)
+    missing = [f for f in design.facets if f not in chosen]
+    if missing:
+        msg = (
+            f"facets: design letters {missing} have no column; pass facets={{letter: column}} "
+            f"(defaults {dict(DEFAULT_COLUMNS)})"
+        )
+        raise DesignError(msg)
+    return {f: chosen[f] for f in design.facets}
+
+
+def _dense(values: np.ndarray) -> np.ndarray:
+    """Codes ``0..L-1`` of integer values: a lookup table over their range (O(n)), or a sort when it is too wide."""
+    if not len(values):
+        return values.astype(np.int64)
+    low, high = int(values.min()), int(values.max())
+    if high - low < DENSE_CODES_PER_RECORD * len(values) + 1024:
+        shifted = values.astype(np.int64, copy=False) - low
+        seen = np.zeros(high - low + 1, dtype=bool)
+        seen[shifted] = True
+        remap = np.cumsum(seen, dtype=np.int64) - 1
+        dense: np.ndarray = remap[shifted]
+        return dense
+    inverse: np.ndarray = np.unique(values, return_inverse=True)[1].astype(np.int64, copy=False)
+    return inverse
+
+
+def _facet_codes(frame: pl.DataFrame, columns: Mapping[str, str]) -> dict[str, np.ndarray]:
+    """Codes ``0..n-1`` per facet column: integers by their range, anything else by hashing to a categorical."""
+    out: dict[str, np.ndarray] = {}
+    for facet, column in columns.items():
+        series = frame.get_column(column)
+        if not series.dtype.is_integer():
+            series = series.cast(pl.String).cast(pl.Categorical).to_physical()
+        out[facet] = _dense(series.to_numpy())
+    return out
+
+
+def _t_sets(design: Design) -> list[Effect]:
+    """Every facet set whose T enters some SS: each effect less any subset of its primary facets."""
+    found: set[Effect] = set()
+    for effect in design.effects:
+        primary = sorted(design.primary(effect))
+        for r in range(len(primary) + 1):
+            for removed in itertools.combinations(primary, r):
+                found.add(effect - frozenset(removed))
+    return sorted(found, key=lambda s: (len(s), sorted(design.facets.index(f) for f in s)))
+
+
+def _k(codes: _Codes, a: Effect, c: Effect, n: int) -> float:
+    r""":math:`k(A, c) = \sum_{l \in A} \sum_{m \in c} n_{lm}^2 / n_l` from the counts of :math:`A \cup c`."""
+    if c <= a:
+        return float(n)
+    if len(c) == len(codes.order):  # the residual, one record per level: k is A's level count
+        return float(codes.codes(a)[1])
+    union = a | c
+    n_union = codes.counts(union)
+    if not a:
+        return float(np.dot(n_union, n_union)) / n
+    n_a = codes.counts(a)[codes.parent(union, a)]
+    return float(np.sum(n_union * n_union / n_a))
+
+
+def _harmonic(values: np.ndarray) -> float:
+    if values.min() == values.max():  # balanced: the size itself, without rounding
+        return float(values[0])
+    return float(len(values) / np.sum(1.0 / values))
+
+
+def _sizes(design: Design, codes: _Codes, system: str) -> tuple[dict[str, int], dict[str, float]]:
+    sizes: dict[str, int] = {}
+    dstudy: dict[str, float] = {}
+    for facet in design.facets:
+        nest = design.nests[facet]
+        if nest:
+            group = nest
+        elif facet != system and system in design.facets:
+            group = frozenset({system}) | design.nests[system]
+        else:
+            group = frozenset()
+        per_group = np.bincount(
+            codes.parent(group | {facet}, group), minlength=codes.codes(group)[1]
+        ).astype(np.float64)
+        sizes[facet] = int(per_group.max()) if nest else codes.codes(frozenset({facet}))[1]
+        if facet != system:
+            dstudy[facet] = _harmonic(per_group)
+    return sizes, dstudy
+
+
+def henderson1(
+    records: pl.DataFrame | pl.LazyFrame,
+    design: Design | str,
+    *,
+    response: str = "score",
+    facets: Mapping[str, str] | None = None,
+    system: str = "s",
+) -> HendersonFit:
+    r"""Variance components of an incomplete random-effects design by Henderson's Method I.
+
+    Parameters
+    ----------
+    records
+        One row per observation: a column per design facet and ``response``.
+        Rows with a null response are left out; every other row is used.
+    design
+        The design (:class:`Design` or its notation, e.g. ``"s x i x j x r:sij"``,
+        ``"s x i x g:si x r:sig"``, ``"(c:m) x i x j"``).
+    response
+        Column of the observations. Default ``"score"``.
+    facets
+        Design letter -> column, over :data:`DEFAULT_COLUMNS` (``s`` ``system_id``,
+        ``i`` ``item_id``, ``j`` ``judge_id``, ``g`` ``generation``, ``r``
+        ``replicate``). A nested facet's values need only be unique within its nest.
+    system
+        The object of measurement, for ``dstudy_sizes`` (crossed facets are
+        counted per system). Default ``"s"``; any letter, or one outside the
+        design (then crossed facets count their levels overall).
+
+    Returns
+    -------
+    HendersonFit
+        A :class:`~jurymeter.stats.gstudy.GStudy` with Henderson's SS, df, MS
+        and components, plus ``coefficients``, ``levels``, ``n_records`` and
+        ``dstudy_sizes``.
+
+    Raises
+    ------
+    DesignError
+        A design letter has no column, a column is missing, a facet value is
+        null, a response is NaN or infinite, two records share every facet
+        (the residual needs one record per level: add the replicate facet), an
+        effect has no degrees of freedom (a facet with one level), or the
+        components are not identified by the records.
+
+    Notes
+    -----
+    :math:`T_A = \sum_l y_{l\cdot}^2/n_l`,
+    :math:`SS_S = \sum_{U \subseteq R(S)} (-1)^{|U|} T_{S\setminus U}`,
+    :math:`E[SS_S] = \sum_c \sigma^2_c \sum_U (-1)^{|U|} k(S\setminus U, c)`,
+    :math:`k(A,c) = \sum_l \sum_m n_{lm}^2/n_l`; solve
+    :math:`E[SS] = SS` (Searle, Casella and McCulloch 1992, section 5.2, eq.
+    5.11-5.16; module docstring). The responses are centred on their mean
+    first: every T changes by the same :math:`-2cY + c^2N`, which cancels in
+    the SS, and the T's stay small so their differences keep their digits.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> frame = pl.DataFrame({"system_id": ["a", "a", "b", "b", "b"],
+    ...                       "item_id": ["x", "y", "x", "y", "z"],
+    ...                       "score": [1.0, 2.0, 2.0, 4.0, 3.0]})
+    >>> fit = henderson1(frame, "s x i")
+    >>> fit.effects, fit.n_records
+    (('s', 'i', 'si'), 5)
+    """
+    design = Design.parse(design) if isinstance(design, str) else design
+    columns = _columns(design, facets)
+    lazy = records.lazy() if isinstance(records, pl.DataFrame) else records
+    schema = lazy.collect_schema()
+    absent = [c for c in (*columns.values(), response) if c not in schema]
+    if absent:
+        msg = f"records: columns {absent} are missing; have {list(schema.names())}"
+        raise DesignError(msg)
+    frame = lazy.select([*dict.fromkeys(columns.values()), response]).filter(pl.col(response).is_not_null()).collect()
+    n = frame.height
+    if n == 0:
+        msg = f"records: no non-null {response!r} to fit"
+        raise DesignError(msg)
+    nulls = [c for c in dict.fromkeys(columns.values()) if frame.get_column(c).null_count()]
+    if nulls:
+        msg = f"records: facet columns {nulls} have null values; every used record needs a level of each facet"
+        raise DesignError(msg)
+    y = frame.get_column(response).cast(pl.Float64).to_numpy()
+    shift = float(y.mean())
+    if not np.isfinite(shift):
+        msg = f"records: {response!r} must be finite; it has NaN or infinite values"
+        raise DesignError(msg)
+    codes = _Codes(_facet_codes(frame, columns), design.facets, n)
+    residual = design.effects[-1]
+    if codes.codes(residual)[1] != n:
+        msg = (
+            f"records: {n - codes.codes(residual)[1]} record(s) repeat a level of every facet "
+            f"{design.label(residual)!r} ({[columns[f] for f in design.facets]}); the residual needs one "
+            "record per level: add a replicate facet (e.g. 'r:sij') or average the repeats first"
+        )
+        raise DesignError(msg)
+
+    centred = y - shift
+    t_terms: dict[Effect, float] = {}
+    for a in _t_sets(design):
+        if not a:
+            t_terms[a] = float(centred.sum()) ** 2 / n
+            continue
+        code, levels = codes.codes(a)
+        sums = np.bincount(code, weights=centred, minlength=levels)
+        t_terms[a] = float(np.sum(sums * sums / codes.counts(a)))
+
+    n_effects = len(design.effects)
+    ss = np.zeros(n_effects)
+    k_matrix = np.zeros((n_effects, n_effects))
+    k_cache: dict[tuple[Effect, Effect], float] = {}
+    for row, effect in enumerate(design.effects):
+        primary = sorted(design.primary(effect))
+        for r in range(len(primary) + 1):
+            for removed in itertools.combinations(primary, r):
+                a = effect - frozenset(removed)
+                sign = (-1.0) ** r
+                ss[row] += sign * t_terms[a]
+                for col, c in enumerate(design.effects):
+                    if (a, c) not in k_cache:
+                        k_cache[(a, c)] = _k(codes, a, c, n)
+                    k_matrix[row, col] += sign * k_cache[(a, c)]
+    df = k_matrix[:, -1].copy()
+    flat = [design.label(e) for e, d in zip(design.effects, df, strict=True) if d < 0.5]
+    if flat:
+        msg = (
+            f"effects {flat} have no degrees of freedom in these records (a facet with one level, or "
+            "levels never crossed); drop that facet from the design or add records that cross it"
+        )
+        raise DesignError(msg)
+    singular = np.linalg.svd(k_matrix, compute_uv=False)
+    if singular[-1] < IDENTIFIED_RCOND * singular[0]:
+        msg = (
+            f"design {design.labels}: the records do not identify every component (expected sums of "
+            "squares are linearly dependent); some facets are never crossed in these records"
+        )
+        raise DesignError(msg)
+    sigma2 = np.linalg.solve(k_matrix, ss)
+    sizes, dstudy = _sizes(design, codes, system)
+    return HendersonFit(
+        design=design,
+        sizes=sizes,
+        effects=design.labels,
+        df=df,
+        ss=ss,
+        ms=ss / df,
+        sigma2=sigma2,
+        grand_mean=shift,
+        coefficients=k_matrix / df[:, None],
+        levels={design.label(e): codes.codes(e)[1] for e in design.effects},
+        n_records=n,
+        dstudy_sizes=dstudy,
+    )
