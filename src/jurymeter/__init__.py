@@ -8,7 +8,9 @@ jurymeter`` stays cheap for the flow's process and the Dask workers):
   :func:`plan_fits`, :func:`run_fits`, :func:`fit_and_tabulate`, :func:`publish_run`;
 - the analysis seam: :class:`Analysis`, :func:`register`, :func:`registered`;
 - the statistics directly: :class:`GStudyRequest`, :func:`assess_item_set`,
-  :func:`cyclic_report`;
+  :func:`cyclic_report`, :func:`henderson1`; pairwise judging: :func:`games`,
+  :func:`reconcile`, :func:`position_bias`, :func:`judge_agreement`,
+  :func:`bradley_terry`, :func:`family_preference`, :func:`pairwise_gstudy`;
 - simulated dumps with known truth: :class:`SimulationParams`, :func:`simulate_dump`,
   :func:`write_dump`;
 - :class:`JurymeterError`, the base of every error raised on purpose.
@@ -37,6 +39,14 @@ _EXPORTS = {
     "GStudyRequest": "jurymeter.stats.reliability",
     "assess_item_set": "jurymeter.stats.reliability",
     "cyclic_report": "jurymeter.cyclic.fit",
+    "henderson1": "jurymeter.stats.henderson",
+    "games": "jurymeter.stats.pairwise.games",
+    "reconcile": "jurymeter.stats.pairwise.games",
+    "position_bias": "jurymeter.stats.pairwise.position",
+    "judge_agreement": "jurymeter.stats.pairwise.agreement",
+    "bradley_terry": "jurymeter.stats.pairwise.bradley_terry",
+    "family_preference": "jurymeter.stats.pairwise.family",
+    "pairwise_gstudy": "jurymeter.stats.pairwise.gstudy",
     "SimulationParams": "jurymeter.simulate",
     "simulate_dump": "jurymeter.simulate",
     "write_dump": "jurymeter.simulate",

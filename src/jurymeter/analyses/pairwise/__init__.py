@@ -88,6 +88,7 @@ JUDGE_SCHEMA: dict[str, Any] = {
     "first_slot_win_rate": pl.Float64, "tie_rate": pl.Float64,
     "reversal_rate": pl.Float64, "reversal_low": pl.Float64, "reversal_high": pl.Float64,
     "exceeds_content_noise_bound": pl.Boolean, "q_position_following": pl.Float64,
+    "q_low": pl.Float64, "q_high": pl.Float64,
     "slot_a_advantage": pl.Float64, "slot_a_low": pl.Float64, "slot_a_high": pl.Float64,
     "parse_failure_rate": pl.Float64, "failed_call_rate": pl.Float64, "failure_rate": pl.Float64,
     "replicate_agreement": pl.Float64, "replicate_kappa": pl.Float64, "gold_accuracy": pl.Float64,
@@ -169,6 +170,11 @@ def _judges(played: pl.DataFrame, position: PositionBias | None, agreement: Judg
             "exceeds_content_noise_bound", "q_position_following", "slot_a_advantage",
             pl.col("slot_a_advantage_low").alias("slot_a_low"), pl.col("slot_a_advantage_high").alias("slot_a_high"),
         ), on="judge_id", how="left")
+        q_bounds = [_q_interval(r) for r in position.per_judge.iter_rows(named=True)]
+        frame = frame.join(pl.DataFrame(
+            {"judge_id": position.per_judge["judge_id"], "q_low": [b[0] for b in q_bounds],
+             "q_high": [b[1] for b in q_bounds]}, schema={"judge_id": pl.String, "q_low": pl.Float64,
+                                                          "q_high": pl.Float64}), on="judge_id", how="left")
     if health is not None and health.height:
         # Store-wide: a quarantined judgment does not say which item set it was for.
         stored = dict(health.select("judge_id", "stored").iter_rows())
@@ -188,6 +194,28 @@ def _judges(played: pl.DataFrame, position: PositionBias | None, agreement: Judg
     missing = [pl.lit(None, dtype=t).alias(c) for c, t in JUDGE_SCHEMA.items() if c not in frame.columns]
     return frame.with_columns(missing).select(
         [pl.col(c).cast(t) for c, t in JUDGE_SCHEMA.items()]).sort("judge_id")
+
+
+def _q_interval(row: Mapping[str, Any]) -> tuple[float | None, float | None]:
+    """The interval of the position-following q: the reversal rate's interval through the q formula.
+
+    ``q = 1/2 + sign(a - b) sqrt(2r - 1)/2`` is monotone in the reversal rate r
+    on the branch the point estimate takes, so the ends of r's percentile
+    interval map to the ends of q's (a percentile interval respects monotone
+    transformations); an end of r below 1/2 maps to q = 1/2, where the model
+    meets chance. Null where q itself is.
+    """
+    from jurymeter.stats.pairwise.position import position_following_q
+
+    q, low, high = row.get("q_position_following"), row.get("reversal_rate_low"), row.get("reversal_rate_high")
+    first, second = row.get("first_slot_win_rate"), row.get("second_slot_win_rate")
+    if q is None or low is None or high is None or first is None or second is None:
+        return None, None
+    ends = [position_following_q(max(float(r), 0.5), float(first), float(second))[0] for r in (low, high)]
+    finite = [e for e in ends if e is not None]
+    if len(finite) < 2:
+        return None, None
+    return min(finite), max(finite)
 
 
 def _finite(value: Any) -> Any:
