@@ -149,3 +149,20 @@ def test_the_nightly_page_keeps_a_pointwise_and_a_pairwise_item_set_of_one_name_
     assert "<h3>CyclicJudge" not in section
     judges = pl.read_parquet(Path(store.root) / "results" / "samples" / "pairwise_judges.parquet")
     assert set(judges["item_set"]) == {*PAIRWISE_SETS, "alpaca-eval"}
+
+
+def test_the_q_interval_is_the_reversal_interval_through_the_q_formula(store: Store) -> None:
+    import math
+
+    report = _command(store, "mt-bench")
+    row = report["judges"]["gpt-4"]  # reverses on 5 of its 8 pairs: q on the first-slot branch
+    first = row["first_slot_win_rate"]
+    second = 1.0 - first - row["tie_rate"]
+    sign = math.copysign(1.0, first - second)
+
+    def q(r: float) -> float:  # written out from who-judges-matters section 8: r = q^2 + (1 - q)^2
+        return 0.5 + sign * math.sqrt(2 * max(r, 0.5) - 1) / 2
+
+    assert row["q_position_following"] == pytest.approx(q(row["reversal_rate"]))
+    ends = sorted((q(row["reversal_low"]), q(row["reversal_high"])))
+    assert (row["q_low"], row["q_high"]) == (pytest.approx(ends[0]), pytest.approx(ends[1]))
