@@ -121,7 +121,7 @@ def curves(report: dict[str, Any]) -> dict[str, Any]:
     for j in CURVE_JUDGES:
         ceilings[str(j)] = _number(float(ceiling(sigma2, design, judges=j)))
         if fixed:
-            null_reasons[f"ceiling_by_judges.{j}"] = fixed_judge_reason(f"the ceiling at {j} judge(s) (it needs sigma2_sj)")
+            null_reasons[f"ceiling_by_judges.{j}"] = fixed_judge_reason(f"the ceiling at {j} judge(s)")
             continue
         if ceilings[str(j)] is None:
             null_reasons[f"ceiling_by_judges.{j}"] = "sigma2_s <= 0 and sigma2_sj <= 0 (0/0)"

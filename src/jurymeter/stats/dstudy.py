@@ -237,9 +237,8 @@ PAPER_ROLES = Facets()
 def fixed_judge_reason(what: str) -> str:
     """Why a judge-dependent quantity is ``None`` when the design has no judge facet (one judge, fixed)."""
     return (
-        f"one judge in the block: the judge facet is fixed for the study (its interaction with the systems "
-        f"is part of sigma2_s), so {what} cannot be estimated; records of a second judge on the same "
-        "systems and items would make it estimable"
+        f"one judge in the block, fixed for the study (sigma2_sj is part of sigma2_s): {what} cannot be "
+        "estimated; it needs a second judge on the same systems and items"
     )
 
 

@@ -432,7 +432,7 @@ def dstudy_summary(
 
 # With a fixed judge and unlimited items no error is left (sigma2_delta = 0): the floor the
 # judge's own interaction with the systems sets is what is missing.
-UNLIMITED_ITEMS_FIXED = "the MDD with unlimited items (the floor set by sigma2_sj)"
+UNLIMITED_ITEMS_FIXED = "the MDD with unlimited items (its floor is sigma2_sj)"
 
 
 def _ceiling(notes: ReportNotes, key: str, judges: int) -> float | None:
@@ -440,7 +440,7 @@ def _ceiling(notes: ReportNotes, key: str, judges: int) -> float | None:
     design, roles = notes.fit.design, notes.roles
     if roles.judge_fixed(design):
         what = "the single-judge ceiling" if judges == 1 else f"the ceiling at {judges} judges"
-        return notes.fixed_none(key, f"{what} (it needs sigma2_sj)")
+        return notes.fixed_none(key, what)
     return notes.ratio(key, roles.sizes(design, np.inf, judges, np.inf))
 
 

@@ -119,6 +119,8 @@ def print_gstudy(report: dict[str, Any]) -> None:
             out.print(f"dropped {kind} to balance: {', '.join(block[f'dropped_{kind}'])}", markup=False)
     for note in block["notes"]:
         out.print(f"note: {note}", markup=False)
+    for note in report.get("design_notes") or []:
+        out.print(f"design {report['design']} (block {report.get('block_design')}): {note}", markup=False)
     table = Table(title="variance components", title_justify="left")
     for col in ("component", "raw", "share", "95% interval"):
         table.add_column(col, justify="left" if col == "component" else "right")
@@ -169,8 +171,9 @@ def print_gstudy(report: dict[str, Any]) -> None:
         if best is None or best.get("n_i") is None:
             out.print(f"budget {budget} calls: no optimum can be estimated", markup=False)
             continue
+        judges = "the one judge" if best.get("n_j") is None else f"{best['n_j']} judges"
         out.print(
-            f"budget {budget} calls: {best['n_i']} items x {best['n_j']} judges x {best['n_r']} runs "
+            f"budget {budget} calls: {best['n_i']} items x {judges} x {best['n_r']} runs "
             f"(MDD95 {fmt(best['mdd95'])})"
         )
     naive = report["naive_item_bootstrap"]
