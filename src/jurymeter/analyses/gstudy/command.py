@@ -93,7 +93,11 @@ def _gstudy(item_set: str, store: str | None, storage_option: list[str] | None, 
     # cells); one process, one fit: it may read more cells in one scan than a worker.
     with err.status(f"fitting {item_set} and {boot} bootstrap resamples") if err.is_terminal else contextlib.nullcontext():
         outcome = run_fit(job, scan_cells=COMMAND_SCAN_CELLS)["gstudy"]
-    assert outcome.result is not None  # the G-study applies to every pointwise item set: never skipped
+    if outcome.result is None:  # fewer than two systems or items: the reason says what to do
+        from jurymeter.errors import DesignError
+
+        msg = f"the G-study cannot run on {item_set}: {outcome.reason}"
+        raise DesignError(msg)
     report = dict(outcome.result.report)
     report["universe"], report["population"] = job.universe, job.population
     if screened_out is not None:
