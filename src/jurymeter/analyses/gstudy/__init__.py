@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     import typer
 
     from jurymeter.render.html import SectionBuilder
-    from jurymeter.stats.blocks import BlockLayout, FitChunks, GenerationMode
+    from jurymeter.stats.blocks import FitChunks, GenerationMode
     from jurymeter.stats.reliability import GStudyRequest
 
 # The D-study quantities of the ``dstudy`` table, in order.
@@ -90,21 +90,6 @@ def request_of(item_set: str, settings: FitSettings, options: GStudyOptions) -> 
     )
 
 
-def _applies(layout: BlockLayout) -> None:
-    """Refuse a block with fewer than two systems or items as not applicable (the fit goes on without it).
-
-    :func:`jurymeter.stats.reliability.fitted_design`'s message says which facet
-    lacks levels and what the user can do.
-    """
-    from jurymeter.errors import DesignError, NotApplicableError
-    from jurymeter.stats.reliability import fitted_design
-
-    try:
-        fitted_design(layout)
-    except DesignError as exc:
-        raise NotApplicableError(str(exc)) from exc
-
-
 class _GStudyFitting:
     def __init__(self, scope: FitScope, chunked: FitChunks | None, options: GStudyOptions) -> None:
         from jurymeter.stats.reliability import GStudyChunks
@@ -114,8 +99,6 @@ class _GStudyFitting:
         self.mode: GenerationMode = self.request.generations
         layout = chunked.layout(self.mode) if chunked is not None else None
         population = scope.systems if scope.systems.height else None
-        if layout is not None:
-            _applies(layout)
         self.sink = GStudyChunks(layout, self.request, systems=population) if layout is not None else None
 
     def feeds(self) -> Mapping[GenerationMode, Callable[[np.ndarray], object]]:
@@ -132,7 +115,6 @@ class _GStudyFitting:
 
             population = self.scope.systems if self.scope.systems.height else None
             block = balanced_block(restrict(self.scope.records, self.request), generations=self.mode)
-            _applies(block.layout)
             report = assess_block(block, self.request, systems=population)
         report.update(curves(report))
         report["leaderboard"] = leaderboard(report)
