@@ -9,7 +9,10 @@ Values follow the boundary rule of :mod:`jurymeter.stats.dstudy` ("Boundaries";
 use at most the block's judges (the universe's judges that survived the block
 rule), as the report's budget optimum does; the other curves keep their fixed
 judge counts and list the points beyond the observed sizes in the report's
-``extrapolated`` dict.
+``extrapolated`` dict. With one judge (a design without the judge facet, the
+judge fixed: ``docs/gstudy.md``, "Designs read from the data") figure 1 has the
+one curve of that judge, the budget splits are over items only, and every
+ceiling is ``None`` with that reason.
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ def curves(report: dict[str, Any]) -> dict[str, Any]:
         ceiling,
         erho2,
         error_variances,
+        fixed_judge_reason,
         mdd95,
     )
 
@@ -65,14 +69,15 @@ def curves(report: dict[str, Any]) -> dict[str, Any]:
     observed = report.get("sizes") or {
         roles.item: report["block"]["items"], roles.judge: report["block"]["judges"]
     }
-    n_judges = int(observed[roles.judge])
+    fixed = roles.judge_fixed(design)
+    n_judges = int(observed.get(roles.judge, 1))
     null_reasons = dict(report.get("null_reasons") or {})
     truncated = dict(report.get("truncated") or {})
     extrapolated = dict(report.get("extrapolated") or {})
 
     items = np.array(CURVE_ITEMS, dtype=np.float64)
     curve = []
-    for j in CURVE_JUDGES:
+    for j in (1,) if fixed else CURVE_JUDGES:  # a fixed judge: its own curve only
         values = erho2(sigma2, design, roles.sizes(design, items, j, 1))
         curve += [
             {"judges": j, "items": int(n), "erho2": _number(v)} for n, v in zip(CURVE_ITEMS, values, strict=True)
@@ -115,6 +120,9 @@ def curves(report: dict[str, Any]) -> dict[str, Any]:
     ceilings = {}
     for j in CURVE_JUDGES:
         ceilings[str(j)] = _number(float(ceiling(sigma2, design, judges=j)))
+        if fixed:
+            null_reasons[f"ceiling_by_judges.{j}"] = fixed_judge_reason(f"the ceiling at {j} judge(s)")
+            continue
         if ceilings[str(j)] is None:
             null_reasons[f"ceiling_by_judges.{j}"] = "sigma2_s <= 0 and sigma2_sj <= 0 (0/0)"
         elif sigma2[design.labels.index("s")] < 0 or sigma2[design.labels.index("sj")] < 0:

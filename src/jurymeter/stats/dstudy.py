@@ -221,6 +221,10 @@ class Facets:
                 raise DesignError(msg)
         return n
 
+    def judge_fixed(self, design: Design) -> bool:
+        """Whether ``design`` has no judge facet: one judge, fixed for the study (module docstring)."""
+        return self.judge not in design.facets
+
     def observed(self, design: Design, sizes: Mapping[str, int]) -> dict[str, float]:
         """The study's own sizes of every facet but the system (the "native" D-study)."""
         return {f: float(sizes[f]) for f in design.facets if f != self.system}
@@ -228,6 +232,14 @@ class Facets:
 
 # The paper's roles: s systems, i items, j judges, r replicates.
 PAPER_ROLES = Facets()
+
+
+def fixed_judge_reason(what: str) -> str:
+    """Why a judge-dependent quantity is ``None`` when the design has no judge facet (one judge, fixed)."""
+    return (
+        f"one judge in the block, fixed for the study (sigma2_sj is part of sigma2_s): {what} cannot be "
+        "estimated; it needs a second judge on the same systems and items"
+    )
 
 
 def beyond_observed(
@@ -256,8 +268,12 @@ def ceiling(sigma2: np.ndarray, design: Design, roles: Facets = PAPER_ROLES, jud
     r""":math:`E\rho^2` with unlimited items and runs at ``judges`` judges (paper eq. 4).
 
     :math:`\tau_+ / (\tau_+ + \max(\sigma^2_{sj}, 0)/n_j)` by the rule of
-    :func:`erho2`: 1 when :math:`\sigma^2_{sj} \le 0 < \sigma^2_s`, NaN when both are <= 0.
+    :func:`erho2`: 1 when :math:`\sigma^2_{sj} \le 0 < \sigma^2_s`, NaN when both are <= 0,
+    and NaN when the design has no judge facet (a fixed judge: :math:`\sigma^2_{sj}`
+    is in :math:`\sigma^2_s` and cannot be estimated).
     """
+    if roles.judge_fixed(design):
+        return np.full(np.shape(sigma2)[:-1], np.nan)
     return erho2(sigma2, design, roles.sizes(design, np.inf, judges, np.inf), obj=roles.system)
 
 
@@ -270,8 +286,13 @@ def judges_needed_draws(
     replicates: float = 3,
     roles: Facets = PAPER_ROLES,
 ) -> np.ndarray:
-    r"""Fewest judges for :math:`E\rho^2 \ge` target, per row of ``sigma2``; ``inf`` = never."""
+    r"""Fewest judges for :math:`E\rho^2 \ge` target, per row of ``sigma2``; ``inf`` = never.
+
+    NaN in every row when the design has no judge facet (a fixed judge: no judge count to vary).
+    """
     sigma2 = np.atleast_2d(sigma2)
+    if roles.judge_fixed(design):
+        return np.full(sigma2.shape[0], np.nan)
     found = np.full(sigma2.shape[0], np.inf)
     for k in range(1, MAX_JUDGES + 1):
         todo = ~np.isfinite(found)
@@ -291,7 +312,10 @@ def judges_needed(
     replicates: float = 3,
     roles: Facets = PAPER_ROLES,
 ) -> int | None:
-    r"""Fewest judges for :math:`E\rho^2 \ge` target at given items and runs; ``None`` = never."""
+    r"""Fewest judges for :math:`E\rho^2 \ge` target at given items and runs; ``None`` = never.
+
+    Also ``None`` when the design has no judge facet (:meth:`Facets.judge_fixed`).
+    """
     (k,) = judges_needed_draws(
         sigma2, design, target=target, items=items, replicates=replicates, roles=roles
     )

@@ -45,6 +45,7 @@ from jurymeter.stats.dstudy import (
     delta_df,
     erho2,
     error_variances,
+    fixed_judge_reason,
     items_needed,
     judges_needed,
     mdd95,
@@ -182,6 +183,91 @@ def _interval(i: Interval) -> dict[str, float | None]:
     return i.to_json()
 
 
+@dataclass(frozen=True, slots=True)
+class FittedDesign:
+    """The design a block is fitted with: the block's, less every facet with one level.
+
+    ``squeeze`` holds the block array's axes that leave (each of length one),
+    ``fixed`` the facets fixed for the study with their one level
+    (``{"j": "gpt-4"}``), ``notes`` why, in words (the report's ``design_notes``).
+    """
+
+    design: Design
+    squeeze: tuple[int, ...]
+    fixed: dict[str, str]
+    notes: tuple[str, ...]
+
+    @property
+    def judge_fixed(self) -> bool:
+        return PAPER_ROLES.judge_fixed(self.design)
+
+
+def fitted_design(layout: BlockLayout) -> FittedDesign:
+    r"""The design read from a block: a facet with one level leaves it (issue 14, point 1).
+
+    Rule (``docs/gstudy.md``, "Designs read from the data"): the systems are the
+    object of measurement and the items the facet every D-study sizes, so a
+    block needs at least two of each; a judge, generation or replicate facet
+    with one level leaves the design, its letter removed from every nesting
+    (``s x i x j x r:sij`` with one judge is ``s x i x r:si``;
+    ``s x i x j x g:si x r:sijg`` is ``s x i x g:si x r:sig``). With one judge
+    the judge is fixed: its interaction with the systems is part of
+    :math:`\sigma^2_s` and every D-study quantity is for that judge.
+
+    Raises
+    ------
+    DesignError
+        Fewer than two systems or two items in the block; the message says
+        which and what the user can do.
+    """
+    design = layout.design
+    for facet, kept, dropped, name in (
+        (PAPER_ROLES.system, layout.systems, layout.dropped_systems, "system"),
+        (PAPER_ROLES.item, layout.items, layout.dropped_items, "item"),
+    ):
+        if facet in design.facets and len(kept) < 2:
+            left = f" ({len(dropped)} dropped to balance the block)" if dropped else ""
+            msg = (
+                f"the balanced block has {len(kept)} {name}(s) {list(kept)}{left}; a G-study of systems needs "
+                f"at least 2 {name}s judged by the same judges: add records of another {name} to the item set, "
+                "or restrict the judges (a universe in the config, --universe) to those that judged several"
+            )
+            raise DesignError(msg)
+    counts = {
+        PAPER_ROLES.judge: len(layout.judges),
+        PAPER_ROLES.generation: layout.n_generations,
+        PAPER_ROLES.replicate: layout.n_replicates,
+    }
+    gone = [f for f in design.facets if counts.get(f, 2) < 2]
+    fixed: dict[str, str] = {}
+    notes: list[str] = []
+    if PAPER_ROLES.judge in gone:
+        judge = layout.judges[0]
+        fixed[PAPER_ROLES.judge] = judge
+        left = (
+            f" ({len(layout.dropped_judges)} other judge(s) dropped to balance the block: "
+            f"{', '.join(layout.dropped_judges)})" if layout.dropped_judges else ""
+        )
+        notes.append(
+            f"one judge ({judge}) in the block{left}: the judge facet is fixed; E rho^2, MDD and items-needed "
+            "are for that judge, and the ceiling, judges-needed, the budget split over judges and the "
+            "ensembles are not estimable"
+        )
+    for facet in gone:
+        if facet != PAPER_ROLES.judge:  # the block rule drops these itself; a layout that kept one says so
+            notes.append(f"one level of facet {facet!r} in the block: the facet leaves the design")
+    if not gone:
+        return FittedDesign(design, (), {}, ())
+    parts = []
+    for f in design.facets:
+        if f in gone:
+            continue
+        nest = "".join(g for g in design.facets if g in design.nests[f] and g not in gone)
+        parts.append(f"{f}:{nest}" if nest else f)
+    squeeze = tuple(design.facets.index(f) for f in gone)
+    return FittedDesign(Design.parse(" x ".join(parts)), squeeze, fixed, tuple(notes))
+
+
 class ReportNotes:
     r"""The three note dicts of a report, keyed by the quantity's path in it (``"budget_optimum.120"``).
 
@@ -206,6 +292,15 @@ class ReportNotes:
         self.null_reasons: dict[str, str] = {}
         self.truncated: dict[str, str] = {}
         self.extrapolated: dict[str, str] = {}
+
+    def judge_fixed(self, key: str, what: str) -> None:
+        """Record that ``key`` is ``None`` because the block's one judge is fixed (:func:`fitted_design`)."""
+        self.null_reasons[key] = fixed_judge_reason(what)
+
+    def fixed_none(self, key: str, what: str) -> float | None:
+        """``None``, with :meth:`judge_fixed`'s reason recorded (for an expression)."""
+        self.judge_fixed(key, what)
+        return None
 
     def as_dict(self) -> dict[str, dict[str, str]]:
         return {"null_reasons": self.null_reasons, "truncated": self.truncated, "extrapolated": self.extrapolated}
@@ -303,7 +398,8 @@ def dstudy_summary(
     native = roles.observed(design, fit.sizes)
     at30 = roles.sizes(design, 30, 1, 1)
     unlimited = roles.sizes(design, np.inf, 1, 1)
-    n_judges = int(fit.sizes[roles.judge])
+    fixed = roles.judge_fixed(design)
+    n_judges = int(fit.sizes.get(roles.judge, 1))
     tau, delta, absolute = error_variances(sigma2, design, native)
     t_df = delta_df(fit.ms, fit.df, design, fit.sizes, native)
     summary: dict[str, Any] = {
@@ -315,14 +411,14 @@ def dstudy_summary(
         "erho2": notes.ratio("erho2", native),
         "phi": notes.ratio("phi", native, absolute=True),
         "erho2_30": notes.ratio("erho2_30", at30),
-        "ceiling": notes.ratio("ceiling", roles.sizes(design, np.inf, 1, np.inf)),
-        "ceiling_by_judges": {
-            str(k): notes.ratio(f"ceiling_by_judges.{k}", roles.sizes(design, np.inf, k, np.inf))
-            for k in (1, 2, 3, 5, 10)
-        },
+        "ceiling": _ceiling(notes, "ceiling", 1),
+        "ceiling_by_judges": {str(k): _ceiling(notes, f"ceiling_by_judges.{k}", k) for k in (1, 2, 3, 5, 10)},
         "mdd95": notes.mdd("mdd95", native),
         "mdd95_30": notes.mdd("mdd95_30", at30),
-        "mdd95_unlimited_items": notes.mdd("mdd95_unlimited_items", unlimited),
+        "mdd95_unlimited_items": (
+            notes.fixed_none("mdd95_unlimited_items", UNLIMITED_ITEMS_FIXED) if fixed
+            else notes.mdd("mdd95_unlimited_items", unlimited)
+        ),
         "judges_needed": _judges_needed(notes, target),
         "items_needed": _items_needed(notes, target),
         "target": target,
@@ -334,9 +430,26 @@ def dstudy_summary(
     return summary
 
 
+# With a fixed judge and unlimited items no error is left (sigma2_delta = 0): the floor the
+# judge's own interaction with the systems sets is what is missing.
+UNLIMITED_ITEMS_FIXED = "the MDD with unlimited items (its floor is sigma2_sj)"
+
+
+def _ceiling(notes: ReportNotes, key: str, judges: int) -> float | None:
+    """The ceiling at ``judges`` judges (paper eq. 4), or ``None`` with a fixed judge."""
+    design, roles = notes.fit.design, notes.roles
+    if roles.judge_fixed(design):
+        what = "the single-judge ceiling" if judges == 1 else f"the ceiling at {judges} judges"
+        return notes.fixed_none(key, what)
+    return notes.ratio(key, roles.sizes(design, np.inf, judges, np.inf))
+
+
 def _judges_needed(notes: ReportNotes, target: float) -> int | None:
     fit, roles = notes.fit, notes.roles
     design = fit.design
+    if roles.judge_fixed(design):
+        notes.judge_fixed("judges_needed", "the number of judges needed")
+        return None
     k = judges_needed(fit.sigma2, design, target=target, items=30, replicates=3, roles=roles)
     if k is None:
         if fit.component(roles.system) <= 0:
@@ -375,6 +488,10 @@ def _budget(notes: ReportNotes, budget: int, max_judges: int) -> dict[str, Any]:
     n_i, n_j, n_r, mdd = budget_optimum(fit.sigma2, design, budget, roles=roles, max_judges=max_judges)
     key = f"budget_optimum.{budget}"
     n = roles.sizes(design, n_i, n_j, n_r)
+    n_judges: int | None = n_j
+    if roles.judge_fixed(design):  # the split over items and runs for that judge
+        notes.judge_fixed(f"{key}.n_j", "the split of the budget over judges")
+        n_judges = None
     if np.isnan(mdd):
         _, delta, _ = error_variances(fit.sigma2, design, n, obj=roles.system)
         notes.null_reasons[key] = (
@@ -383,12 +500,15 @@ def _budget(notes: ReportNotes, budget: int, max_judges: int) -> dict[str, Any]:
         )
         return {"n_i": None, "n_j": None, "n_r": None, "mdd95": None, "max_judges": max_judges}
     notes.beyond(key, n)
-    return {"n_i": n_i, "n_j": n_j, "n_r": n_r, "mdd95": mdd, "max_judges": max_judges}
+    return {"n_i": n_i, "n_j": n_judges, "n_r": n_r, "mdd95": mdd, "max_judges": max_judges}
 
 
 def _nomogram(notes: ReportNotes) -> dict[str, Any]:
     fit, roles = notes.fit, notes.roles
     design = fit.design
+    if roles.judge_fixed(design):  # a judges x items grid with one fixed judge: nothing to draw
+        notes.judge_fixed("nomogram", "E rho^2 at other judge counts")
+        return {"judges": [], "items": list(NOMOGRAM_ITEMS), "erho2": []}
     grid = nomogram(fit.sigma2, design, judges=NOMOGRAM_JUDGES, items=NOMOGRAM_ITEMS, roles=roles)
     tau = fit.component(roles.system)
     deltas = np.array([
@@ -438,8 +558,14 @@ def assess_item_set(
     return assess_block(block, request, systems=systems)
 
 
-def _nested_order(layout: BlockLayout, systems: pl.DataFrame) -> tuple[list[int], int, Design, list[str], int] | None:
-    """The rule of :func:`nested_layout`: the systems' order, the number of models, the design, the models and ``k``."""
+def _nested_order(
+    layout: BlockLayout, systems: pl.DataFrame, design: Design | None = None
+) -> tuple[list[int], int, Design, list[str], int] | None:
+    """The rule of :func:`nested_layout`: the systems' order, the number of models, the design, the models and ``k``.
+
+    ``design``: the block's fitted design (default: the layout's); without a
+    judge facet (one judge) the nested design has none either.
+    """
     if "model" not in systems.columns:
         return None
     position = {sid: k for k, sid in enumerate(layout.systems)}
@@ -454,7 +580,9 @@ def _nested_order(layout: BlockLayout, systems: pl.DataFrame) -> tuple[list[int]
         return None
     k = min(len(ids) for _, ids in groups)
     order = [position[sid] for _, ids in groups for sid in ids[:k]]
-    spec = "(c:m) x i x j" + (" x r:mcij" if "r" in layout.design.facets else "")
+    facets = (design or layout.design).facets
+    judge = "j" if "j" in facets else ""
+    spec = "(c:m) x i" + (" x j" if judge else "") + (f" x r:mci{judge}" if "r" in facets else "")
     return order, len(groups), Design.parse(spec), [m for m, _ in groups], k
 
 
@@ -493,8 +621,10 @@ class NestedSplitChunks:
         self.terms = TermSums(design, PAPER_ROLES.item)
 
     @classmethod
-    def of(cls, layout: BlockLayout, systems: pl.DataFrame) -> NestedSplitChunks | None:
-        found = _nested_order(layout, systems)
+    def of(
+        cls, layout: BlockLayout, systems: pl.DataFrame, design: Design | None = None
+    ) -> NestedSplitChunks | None:
+        found = _nested_order(layout, systems, design)
         return None if found is None else cls(*found)
 
     def add(self, x: np.ndarray) -> NestedSplitChunks:
@@ -548,7 +678,8 @@ class GStudyChunks:
 
     def __init__(self, layout: BlockLayout, request: GStudyRequest, *, systems: pl.DataFrame | None = None) -> None:
         self.layout, self.request = layout, request
-        design = layout.design
+        self.fitted = fitted_design(layout)  # a facet with one level leaves the design
+        design = self.fitted.design
         self.terms = TermSums(design, PAPER_ROLES.item)
         self.item_means: list[np.ndarray] = []
         self.one_judge_means: list[np.ndarray] = []
@@ -559,14 +690,20 @@ class GStudyChunks:
             if n_judges // k >= 2
         }
         self.nested = (
-            NestedSplitChunks.of(layout, systems)
-            if systems is not None and len(design.facets) in (3, 4) and "g" not in design.facets
+            NestedSplitChunks.of(layout, systems, design)
+            if systems is not None and "g" not in design.facets
             else None
         )
 
     def add(self, x: np.ndarray) -> GStudyChunks:
-        """Add the block's scores of some items (all of them, in item order, in chunks)."""
-        design = self.layout.design
+        """Add the block's scores of some items (all of them, in item order, in chunks).
+
+        ``x`` has the block's axes (:attr:`BlockLayout.design`); the axes of
+        facets with one level are dropped here (:func:`fitted_design`).
+        """
+        design = self.fitted.design
+        if self.fitted.squeeze:
+            x = np.squeeze(x, axis=self.fitted.squeeze)
         self.terms.add(x)
         self.item_means.append(system_item_means(x, design))
         # What a careful author does today: one judge, one run, items resampled;
@@ -607,7 +744,8 @@ def _report(chunks: GStudyChunks) -> dict[str, Any]:
     block, request = chunks.layout, chunks.request
     fit = fit_terms(chunks.terms)
     roles = PAPER_ROLES
-    design = block.design
+    design = chunks.fitted.design
+    fixed = roles.judge_fixed(design)
     item_means = np.concatenate(chunks.item_means, axis=1)
     system_means = item_means.mean(axis=1)
     sd_means = float(np.std(system_means, ddof=1)) if len(system_means) > 1 else float("nan")
@@ -656,6 +794,9 @@ def _report(chunks: GStudyChunks) -> dict[str, Any]:
     ensembles = {}
     for k in request.ensembles:
         refits = chunks.ensembles.get(k)
+        if refits is None and fixed:
+            notes.judge_fixed(f"ensembles.{k}", f"the ensembles of {k} judges")
+            continue
         if refits is None:
             notes.null_reasons[f"ensembles.{k}"] = (
                 f"not run: ensembles of {k} judges need at least {2 * k} judges; the block has {len(block.judges)}"
@@ -680,14 +821,27 @@ def _report(chunks: GStudyChunks) -> dict[str, Any]:
     else:
         mdd_sd = summary["mdd95"] / sd_means
     intervals = {name: _interval(i) for name, i in boot.derived.items()}
+    judge_quantities = {
+        "ceiling": "the single-judge ceiling", "ceiling_3_judges": "the ceiling at 3 judges",
+        "judges_needed": "the number of judges needed", "mdd95_unlimited_items": UNLIMITED_ITEMS_FIXED,
+    }
     for name, interval in intervals.items():
-        if interval["low"] is None:
+        if fixed and name in judge_quantities:
+            intervals[name] = {key: None for key in interval}
+            notes.judge_fixed(f"intervals.{name}", f"an interval of {judge_quantities[name]}")
+        elif interval["low"] is None:
             notes.null_reasons[f"intervals.{name}"] = "no bootstrap draw defines it"
-    p_ceiling = notes.value(
-        "p_ceiling_at_least_0_8", boot.p_ceiling_at_least_080, "no bootstrap draw defines the ceiling"
-    )
-    wrong = {}
+    if fixed:
+        p_ceiling = notes.fixed_none("p_ceiling_at_least_0_8", "the chance that the ceiling reaches 0.8")
+    else:
+        p_ceiling = notes.value(
+            "p_ceiling_at_least_0_8", boot.p_ceiling_at_least_080, "no bootstrap draw defines the ceiling"
+        )
+    wrong: dict[str, float | None] = {}
     for judges, key in ((1, "wrong_order_top10_1_judge"), (3, "wrong_order_top10_3_judges")):
+        if fixed and judges > 1:
+            wrong[key] = notes.fixed_none(f"rank_reliability.{key}", f"the rank reliability at {judges} judges")
+            continue
         n = roles.sizes(design, fit.sizes[roles.item], judges, 1)
         _, delta, _ = error_variances(fit.sigma2, design, n)
         wrong[key] = notes.value(
@@ -711,6 +865,9 @@ def _report(chunks: GStudyChunks) -> dict[str, Any]:
         "item_set": request.item_set,
         "request": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(request).items()},
         "design": _design_text(design),
+        "block_design": _design_text(block.design),
+        "design_notes": list(chunks.fitted.notes),
+        "fixed_facets": dict(chunks.fitted.fixed),
         "block": block.summary(),
         "grand_mean": fit.grand_mean,
         "components": {

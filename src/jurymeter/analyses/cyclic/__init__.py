@@ -56,6 +56,16 @@ class CyclicResult:
     report: Mapping[str, Any] = field(repr=False)
 
 
+def _one_judge(judges: tuple[str, ...]) -> str:
+    """Why CyclicJudge does not apply to a block with one judge (issue 14, point 1)."""
+    named = f" ({judges[0]})" if judges else ""
+    return (
+        f"the balanced block has one judge{named}; CyclicJudge splits the variance "
+        "between judges and allocates scenarios among them, so it needs at least two judges on the same "
+        "systems, scenarios and generations"
+    )
+
+
 class _CyclicFitting:
     def __init__(self, scope: FitScope, chunked: FitChunks | None, options: CyclicOptions) -> None:
         from jurymeter.cyclic.fit import CyclicChunks
@@ -71,6 +81,8 @@ class _CyclicFitting:
             msg = f"needs at least two generations per scenario seen by every judge; this item set has {generations}"
             raise NotApplicableError(msg)
         layout = chunked.layout("facet") if chunked is not None else None
+        if layout is not None and len(layout.judges) < 2:
+            raise NotApplicableError(_one_judge(layout.judges))
         try:
             self.sink = CyclicChunks(layout) if layout is not None else None
         except JurymeterError as exc:  # no crossed panel: say why instead of failing the fit
@@ -98,6 +110,8 @@ class _CyclicFitting:
         except JurymeterError as exc:  # no crossed panel: say why instead of failing the fit
             raise NotApplicableError(str(exc)) from exc
         block = report["block"]
+        if int(block["judges"]) < 2:
+            raise NotApplicableError(_one_judge(()))
         return CyclicResult(
             systems=int(block["systems"]), scenarios=int(block["items"]),
             generations=int(block["generations"]), judges=int(block["judges"]), report=report,

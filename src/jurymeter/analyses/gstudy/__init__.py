@@ -51,7 +51,8 @@ class GStudyResult:
     """One fit's G-study: the headline numbers, typed, and the whole report (JSON-ready).
 
     ``erho2``, ``ceiling`` and ``mdd95`` are ``None`` where they cannot be
-    estimated (the report says why).
+    estimated (the report says why); ``design_note`` says why the fitted design
+    is not the block's (a facet with one level left it: one judge), else ``None``.
     """
 
     design: str
@@ -62,6 +63,7 @@ class GStudyResult:
     ceiling: float | None
     mdd95: float | None
     report: Mapping[str, Any] = field(repr=False)
+    design_note: str | None = None
 
 
 def _finite(value: Any) -> float | None:
@@ -126,6 +128,7 @@ class _GStudyFitting:
             ceiling=_finite(report.get("ceiling")),
             mdd95=_finite(report.get("mdd95")),
             report=report,
+            design_note="; ".join(report.get("design_notes") or []) or None,
         )
 
 
@@ -167,6 +170,7 @@ class GStudyAnalysis(Analysis[GStudyResult, GStudyOptions]):
         Headline("erho2", "E\u03c1\u00b2"),
         Headline("ceiling", "single-judge ceiling"),
         Headline("mdd95", "MDD95 (points)"),
+        Headline("design_note", "design note", "text"),
     )
 
     def modes(self, settings: FitSettings, options: GStudyOptions) -> tuple[GenerationMode, ...]:
@@ -184,7 +188,7 @@ class GStudyAnalysis(Analysis[GStudyResult, GStudyOptions]):
         return {
             "design": result.design, "systems": result.systems, "items": result.items,
             "judges": result.judges, "erho2": result.erho2, "ceiling": result.ceiling,
-            "mdd95": result.mdd95,
+            "mdd95": result.mdd95, "design_note": result.design_note,
         }
 
     def tabulate(self, result: GStudyResult) -> dict[str, list[dict[str, Any]]]:

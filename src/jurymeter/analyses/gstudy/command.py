@@ -93,7 +93,11 @@ def _gstudy(item_set: str, store: str | None, storage_option: list[str] | None, 
     # cells); one process, one fit: it may read more cells in one scan than a worker.
     with err.status(f"fitting {item_set} and {boot} bootstrap resamples") if err.is_terminal else contextlib.nullcontext():
         outcome = run_fit(job, scan_cells=COMMAND_SCAN_CELLS)["gstudy"]
-    assert outcome.result is not None  # the G-study applies to every pointwise item set: never skipped
+    if outcome.result is None:  # fewer than two systems or items: the reason says what to do
+        from jurymeter.errors import DesignError
+
+        msg = f"the G-study cannot run on {item_set}: {outcome.reason}"
+        raise DesignError(msg)
     report = dict(outcome.result.report)
     report["universe"], report["population"] = job.universe, job.population
     if screened_out is not None:
@@ -119,6 +123,8 @@ def print_gstudy(report: dict[str, Any]) -> None:
             out.print(f"dropped {kind} to balance: {', '.join(block[f'dropped_{kind}'])}", markup=False)
     for note in block["notes"]:
         out.print(f"note: {note}", markup=False)
+    for note in report.get("design_notes") or []:
+        out.print(f"design {report['design']} (block {report.get('block_design')}): {note}", markup=False)
     table = Table(title="variance components", title_justify="left")
     for col in ("component", "raw", "share", "95% interval"):
         table.add_column(col, justify="left" if col == "component" else "right")
@@ -169,8 +175,9 @@ def print_gstudy(report: dict[str, Any]) -> None:
         if best is None or best.get("n_i") is None:
             out.print(f"budget {budget} calls: no optimum can be estimated", markup=False)
             continue
+        judges = "the one judge" if best.get("n_j") is None else f"{best['n_j']} judges"
         out.print(
-            f"budget {budget} calls: {best['n_i']} items x {best['n_j']} judges x {best['n_r']} runs "
+            f"budget {budget} calls: {best['n_i']} items x {judges} x {best['n_r']} runs "
             f"(MDD95 {fmt(best['mdd95'])})"
         )
     naive = report["naive_item_bootstrap"]

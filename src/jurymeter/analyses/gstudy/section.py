@@ -50,6 +50,9 @@ DSTUDY_LABELS = {
 
 def gstudy_section(page: SectionBuilder) -> None:
     """Leaderboard, components, D-study, then figures 1, 4 and appendix figure 2 of [Anand2026]."""
+    note = page.summary.get("design_note")
+    if note:  # the design read from the data (docs/gstudy.md, "Designs read from the data")
+        page.add(f'<p class="note">Design {_e(page.summary.get("design"))}: {_e(note)}.</p>')
     page.add(_leaderboard_html(page.rows("leaderboard"), page.summary))
     page.add(_components_html(page.rows("components")))
     page.add(_dstudy_html(page.rows("dstudy")))
@@ -177,7 +180,10 @@ def _figure_erho2_curve(curve: pl.DataFrame, ceilings: pl.DataFrame, title: str)
 
 
 def _figure_nomogram(grid: pl.DataFrame, title: str) -> Figure | None:
-    """Filled contours of E rho^2 over judges x items, 0.7/0.8/0.9 labelled ([Anand2026] figure 4)."""
+    """Filled contours of E rho^2 over judges x items, 0.7/0.8/0.9 labelled ([Anand2026] figure 4).
+
+    No figure without rows (one judge, fixed: no judge counts to compare).
+    """
     if grid.height == 0:
         return None
     judge_list, item_list, z = _matrix(grid, "judges", "items", "erho2")
@@ -215,8 +221,11 @@ def _figure_nomogram(grid: pl.DataFrame, title: str) -> Figure | None:
 
 
 def _figure_budget(budget: pl.DataFrame, title: str) -> Figure | None:
-    """MDD95 against judges per item for each call budget, optimum marked ([Anand2026] appendix figure 2)."""
-    if budget.height == 0:
+    """MDD95 against judges per item for each call budget, optimum marked ([Anand2026] appendix figure 2).
+
+    No figure with fewer than two judge counts (one judge: every split is all items, nothing to compare).
+    """
+    if budget.height == 0 or budget["judges"].n_unique() < 2:
         return None
 
     def build() -> Figure:
