@@ -33,10 +33,11 @@ References
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import Counter
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
@@ -50,8 +51,10 @@ TIE_TOL = 1e-12
 # A panel's mean support of x within this distance of 1/2 is a tie (a mean of halves and
 # wholes over unequal family weights can land a rounding error away from 1/2).
 OUTCOME_TOL = 1e-12
-# Permutations are drawn this many at a time (memory: chunk x units integers).
-_PERM_CHUNK = 256
+# Permutations are drawn in chunks of at most this many (permutation x unit) gathers.
+_GATHER = 2_000_000
+# Blocks of at most this many units draw their permutation by number from a table of all k!.
+_TABLE_K = 6
 _NEEDED = ("item_id", "system_x", "system_y", "judge_id", "score_x")
 
 
@@ -343,15 +346,91 @@ def _p_greater(null: np.ndarray, observed: float) -> float:
 def _permutation_null(
     u: _Units, dj: np.ndarray, dc: np.ndarray, n_perm: int, rng: np.random.Generator
 ) -> _Stats:
-    """Statistics of ``n_perm`` within-(item, pair) permutations of the judges' labels."""
-    block = u.block.astype(np.float64)
-    parts: list[_Stats] = []
-    for start in range(0, n_perm, _PERM_CHUNK):
-        m = min(_PERM_CHUNK, n_perm - start)
-        order = np.argsort(block[None, :] + rng.random((m, block.size)), axis=1, kind="stable")
-        s, c = _cells(u, u.jf[order])
-        parts.append(_stats(s, c, dj, dc))
-    return _Stats(*(np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(_Stats)))
+    """Statistics of ``n_perm`` within-(item, pair) permutations of the judges' labels.
+
+    Permuting the labels among a block's units is the same, in distribution, as
+    keeping each unit's label in its slot and handing the slots a uniformly
+    permuted block of support sums. Blocks are grouped by their size and slot
+    labels; a group's permuted support sums are summed over its blocks per
+    (family of x, family of y) before they reach the cells, so a permutation
+    costs one gather per unit and no per-unit scatter. Counts move only where a
+    block's units carry unequal outcome counts.
+    """
+    n_l, n_c = len(u.judge_families), len(u.candidate_families)
+    starts = np.flatnonzero(np.r_[True, u.block[1:] != u.block[:-1]])
+    sizes = np.diff(np.r_[starts, u.block.size])
+    pair_fam = u.fx[starts] * n_c + u.fy[starts]
+    k_max = int(sizes.max())
+    padded = np.full((starts.size, k_max), -1, dtype=np.int64)
+    slot = np.arange(u.block.size) - np.repeat(starts, sizes)
+    padded[np.repeat(np.arange(starts.size), sizes), slot] = u.jf
+    _, group = np.unique(np.column_stack([sizes, pair_fam, padded]), axis=0, return_inverse=True)
+    group = group.ravel()
+    s_base = np.zeros((n_l, n_c))
+    c_base = np.zeros((n_l, n_c))
+    plans = []
+    for g in range(int(group.max()) + 1):
+        blocks = np.flatnonzero(group == g)
+        k = int(sizes[blocks[0]])
+        rows = starts[blocks][:, None] + np.arange(k)[None, :]
+        labels = u.jf[rows[0]]
+        fx, fy = int(u.fx[rows[0, 0]]), int(u.fy[rows[0, 0]])
+        sx, n = u.sx[rows], u.n[rows]
+        n_varies = bool((n != n[:, :1]).any())
+        if k == 1 or (np.all(labels == labels[0])):
+            # no permutation changes which label a support sum reaches
+            np.add.at(s_base, (labels, fx), sx.sum(axis=0))
+            np.add.at(s_base, (labels, fy), (n - sx).sum(axis=0))
+            np.add.at(c_base, (labels, fx), n.sum(axis=0))
+            np.add.at(c_base, (labels, fy), n.sum(axis=0))
+            continue
+        if not n_varies:
+            # every slot receives the block's common count whatever the permutation
+            np.add.at(c_base, (labels, fx), n.sum(axis=0))
+            np.add.at(c_base, (labels, fy), n.sum(axis=0))
+        plans.append((k, labels, fx, fy, sx, n, n_varies))
+    null_s = np.broadcast_to(s_base, (n_perm, n_l, n_c)).copy()
+    null_c = np.broadcast_to(c_base, (n_perm, n_l, n_c)).copy()
+    for k, labels, fx, fy, sx, n, n_varies in plans:
+        n_blocks = sx.shape[0]
+        onehot = (labels[:, None] == np.arange(n_l)[None, :]).astype(np.float64)
+        total_n = n.sum(axis=0) @ onehot  # (n_l,): counts per label when n does not vary
+        step = max(1, _GATHER // (n_blocks * k))
+        if k <= _TABLE_K:
+            # The permutations of the slots, by number: permutation i hands slot q the
+            # support of unit table[i, q], so unit p's support reaches label labels[inv[i, p]].
+            table = np.asarray(list(itertools.permutations(range(k))), dtype=np.int64)
+            inv = np.argsort(table, axis=1)
+            reach = (labels[inv][:, :, None] == np.arange(n_l)[None, None, :]).astype(np.float64)
+            reach = reach.reshape(-1, n_l)  # (k! * k, n_l)
+            n_tab = table.shape[0]
+        for lo in range(0, n_perm, step):
+            m = min(step, n_perm - lo)
+            got_n = total_n[None, :]
+            if k <= _TABLE_K:
+                # per permutation and table row, the summed supports of the blocks drawing it
+                key = (rng.integers(0, n_tab, size=(m, n_blocks))
+                       + (np.arange(m) * n_tab)[:, None]).ravel()
+                size = m * n_tab
+                per_row = np.stack([np.bincount(key, np.broadcast_to(sx[:, p], (m, n_blocks)).ravel(), size)
+                                    for p in range(k)], axis=1)  # (m * k!, k)
+                got_sx = per_row.reshape(m, n_tab * k) @ reach
+                if n_varies:
+                    per_row = np.stack([np.bincount(key, np.broadcast_to(n[:, p], (m, n_blocks)).ravel(), size)
+                                        for p in range(k)], axis=1)
+                    got_n = per_row.reshape(m, n_tab * k) @ reach
+            else:
+                sigma = np.argsort(rng.random((m, n_blocks, k)), axis=2)
+                where = sigma + (np.arange(n_blocks) * k)[None, :, None]
+                got_sx = sx.ravel()[where].sum(axis=1) @ onehot  # (m, n_l): support for x per label
+                if n_varies:
+                    got_n = n.ravel()[where].sum(axis=1) @ onehot
+            null_s[lo:lo + m, :, fx] += got_sx
+            null_s[lo:lo + m, :, fy] += got_n - got_sx
+            if n_varies:
+                null_c[lo:lo + m, :, fx] += got_n
+                null_c[lo:lo + m, :, fy] += got_n
+    return _stats(null_s, null_c, dj, dc)
 
 
 def _multiset_permutations(labels: list[int]) -> Iterator[tuple[int, ...]]:
@@ -557,14 +636,34 @@ def _check_mapping(name: str, value: object) -> None:
         raise ConfigError(msg)
 
 
-def _loo_fps(tagged: pl.DataFrame, column: str, family: str) -> tuple[float | None, str | None]:
-    rest = tagged.filter(pl.col(column) != family)
-    if column == "fam_x":  # a candidate family: drop every outcome with a candidate of it
-        rest = rest.filter(pl.col("fam_y") != family)
-    if rest.height == 0:
+def _subset(u: _Units, keep: np.ndarray) -> _Units:
+    """The units ``keep`` selects, their family codes renumbered over the families left."""
+    jf, fx, fy = u.jf[keep], u.fx[keep], u.fy[keep]
+    j_left = np.unique(jf)
+    c_left = np.unique(np.concatenate([fx, fy]))
+    j_new = np.full(len(u.judge_families), -1, dtype=np.int64)
+    j_new[j_left] = np.arange(j_left.size)
+    c_new = np.full(len(u.candidate_families), -1, dtype=np.int64)
+    c_new[c_left] = np.arange(c_left.size)
+    return _Units(
+        block=u.block[keep], judge=u.judge[keep], jf=j_new[jf], fx=c_new[fx], fy=c_new[fy],
+        sx=u.sx[keep], n=u.n[keep],
+        judge_families=tuple(u.judge_families[k] for k in j_left),
+        candidate_families=tuple(u.candidate_families[k] for k in c_left),
+        judge_family_of=u.judge_family_of,  # not read by _observed
+    )
+
+
+def _loo_fps(u: _Units, column: str, family: str) -> tuple[float | None, str | None]:
+    if column == "fam_j":
+        keep = u.jf != u.judge_families.index(family)
+    else:  # a candidate family: drop every outcome with a candidate of it
+        code = u.candidate_families.index(family)
+        keep = (u.fx != code) & (u.fy != code)
+    if not keep.any():
         return None, f"no outcome is left without family {family!r}"
     try:
-        st = _observed(_units(rest), f"without family {family!r}")[0]
+        st = _observed(_subset(u, keep), f"without family {family!r}")[0]
     except NotApplicableError as err:
         return None, str(err)
     return float(st.fps[0]), None
@@ -797,7 +896,7 @@ def family_preference(
         ("candidate_family", "fam_x", u.candidate_families),
     ):
         for f in fams:
-            value, reason = _loo_fps(used, column, f)
+            value, reason = _loo_fps(u, column, f)
             loo_rows.append({"left_out": kind, "family": f, "fps": value, "reason": reason})
     leave_one_out = pl.DataFrame(
         loo_rows,
