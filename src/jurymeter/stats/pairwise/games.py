@@ -229,8 +229,10 @@ def _dense(values: np.ndarray, bound: int) -> tuple[np.ndarray, int]:
     if bound <= 8 * values.size + 1024:
         seen = np.zeros(bound, dtype=bool)
         seen[values] = True
-        rank = np.cumsum(seen) - 1
-        return rank[values], int(rank[-1]) + 1
+        levels = np.flatnonzero(seen)
+        rank = np.zeros(bound, dtype=np.int64)
+        rank[levels] = np.arange(levels.size)
+        return rank[values], int(levels.size)
     levels, inverse = np.unique(values, return_inverse=True)
     return inverse.ravel().astype(np.int64), int(levels.size)
 
