@@ -43,6 +43,7 @@ import numpy as np
 import polars as pl
 
 from jurymeter.errors import ConfigError, DesignError, NotApplicableError
+from jurymeter.stats.pairwise.games import key_codes
 
 # A statistic of a permuted or relabelled panel counts as "at least as large" as the observed
 # one within this absolute tolerance, so that draws reproducing the observed assignment tie
@@ -200,39 +201,45 @@ class _Units:
 def _units(tagged: pl.DataFrame) -> _Units:
     jfam = tuple(sorted(set(tagged["fam_j"].to_list())))
     cfam = tuple(sorted(set(tagged["fam_x"].to_list()) | set(tagged["fam_y"].to_list())))
-    agg = (
-        tagged.group_by("item_id", "system_x", "system_y", "judge_id")
-        .agg(
-            pl.col("score_x").sum().alias("sx"),
-            pl.len().cast(pl.Float64).alias("n"),
-            pl.col("fam_j").first(),
-            pl.col("fam_x").first(),
-            pl.col("fam_y").first(),
-        )
-        .with_columns(
-            pl.struct("item_id", "system_x", "system_y")
-            .rank("dense")
-            .cast(pl.Int64)
-            .alias("block"),
-            pl.col("judge_id").rank("dense").cast(pl.Int64).alias("judge") - 1,
-        )
-        .sort("block", "judge_id")
-    )
-    jcode = {f: k for k, f in enumerate(jfam)}
-    ccode = {f: k for k, f in enumerate(cfam)}
-    judges = agg.select("judge", "fam_j").unique().sort("judge")
+    cache: dict[str, tuple[np.ndarray, int]] = {}
+    block, _ = key_codes(tagged, ["item_id", "system_x", "system_y"], cache)
+    unit, n_units = key_codes(tagged, ["item_id", "system_x", "system_y", "judge_id"], cache)
+    judge_codes, n_judge_codes = cache["judge_id"]
+    judge = _dense_codes(judge_codes, n_judge_codes)
+    first = np.zeros(n_units, dtype=np.int64)
+    first[unit[::-1]] = np.arange(tagged.height)[::-1]  # each unit's first row
+
+    def fam(column: str, levels: tuple[str, ...]) -> np.ndarray:
+        codes: np.ndarray = tagged[column].cast(pl.Enum(list(levels))).to_physical().cast(pl.Int64).to_numpy()
+        return codes[first]
+
+    jf = fam("fam_j", jfam)
+    u_judge = judge[first]
+    n_j = int(u_judge.max()) + 1 if n_units else 0
+    judge_family_of = np.zeros(n_j, dtype=np.int64)
+    judge_family_of[u_judge] = jf
     return _Units(
-        block=agg["block"].to_numpy(),
-        judge=agg["judge"].to_numpy(),
-        jf=agg["fam_j"].replace_strict(jcode, return_dtype=pl.Int64).to_numpy(),
-        fx=agg["fam_x"].replace_strict(ccode, return_dtype=pl.Int64).to_numpy(),
-        fy=agg["fam_y"].replace_strict(ccode, return_dtype=pl.Int64).to_numpy(),
-        sx=agg["sx"].to_numpy(),
-        n=agg["n"].to_numpy(),
+        block=block[first] + 1,
+        judge=u_judge,
+        jf=jf,
+        fx=fam("fam_x", cfam),
+        fy=fam("fam_y", cfam),
+        sx=np.bincount(unit, tagged["score_x"].to_numpy(), n_units),
+        n=np.bincount(unit, minlength=n_units).astype(np.float64),
         judge_families=jfam,
         candidate_families=cfam,
-        judge_family_of=judges["fam_j"].replace_strict(jcode, return_dtype=pl.Int64).to_numpy(),
+        judge_family_of=judge_family_of,
     )
+
+
+def _dense_codes(codes: np.ndarray, bound: int) -> np.ndarray:
+    seen = np.zeros(bound, dtype=bool)
+    seen[codes] = True
+    rank = np.zeros(bound, dtype=np.int64)
+    levels = np.flatnonzero(seen)
+    rank[levels] = np.arange(levels.size)
+    out: np.ndarray = rank[codes]
+    return out
 
 
 def _cells(
@@ -490,48 +497,60 @@ def _placebo(
 # --------------------------------------------------------------------------
 
 
-def _decision(value: pl.Expr) -> pl.Expr:
+def _sign(value: np.ndarray) -> np.ndarray:
     d = value - 0.5
-    return pl.when(d > OUTCOME_TOL).then(1).when(d < -OUTCOME_TOL).then(-1).otherwise(0)
+    out: np.ndarray = np.where(d > OUTCOME_TOL, 1, np.where(d < -OUTCOME_TOL, -1, 0))
+    return out
 
 
-def _composition(tagged: pl.DataFrame) -> pl.DataFrame:
-    block = ["item_id", "system_x", "system_y"]
-    judge = tagged.group_by(*block, "judge_id").agg(
-        pl.col("score_x").mean().alias("m"),
-        pl.col("fam_j").first(),
-        pl.col("fam_x").first(),
-        pl.col("fam_y").first(),
-    )
-    fam = judge.group_by(*block, "fam_j").agg(
-        pl.col("m").mean(), pl.col("fam_x").first(), pl.col("fam_y").first()
-    )
-    full = judge.group_by(block).agg(_decision(pl.col("m").mean()).alias("ref"))
-    balanced = fam.group_by(block).agg(_decision(pl.col("m").mean()).alias("ref"))
-    panels: list[tuple[str, pl.DataFrame]] = [
-        ("full", full.rename({"ref": "out"})),
-        ("balanced", balanced.rename({"ref": "out"})),
+def _composition(u: _Units) -> pl.DataFrame:
+    n_l = len(u.judge_families)
+    blk = u.block - 1
+    n_b = int(blk.max()) + 1 if blk.size else 0
+    m = u.sx / u.n  # a judge's mean support of x in its (item, pair)
+    full = _sign(np.bincount(blk, m, n_b) / np.bincount(blk, minlength=n_b))
+    cell = blk * n_l + u.jf
+    count = np.bincount(cell, minlength=n_b * n_l).reshape(n_b, n_l)
+    present = count > 0
+    fam_mean = np.bincount(cell, m, n_b * n_l).reshape(n_b, n_l) / np.where(present, count, 1)
+    fam_mean = np.where(present, fam_mean, 0.0)
+
+    def over(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Blocks with a family in ``mask``, and the decision of their families' mean there."""
+        use = present & mask
+        k = use.sum(axis=1)
+        has = np.flatnonzero(k > 0)
+        return has, _sign((fam_mean * use).sum(axis=1)[has] / k[has])
+
+    all_blocks, balanced = over(np.ones((1, n_l), dtype=bool))
+    balanced_full = np.zeros(n_b, dtype=np.int64)
+    balanced_full[all_blocks] = balanced
+    panels: list[tuple[str, np.ndarray, np.ndarray]] = [
+        ("full", np.arange(n_b), full),
+        ("balanced", all_blocks, balanced),
     ]
-    for f in sorted(set(tagged["fam_j"].to_list())):
-        single = fam.filter(pl.col("fam_j") == f).select(
-            *block, _decision(pl.col("m")).alias("out")
-        )
-        without = (
-            fam.filter(pl.col("fam_j") != f)
-            .group_by(block)
-            .agg(_decision(pl.col("m").mean()).alias("out"))
-        )
-        panels += [(f"single:{f}", single), (f"without:{f}", without)]
-    same = fam.filter((pl.col("fam_j") == pl.col("fam_x")) | (pl.col("fam_j") == pl.col("fam_y")))
-    panels.append(("same_family_judge", same.select(*block, _decision(pl.col("m")).alias("out"))))
+    for f, name in enumerate(u.judge_families):
+        single = np.flatnonzero(present[:, f])
+        panels.append((f"single:{name}", single, _sign(fam_mean[single, f])))
+        others = np.ones((1, n_l), dtype=bool)
+        others[0, f] = False
+        panels.append((f"without:{name}", *over(others)))
+    # each judge family sharing a candidate's family, alone
+    first = np.zeros(n_b, dtype=np.int64)
+    first[blk[::-1]] = np.arange(blk.size)[::-1]
+    cand = np.asarray(u.candidate_families, dtype=object)
+    bx, by = cand[u.fx[first]], cand[u.fy[first]]
+    jnames = np.asarray(u.judge_families, dtype=object)
+    same = present & ((jnames[None, :] == bx[:, None]) | (jnames[None, :] == by[:, None]))
+    sb, sf = np.nonzero(same)
+    panels.append(("same_family_judge", sb, _sign(fam_mean[sb, sf])))
     rows = []
-    for ref_name, ref in (("full", full), ("balanced", balanced)):
-        for name, panel in panels:
+    for ref_name, ref in (("full", full), ("balanced", balanced_full)):
+        for name, where, out in panels:
             if name == ref_name:
                 continue
-            joined = panel.join(ref, on=block, how="inner")
-            n = joined.height
-            changed = int((joined["out"] != joined["ref"]).sum())
+            n = int(where.size)
+            changed = int((out != ref[where]).sum())
             rows.append(
                 {
                     "reference": ref_name,
@@ -928,7 +947,7 @@ def family_preference(
         naive_ability_r=naive_r,
         corrected_ability_r=corrected_r,
         ability_reason=ability_reason,
-        composition=_composition(used),
+        composition=_composition(u),
         logprob=logprob,
         logprob_reason=logprob_reason,
         n_outcomes=int(used.height),
