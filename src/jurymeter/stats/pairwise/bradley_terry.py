@@ -62,6 +62,8 @@ ELO_CENTRE = 1000.0
 # quadratically, so the iterate is then exact to rounding.
 TOLERANCE = 1e-11
 MAX_ITER = 200
+# Chord steps (one shared information matrix) before Newton takes over the batched refits.
+_CHORD_ITER = 40
 # A step of a batched Newton is capped at this length (max norm), a trust region
 # that keeps a far-off warm start from overshooting; it never binds near the optimum.
 MAX_STEP = 2.0
@@ -254,9 +256,6 @@ def _code(outcomes: pl.DataFrame) -> _Coded:
     if not np.all((score >= 0.0) & (score <= 1.0)):
         msg = "outcomes.score_x must lie in [0, 1]"
         raise DesignError(msg)
-    if (frame["system_x"] == frame["system_y"]).any():
-        msg = "outcomes must compare two different systems; some rows have system_x == system_y"
-        raise DesignError(msg)
     systems = sorted(set(frame["system_x"].unique()) | set(frame["system_y"].unique()))
     items = frame["item_id"].cast(pl.String).unique().sort().to_list()
     judges = frame["judge_id"].cast(pl.String).unique().sort().to_list()
@@ -267,12 +266,16 @@ def _code(outcomes: pl.DataFrame) -> _Coded:
         out: np.ndarray = frame[name].cast(pl.String).cast(enum).to_physical().to_numpy()
         return out.astype(np.int64)
 
+    x, y = codes("system_x", systems), codes("system_y", systems)
+    if (x == y).any():
+        msg = "outcomes must compare two different systems; some rows have system_x == system_y"
+        raise DesignError(msg)
     return _Coded(
         systems=tuple(systems),
         items=tuple(items),
         judges=tuple(judges),
-        x=codes("system_x", systems),
-        y=codes("system_y", systems),
+        x=x,
+        y=y,
         item=codes("item_id", items),
         judge=codes("judge_id", judges),
         score=score,
@@ -500,6 +503,7 @@ def _batched_newton(
     played = sum_a(counts) + sum_b(counts)
     failed = ((earned <= 0) | (earned >= played)).any(axis=1)
     active = ~failed
+    _chord(pair_a, pair_b, wins, counts, theta, active, s)
     for _ in range(MAX_ITER):
         idx = np.flatnonzero(active)
         if idx.size == 0:
@@ -532,6 +536,57 @@ def _batched_newton(
         done = (size < TOLERANCE) & alive
         active[idx[done]] = False
     return theta - theta.mean(axis=1, keepdims=True), ~active & ~failed
+
+
+def _chord(
+    pair_a: np.ndarray,
+    pair_b: np.ndarray,
+    wins: np.ndarray,
+    counts: np.ndarray,
+    theta: np.ndarray,
+    active: np.ndarray,
+    s: int,
+) -> None:
+    """Chord steps with one information matrix for all resamples, in place; Newton finishes the rest.
+
+    The resamples' information matrices differ little from that of the mean counts at the
+    start, so its inverse contracts every resample's error by a small factor per step at the
+    cost of a matrix product (no per-resample solve). A resample converged here (largest step
+    below ``TOLERANCE``) is marked inactive; one whose step grows is put back at the start.
+    """
+    idx = np.flatnonzero(active)
+    if idx.size == 0:
+        return
+    sum_a, sum_b = _SystemSums(pair_a, s), _SystemSums(pair_b, s)  # not BLAS: its threads are slow here
+    start = theta[idx[0]].copy()
+    p0 = 1.0 / (1.0 + np.exp(start[pair_b] - start[pair_a]))
+    v0 = counts[idx].mean(axis=0) * p0 * (1.0 - p0)
+    info0 = np.zeros((s, s))
+    np.add.at(info0, (pair_a, pair_b), -v0)
+    np.add.at(info0, (pair_b, pair_a), -v0)
+    info0[np.arange(s), np.arange(s)] = -info0.sum(axis=1)
+    try:
+        inverse = np.linalg.inv(info0 + np.full((s, s), 1.0 / s))
+    except np.linalg.LinAlgError:
+        return
+    last = np.full(theta.shape[0], np.inf)
+    for _ in range(_CHORD_ITER):
+        if idx.size == 0:
+            return
+        t = theta[idx]
+        p = 1.0 / (1.0 + np.exp(t[:, pair_b] - t[:, pair_a]))
+        resid = wins[idx] - counts[idx] * p
+        step = (sum_a(resid) - sum_b(resid)) @ inverse
+        size = np.abs(step).max(axis=1)
+        grew = ~(size < last[idx])  # not contracting (or not finite): back to the start, for Newton
+        theta[idx[grew]] = start
+        keep = ~grew
+        scale = np.minimum(1.0, MAX_STEP / np.maximum(size, 1e-300))
+        theta[idx[keep]] = (t + step * scale[:, None])[keep]
+        done = keep & (size < TOLERANCE)
+        active[idx[done]] = False
+        last[idx] = size
+        idx = idx[keep & ~done]
 
 
 def _refit(
@@ -758,7 +813,12 @@ def bradley_terry(
     item_rng, judge_rng, battle_rng = rng.spawn(3)
     # pairs observed, and the per-item (x judge) sums on them
     pair_code = c.x * s + c.y
-    pairs, pair_of = np.unique(pair_code, return_inverse=True)
+    seen = np.zeros(s * s, dtype=bool)
+    seen[pair_code] = True
+    pairs = np.flatnonzero(seen)
+    dense = np.zeros(s * s, dtype=np.int64)
+    dense[pairs] = np.arange(pairs.size)
+    pair_of = dense[pair_code]
     pa, pb = pairs // s, pairs % s
     k = pairs.size
     n_items, n_judges = len(c.items), len(c.judges)
