@@ -309,6 +309,41 @@ def test_permutation_p_matches_full_enumeration() -> None:
     assert fp.fps_null_mean == pytest.approx(float(np.mean(null)), abs=Z_TOL * float(np.std(null)) / math.sqrt(n_perm))
 
 
+def test_permutation_p_matches_enumeration_large_and_unequal_blocks() -> None:
+    # a block of 7 judges (permuted by sorting, beyond the table of permutations) and a block
+    # whose judges carry unequal numbers of replicates (the counts move with the labels):
+    # 7! * 3! = 30,240 permutations, enumerated
+    rng = np.random.default_rng(19)
+    jf = {"j1": "A", "j2": "A", "j3": "B", "j4": "B", "j5": "C", "j6": "C", "j7": "A"}
+    sf = {"a": "A", "b": "B", "c": "C"}
+    plan = {("i1", "a", "b"): {j: 1 for j in jf}, ("i1", "a", "c"): {"j1": 1, "j3": 3, "j5": 1},
+            ("i2", "b", "c"): {"j2": 2, "j4": 1}}
+    rows = []
+    scores = {}
+    for blk, reps in plan.items():
+        for j, n in reps.items():
+            scores[blk, j] = [float(rng.choice([0.0, 0.5, 1.0])) for _ in range(n)]
+            rows += [(blk[0], blk[1], blk[2], j, 0, r, s) for r, s in enumerate(scores[blk, j])]
+    observed = _brute(rows, jf, sf)["fps"]
+    null = []
+    for perms in itertools.product(*(itertools.permutations(list(reps)) for reps in plan.values())):
+        permuted = []
+        for (blk, reps), perm in zip(plan.items(), perms, strict=True):
+            for j, new in zip(list(reps), perm, strict=True):
+                permuted += [(blk[0], blk[1], blk[2], new, 0, r, s)
+                             for r, s in enumerate(scores[blk, j])]  # fmt: skip
+        null.append(_brute(permuted, jf, sf)["fps"])
+    exact = float(np.mean(np.asarray(null) >= observed - 1e-12))
+    assert 0.0 < exact < 1.0  # the test has something to find
+    n_perm = 4000
+    fp = family_preference(_frame(rows), judge_family=jf, system_family=sf, n_perm=n_perm, n_placebo=0)
+    assert fp.fps == pytest.approx(observed, abs=EXACT)
+    se = math.sqrt(exact * (1 - exact) / n_perm)
+    expected = (1 + exact * n_perm) / (n_perm + 1)
+    assert abs(fp.p_permutation - expected) < Z_TOL * se + 1e-9
+    assert fp.fps_null_mean == pytest.approx(float(np.mean(null)), abs=Z_TOL * float(np.std(null)) / math.sqrt(n_perm))
+
+
 def test_placebo_enumerates_distinct_assignments() -> None:
     # four judges in two families of two: 4!/(2! 2!) = 6 labellings, 5 besides the observed
     rng = np.random.default_rng(11)

@@ -43,8 +43,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
+from scipy import sparse
 
 from jurymeter.errors import DesignError
+from jurymeter.stats.pairwise.games import key_codes
 
 VERDICTS = ("A", "B", "tie")
 PARSE_FAILURE = "parse_failure"  # the quarantine reason of jurymeter.io.adapters.base
@@ -99,7 +101,7 @@ def _kappa(po: float, pe: float) -> tuple[float | None, str | None]:
     return (po - pe) / (1.0 - pe), None
 
 
-def _validate(games: pl.DataFrame) -> None:
+def _validate(games: pl.DataFrame, cache: dict[str, tuple[np.ndarray, int]]) -> None:
     if not isinstance(games, pl.DataFrame):
         msg = f"games must be a polars DataFrame of games(); got {type(games).__name__}"
         raise DesignError(msg)
@@ -113,7 +115,9 @@ def _validate(games: pl.DataFrame) -> None:
                f"{bad['verdict'].unique().to_list()[:5]}")
         raise DesignError(msg)
     key = ["judge_id", *_MATCH]
-    dup = games.select(pl.struct(key).is_duplicated().sum()).item()
+    codes, n_keys = key_codes(games, key, cache)
+    counts = np.bincount(codes, minlength=n_keys)
+    dup = int(counts[counts > 1].sum())
     if dup:
         msg = f"games holds {dup} games sharing a key {key}; pass the games of one item set, each judgment once"
         raise DesignError(msg)
@@ -161,52 +165,57 @@ def judge_agreement(games: pl.DataFrame, *, gold_column: str = "gold") -> JudgeA
     >>> judge_agreement(g).pairs["agreement"].to_list()
     [0.0]
     """
-    _validate(games)
+    cache: dict[str, tuple[np.ndarray, int]] = {}  # codes of the key columns, computed once
+    _validate(games, cache)
     cols = [*_REQUIRED] + ([gold_column] if gold_column in games.columns else [])
     g = games.select(cols).with_columns(pl.col("verdict").cast(pl.String))
     judges = g["judge_id"].unique().sort().to_list()
-    per_judge = _replicates(g, judges).join(_gold(g, judges, gold_column), on="judge_id", how="left")
-    return JudgeAgreement(per_judge=per_judge, pairs=_pairs(g, judges), n_games=g.height,
+    per_judge = _replicates(g, judges, cache).join(_gold(g, judges, gold_column), on="judge_id", how="left")
+    return JudgeAgreement(per_judge=per_judge, pairs=_pairs(g, judges, cache), n_games=g.height,
                           gold_column=gold_column)
 
 
-def _replicates(g: pl.DataFrame, judges: list[str]) -> pl.DataFrame:
+def _replicates(g: pl.DataFrame, judges: list[str], cache: dict[str, tuple[np.ndarray, int]]) -> pl.DataFrame:
     group = ["judge_id", "item_id", "system_a", "system_b", "generation"]
-    ranked = g.with_columns(
-        (pl.col("replicate").rank("ordinal").over(group) - 1).cast(pl.Float64).alias("_k"),
-        pl.len().over(group).cast(pl.Float64).alias("_n"),
-    )
+    judge = g["judge_id"].cast(pl.Enum(judges)).to_physical().cast(pl.Int64).to_numpy()
+    verdict = g["verdict"].cast(pl.Enum(list(VERDICTS))).to_physical().cast(pl.Int64).to_numpy()
+    code, n_groups = key_codes(g, group, cache)
+    # k: the replicate's rank within its judgment (replicates are distinct there), n: the judgment's size
+    order = np.lexsort((g["replicate"].to_numpy(), code))
+    size = np.bincount(code, minlength=n_groups)
+    start = np.cumsum(size) - size
+    k = np.empty(g.height, dtype=np.float64)
+    k[order] = np.arange(g.height) - start[code[order]]
+    n = size[code].astype(np.float64)
+    n_j = len(judges)
     # same-verdict pairs: sum over (judgment, verdict) of C(count, 2)
-    same = (
-        ranked.group_by([*group, "verdict"]).agg(pl.len().cast(pl.Float64).alias("_c"))
-        .group_by("judge_id").agg((pl.col("_c") * (pl.col("_c") - 1) / 2).sum().alias("_same"))
-    )
-    shares = ranked.group_by("judge_id").agg(
-        pl.len().alias("n_games"),
-        (pl.col("_n") - 1 - pl.col("_k")).sum().alias("_pairs"),
-        *[((pl.col("_n") - 1 - pl.col("_k")) * (pl.col("verdict") == v)).sum().alias(f"_1{v}")
-          for v in VERDICTS],
-        *[(pl.col("_k") * (pl.col("verdict") == v)).sum().alias(f"_2{v}") for v in VERDICTS],
-    )
-    frame = pl.DataFrame({"judge_id": judges}).join(shares.join(same, on="judge_id"), on="judge_id",
-                                                    how="left")
+    c = np.bincount(code * 3 + verdict, minlength=3 * n_groups).astype(np.float64)
+    group_judge = np.zeros(n_groups, dtype=np.int64)
+    group_judge[code] = judge
+    same = np.bincount(np.repeat(group_judge, 3), weights=c * (c - 1) / 2, minlength=n_j)
+    earlier, later = n - 1 - k, k
+    n_games = np.bincount(judge, minlength=n_j)
+    n_pairs = np.bincount(judge, weights=earlier, minlength=n_j)
+    first = [np.bincount(judge, weights=earlier * (verdict == v), minlength=n_j) for v in range(3)]
+    second = [np.bincount(judge, weights=later * (verdict == v), minlength=n_j) for v in range(3)]
     rows: dict[str, list[object]] = {k: [] for k in (
         "judge_id", "n_games", "replicate_pairs", "replicate_agreement", "replicate_kappa",
         "replicate_reason", "replicate_kappa_reason")}
-    for r in frame.iter_rows(named=True):  # one row a judge
-        n_pairs = round(r["_pairs"])
-        rows["judge_id"].append(r["judge_id"])
-        rows["n_games"].append(int(r["n_games"]))
-        rows["replicate_pairs"].append(n_pairs)
-        if n_pairs == 0:
+    for j, name in enumerate(judges):
+        pairs = float(n_pairs[j])
+        n_rep = round(pairs)
+        rows["judge_id"].append(name)
+        rows["n_games"].append(int(n_games[j]))
+        rows["replicate_pairs"].append(n_rep)
+        if n_rep == 0:
             why = "no judgment of this judge has two replicates"
             rows["replicate_agreement"].append(None)
             rows["replicate_kappa"].append(None)
             rows["replicate_reason"].append(why)
             rows["replicate_kappa_reason"].append(why)
             continue
-        po = r["_same"] / r["_pairs"]
-        pe = sum((r[f"_1{v}"] / r["_pairs"]) * (r[f"_2{v}"] / r["_pairs"]) for v in VERDICTS)
+        po = float(same[j]) / pairs
+        pe = sum((float(first[v][j]) / pairs) * (float(second[v][j]) / pairs) for v in range(3))
         kappa, why_k = _kappa(po, pe)
         rows["replicate_agreement"].append(po)
         rows["replicate_kappa"].append(kappa)
@@ -241,16 +250,20 @@ def _gold(g: pl.DataFrame, judges: list[str], gold_column: str) -> pl.DataFrame:
     ).select([pl.col(k).cast(t) for k, t in schema.items()])
 
 
-def _pairs(g: pl.DataFrame, judges: list[str]) -> pl.DataFrame:
-    left = g.select([*_MATCH, pl.col("judge_id").alias("judge_1"), pl.col("verdict").alias("_v1")])
-    right = g.select([*_MATCH, pl.col("judge_id").alias("judge_2"), pl.col("verdict").alias("_v2")])
-    joined = left.join(right, on=_MATCH).filter(pl.col("judge_1") < pl.col("judge_2"))
-    cells = joined.group_by(["judge_1", "judge_2", "_v1", "_v2"]).agg(pl.len().alias("_c"))
-    index = {v: k for k, v in enumerate(VERDICTS)}
-    tables: dict[tuple[str, str], np.ndarray] = {}
-    for j1, j2, v1, v2, c in cells.iter_rows():  # at most 9 rows a pair of judges
-        t = tables.setdefault((j1, j2), np.zeros((3, 3)))
-        t[index[v1], index[v2]] = c
+def _pairs(g: pl.DataFrame, judges: list[str], cache: dict[str, tuple[np.ndarray, int]]) -> pl.DataFrame:
+    # Each judgment (item, shown systems, generation, replicate) one row, each (judge, verdict)
+    # one column: the Gram matrix of the indicators holds every pair of judges' 3 x 3 table.
+    keep = g.select(pl.all_horizontal(pl.col(_MATCH).is_not_null())).to_series()
+    matched = g.filter(keep)
+    whole = bool(keep.all())
+    code, n_keys = key_codes(matched, _MATCH, cache if whole else None)
+    judge = matched["judge_id"].cast(pl.Enum(judges)).to_physical().cast(pl.Int64).to_numpy()
+    verdict = matched["verdict"].cast(pl.Enum(list(VERDICTS))).to_physical().cast(pl.Int64).to_numpy()
+    n_cols = 3 * len(judges)
+    ind = sparse.csr_matrix((np.ones(matched.height), (code, judge * 3 + verdict)), shape=(n_keys, n_cols))
+    gram = (ind.T @ ind).toarray() if matched.height else np.zeros((n_cols, n_cols))
+    tables = {(j1, j2): gram[3 * a:3 * a + 3, 3 * (a + 1 + b):3 * (a + 2 + b)]
+              for a, j1 in enumerate(judges) for b, j2 in enumerate(judges[a + 1:])}
     rows: dict[str, list[object]] = {k: [] for k in (
         "judge_1", "judge_2", "n_shared", "agreement", "kappa", "kappa_reason")}
     for a, j1 in enumerate(judges):

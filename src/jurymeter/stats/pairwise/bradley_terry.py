@@ -54,6 +54,7 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
 from jurymeter.errors import ConfigError, DesignError, JurymeterError
+from jurymeter.stats.pairwise.games import key_codes
 
 ELO_PER_LOGIT = 400.0 / math.log(10.0)
 ELO_CENTRE = 1000.0
@@ -61,6 +62,8 @@ ELO_CENTRE = 1000.0
 # quadratically, so the iterate is then exact to rounding.
 TOLERANCE = 1e-11
 MAX_ITER = 200
+# Chord steps (one shared information matrix) before Newton takes over the batched refits.
+_CHORD_ITER = 40
 # A step of a batched Newton is capped at this length (max norm), a trust region
 # that keeps a far-off warm start from overshooting; it never binds near the optimum.
 MAX_STEP = 2.0
@@ -154,13 +157,15 @@ class BradleyTerry:
         same centring as ``rating_elo``), ``width_ratio`` (prompt width / battle
         width), ``rank`` (1 = best), ``rank_low``/``rank_high`` (prompt
         bootstrap percentiles of the rank), ``tie_group`` (1 = top).
-    width_ratio : float
-        Median over systems of ``width_ratio``.
+    width_ratio : float or None
+        Median over systems of ``width_ratio``; ``None`` (and the battle
+        columns null) when the battle bootstrap was not run.
     n_boot : int
         Resamples drawn for each bootstrap.
     prompt_degenerate, battle_degenerate : int
         Resamples without finite ratings (a system won or lost all its
-        comparisons in the resample), left out of the intervals.
+        comparisons in the resample), left out of the intervals
+        (``battle_degenerate`` ``None`` without the battle bootstrap).
     level : float
         Interval level.
     n_outcomes, n_items : int
@@ -178,10 +183,10 @@ class BradleyTerry:
     """
 
     table: pl.DataFrame
-    width_ratio: float
+    width_ratio: float | None
     n_boot: int
     prompt_degenerate: int
-    battle_degenerate: int
+    battle_degenerate: int | None
     level: float
     n_outcomes: int
     n_items: int
@@ -251,9 +256,6 @@ def _code(outcomes: pl.DataFrame) -> _Coded:
     if not np.all((score >= 0.0) & (score <= 1.0)):
         msg = "outcomes.score_x must lie in [0, 1]"
         raise DesignError(msg)
-    if (frame["system_x"] == frame["system_y"]).any():
-        msg = "outcomes must compare two different systems; some rows have system_x == system_y"
-        raise DesignError(msg)
     systems = sorted(set(frame["system_x"].unique()) | set(frame["system_y"].unique()))
     items = frame["item_id"].cast(pl.String).unique().sort().to_list()
     judges = frame["judge_id"].cast(pl.String).unique().sort().to_list()
@@ -264,12 +266,16 @@ def _code(outcomes: pl.DataFrame) -> _Coded:
         out: np.ndarray = frame[name].cast(pl.String).cast(enum).to_physical().to_numpy()
         return out.astype(np.int64)
 
+    x, y = codes("system_x", systems), codes("system_y", systems)
+    if (x == y).any():
+        msg = "outcomes must compare two different systems; some rows have system_x == system_y"
+        raise DesignError(msg)
     return _Coded(
         systems=tuple(systems),
         items=tuple(items),
         judges=tuple(judges),
-        x=codes("system_x", systems),
-        y=codes("system_y", systems),
+        x=x,
+        y=y,
         item=codes("item_id", items),
         judge=codes("judge_id", judges),
         score=score,
@@ -497,6 +503,7 @@ def _batched_newton(
     played = sum_a(counts) + sum_b(counts)
     failed = ((earned <= 0) | (earned >= played)).any(axis=1)
     active = ~failed
+    _chord(pair_a, pair_b, wins, counts, theta, active, s)
     for _ in range(MAX_ITER):
         idx = np.flatnonzero(active)
         if idx.size == 0:
@@ -529,6 +536,57 @@ def _batched_newton(
         done = (size < TOLERANCE) & alive
         active[idx[done]] = False
     return theta - theta.mean(axis=1, keepdims=True), ~active & ~failed
+
+
+def _chord(
+    pair_a: np.ndarray,
+    pair_b: np.ndarray,
+    wins: np.ndarray,
+    counts: np.ndarray,
+    theta: np.ndarray,
+    active: np.ndarray,
+    s: int,
+) -> None:
+    """Chord steps with one information matrix for all resamples, in place; Newton finishes the rest.
+
+    The resamples' information matrices differ little from that of the mean counts at the
+    start, so its inverse contracts every resample's error by a small factor per step at the
+    cost of a matrix product (no per-resample solve). A resample converged here (largest step
+    below ``TOLERANCE``) is marked inactive; one whose step grows is put back at the start.
+    """
+    idx = np.flatnonzero(active)
+    if idx.size == 0:
+        return
+    sum_a, sum_b = _SystemSums(pair_a, s), _SystemSums(pair_b, s)  # not BLAS: its threads are slow here
+    start = theta[idx[0]].copy()
+    p0 = 1.0 / (1.0 + np.exp(start[pair_b] - start[pair_a]))
+    v0 = counts[idx].mean(axis=0) * p0 * (1.0 - p0)
+    info0 = np.zeros((s, s))
+    np.add.at(info0, (pair_a, pair_b), -v0)
+    np.add.at(info0, (pair_b, pair_a), -v0)
+    info0[np.arange(s), np.arange(s)] = -info0.sum(axis=1)
+    try:
+        inverse = np.linalg.inv(info0 + np.full((s, s), 1.0 / s))
+    except np.linalg.LinAlgError:
+        return
+    last = np.full(theta.shape[0], np.inf)
+    for _ in range(_CHORD_ITER):
+        if idx.size == 0:
+            return
+        t = theta[idx]
+        p = 1.0 / (1.0 + np.exp(t[:, pair_b] - t[:, pair_a]))
+        resid = wins[idx] - counts[idx] * p
+        step = (sum_a(resid) - sum_b(resid)) @ inverse
+        size = np.abs(step).max(axis=1)
+        grew = ~(size < last[idx])  # not contracting (or not finite): back to the start, for Newton
+        theta[idx[grew]] = start
+        keep = ~grew
+        scale = np.minimum(1.0, MAX_STEP / np.maximum(size, 1e-300))
+        theta[idx[keep]] = (t + step * scale[:, None])[keep]
+        done = keep & (size < TOLERANCE)
+        active[idx[done]] = False
+        last[idx] = size
+        idx = idx[keep & ~done]
 
 
 def _refit(
@@ -613,6 +671,27 @@ def _check_options(
         raise ConfigError(msg)
 
 
+def _battle(
+    c: _Coded, pair_of: np.ndarray, pa: np.ndarray, pb: np.ndarray, theta: np.ndarray, n_boot: int,
+    battle_rng: np.random.Generator,
+) -> tuple[np.ndarray, int]:
+    """Battle bootstrap: multinomial on (pair, score) cells; soft scores binned (see Notes)."""
+    hard = np.isin(c.score, (0.0, 0.5, 1.0))
+    level_code = np.where(
+        c.score == 0.0, 0, np.where(c.score == 0.5, 1, np.where(c.score == 1.0, 2, 0))
+    )
+    soft_bin = 3 + np.minimum((c.score * SOFT_BINS).astype(np.int64), SOFT_BINS - 1)
+    cell_code = pair_of * (3 + SOFT_BINS) + np.where(hard, level_code, soft_bin)
+    cells, cell_of, cell_n = np.unique(cell_code, return_inverse=True, return_counts=True)
+    cell_score = np.bincount(cell_of, weights=c.score) / cell_n  # the cell's mean score
+    starts = np.flatnonzero(np.r_[True, np.diff(cells // (3 + SOFT_BINS)) != 0])
+    draws = battle_rng.multinomial(c.score.size, cell_n / c.score.size, size=n_boot)
+    battle_w = np.add.reduceat(draws * cell_score, starts, axis=1)
+    battle_n = np.add.reduceat(draws, starts, axis=1).astype(np.float64)
+    battle, battle_bad = _refit(pa, pb, battle_w, battle_n, theta, c.systems)
+    return battle, battle_bad
+
+
 def bradley_terry(
     outcomes: pl.DataFrame,
     *,
@@ -622,6 +701,7 @@ def bradley_terry(
     resample_judges: bool = False,
     anchor: str | None = None,
     games: pl.DataFrame | None = None,
+    battle_bootstrap: bool = True,
 ) -> BradleyTerry:
     r"""Bradley-Terry ratings of pooled outcomes with honest (prompt-clustered) intervals.
 
@@ -645,6 +725,9 @@ def bradley_terry(
     games : polars.DataFrame, optional
         A games frame (:func:`jurymeter.stats.pairwise.games.games`) with
         ``length_a``/``length_b``, for the length-controlled fit.
+    battle_bootstrap : bool, default True
+        Run the battle (outcome-row) bootstrap beside the prompt bootstrap;
+        ``False`` leaves the battle columns and ``width_ratio`` null.
 
     Returns
     -------
@@ -730,7 +813,12 @@ def bradley_terry(
     item_rng, judge_rng, battle_rng = rng.spawn(3)
     # pairs observed, and the per-item (x judge) sums on them
     pair_code = c.x * s + c.y
-    pairs, pair_of = np.unique(pair_code, return_inverse=True)
+    seen = np.zeros(s * s, dtype=bool)
+    seen[pair_code] = True
+    pairs = np.flatnonzero(seen)
+    dense = np.zeros(s * s, dtype=np.int64)
+    dense[pairs] = np.arange(pairs.size)
+    pair_of = dense[pair_code]
     pa, pb = pairs // s, pairs % s
     k = pairs.size
     n_items, n_judges = len(c.items), len(c.judges)
@@ -753,32 +841,26 @@ def bradley_terry(
         bw, bn = mf @ xw, mf @ xn
     prompt, prompt_bad = _refit(pa, pb, bw, bn, theta, c.systems)
 
-    # battle bootstrap: multinomial on (pair, score) cells; soft scores binned (see Notes)
-    hard = np.isin(c.score, (0.0, 0.5, 1.0))
-    level_code = np.where(
-        c.score == 0.0, 0, np.where(c.score == 0.5, 1, np.where(c.score == 1.0, 2, 0))
-    )
-    soft_bin = 3 + np.minimum((c.score * SOFT_BINS).astype(np.int64), SOFT_BINS - 1)
-    cell_code = pair_of * (3 + SOFT_BINS) + np.where(hard, level_code, soft_bin)
-    cells, cell_of, cell_n = np.unique(cell_code, return_inverse=True, return_counts=True)
-    cell_score = np.bincount(cell_of, weights=c.score) / cell_n  # the cell's mean score
-    starts = np.flatnonzero(np.r_[True, np.diff(cells // (3 + SOFT_BINS)) != 0])
-    draws = battle_rng.multinomial(c.score.size, cell_n / c.score.size, size=n_boot)
-    battle_w = np.add.reduceat(draws * cell_score, starts, axis=1)
-    battle_n = np.add.reduceat(draws, starts, axis=1).astype(np.float64)
-    battle, battle_bad = _refit(pa, pb, battle_w, battle_n, theta, c.systems)
-    if prompt.shape[0] < 2 or battle.shape[0] < 2:
+    if not isinstance(battle_bootstrap, bool):
+        msg = f"battle_bootstrap must be a bool; got {battle_bootstrap!r}"
+        raise ConfigError(msg)
+    if battle_bootstrap:
+        battle, battle_bad = _battle(c, pair_of, pa, pb, theta, n_boot, battle_rng)
+    if prompt.shape[0] < 2 or (battle_bootstrap and battle.shape[0] < 2):
         msg = (
             f"fewer than 2 of the {n_boot} bootstrap resamples have finite ratings "
-            f"(prompt {prompt.shape[0]}, battle {battle.shape[0]}); the intervals cannot be "
-            "estimated"
+            f"(prompt {prompt.shape[0]}, battle {battle.shape[0] if battle_bootstrap else 'not run'}); "
+            "the intervals cannot be estimated"
         )
         raise ComparisonGraphError(msg)
 
     lo_q, hi_q = (1.0 - level) / 2.0, (1.0 + level) / 2.0
     low, high = np.quantile(prompt, [lo_q, hi_q], axis=0)
-    b_low, b_high = np.quantile(battle, [lo_q, hi_q], axis=0)
-    ratio = (high - low) / (b_high - b_low)
+    if battle_bootstrap:
+        b_low, b_high = np.quantile(battle, [lo_q, hi_q], axis=0)
+        ratio = (high - low) / (b_high - b_low)
+    else:
+        b_low = b_high = ratio = np.full(s, np.nan)
     centre_idx = None if anchor is None else c.systems.index(anchor)
 
     def elo(t: np.ndarray) -> np.ndarray:
@@ -821,6 +903,8 @@ def bradley_terry(
         },
         schema=BT_SCHEMA,
     ).sort("rank")
+    if not battle_bootstrap:
+        table = table.with_columns(pl.lit(None, dtype=pl.Float64).alias(n) for n in ("battle_low", "battle_high", "width_ratio"))
 
     lc: LengthControl | None
     lc_reason: str | None
@@ -830,10 +914,10 @@ def bradley_terry(
         lc, lc_reason = _length_control(games)
     return BradleyTerry(
         table=table,
-        width_ratio=float(np.median(ratio)),
+        width_ratio=float(np.median(ratio)) if battle_bootstrap else None,
         n_boot=n_boot,
         prompt_degenerate=prompt_bad,
-        battle_degenerate=battle_bad,
+        battle_degenerate=battle_bad if battle_bootstrap else None,
         level=float(level),
         n_outcomes=int(c.score.size),
         n_items=n_items,
@@ -897,25 +981,22 @@ def _length_control(games: pl.DataFrame) -> tuple[LengthControl | None, str | No
     if g.height == 0:
         return None, "no game carries both length_a and length_b"
     names = sorted(set(g["system_a"].unique()) | set(g["system_b"].unique()))
-    codes = {n: k for k, n in enumerate(names)}
     s = len(names)
-    a = g["system_a"].replace_strict(codes, return_dtype=pl.Int64).to_numpy()
-    b = g["system_b"].replace_strict(codes, return_dtype=pl.Int64).to_numpy()
+    a = g["system_a"].cast(pl.String).cast(pl.Enum(names)).to_physical().cast(pl.Int64).to_numpy()
+    b = g["system_b"].cast(pl.String).cast(pl.Enum(names)).to_physical().cast(pl.Int64).to_numpy()
     y = g["score_a"].cast(pl.Float64).to_numpy()
     la = g["length_a"].cast(pl.Float64).to_numpy()
     lb = g["length_b"].cast(pl.Float64).to_numpy()
     total = la + lb
     d = np.where(total > 0, (la - lb) / np.where(total > 0, total, 1.0), 0.0)
-    wins = np.zeros((s, s))
-    np.add.at(wins, (a, b), y)
-    np.add.at(wins, (b, a), 1.0 - y)
+    wins = (np.bincount(a * s + b, y, s * s) + np.bincount(b * s + a, 1.0 - y, s * s)).reshape(s, s)
     problem = _graph_problem(wins, tuple(names))
     if problem is not None:
         raise ComparisonGraphError("length control: " + problem)
     theta, beta, info = _games_fit(a, b, d, y, s)
     plain, _, _ = _games_fit(a, b, None, y, s)
     # item-clustered sandwich of (theta, beta)
-    item = (g["item_id"].rank("dense") - 1).cast(pl.Int64).to_numpy()
+    item, _ = key_codes(g, ["item_id"])
     n_items = int(item.max()) + 1
     r = y - 1.0 / (1.0 + np.exp(-(theta[a] - theta[b] + beta * d)))
     u = np.zeros((n_items, s + 1))

@@ -33,15 +33,17 @@ References
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import Counter
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
 
 from jurymeter.errors import ConfigError, DesignError, NotApplicableError
+from jurymeter.stats.pairwise.games import key_codes
 
 # A statistic of a permuted or relabelled panel counts as "at least as large" as the observed
 # one within this absolute tolerance, so that draws reproducing the observed assignment tie
@@ -50,8 +52,10 @@ TIE_TOL = 1e-12
 # A panel's mean support of x within this distance of 1/2 is a tie (a mean of halves and
 # wholes over unequal family weights can land a rounding error away from 1/2).
 OUTCOME_TOL = 1e-12
-# Permutations are drawn this many at a time (memory: chunk x units integers).
-_PERM_CHUNK = 256
+# Permutations are drawn in chunks of at most this many (permutation x unit) gathers.
+_GATHER = 2_000_000
+# Blocks of at most this many units draw their permutation by number from a table of all k!.
+_TABLE_K = 6
 _NEEDED = ("item_id", "system_x", "system_y", "judge_id", "score_x")
 
 
@@ -197,39 +201,45 @@ class _Units:
 def _units(tagged: pl.DataFrame) -> _Units:
     jfam = tuple(sorted(set(tagged["fam_j"].to_list())))
     cfam = tuple(sorted(set(tagged["fam_x"].to_list()) | set(tagged["fam_y"].to_list())))
-    agg = (
-        tagged.group_by("item_id", "system_x", "system_y", "judge_id")
-        .agg(
-            pl.col("score_x").sum().alias("sx"),
-            pl.len().cast(pl.Float64).alias("n"),
-            pl.col("fam_j").first(),
-            pl.col("fam_x").first(),
-            pl.col("fam_y").first(),
-        )
-        .with_columns(
-            pl.struct("item_id", "system_x", "system_y")
-            .rank("dense")
-            .cast(pl.Int64)
-            .alias("block"),
-            pl.col("judge_id").rank("dense").cast(pl.Int64).alias("judge") - 1,
-        )
-        .sort("block", "judge_id")
-    )
-    jcode = {f: k for k, f in enumerate(jfam)}
-    ccode = {f: k for k, f in enumerate(cfam)}
-    judges = agg.select("judge", "fam_j").unique().sort("judge")
+    cache: dict[str, tuple[np.ndarray, int]] = {}
+    block, _ = key_codes(tagged, ["item_id", "system_x", "system_y"], cache)
+    unit, n_units = key_codes(tagged, ["item_id", "system_x", "system_y", "judge_id"], cache)
+    judge_codes, n_judge_codes = cache["judge_id"]
+    judge = _dense_codes(judge_codes, n_judge_codes)
+    first = np.zeros(n_units, dtype=np.int64)
+    first[unit[::-1]] = np.arange(tagged.height)[::-1]  # each unit's first row
+
+    def fam(column: str, levels: tuple[str, ...]) -> np.ndarray:
+        codes: np.ndarray = tagged[column].cast(pl.Enum(list(levels))).to_physical().cast(pl.Int64).to_numpy()
+        return codes[first]
+
+    jf = fam("fam_j", jfam)
+    u_judge = judge[first]
+    n_j = int(u_judge.max()) + 1 if n_units else 0
+    judge_family_of = np.zeros(n_j, dtype=np.int64)
+    judge_family_of[u_judge] = jf
     return _Units(
-        block=agg["block"].to_numpy(),
-        judge=agg["judge"].to_numpy(),
-        jf=agg["fam_j"].replace_strict(jcode, return_dtype=pl.Int64).to_numpy(),
-        fx=agg["fam_x"].replace_strict(ccode, return_dtype=pl.Int64).to_numpy(),
-        fy=agg["fam_y"].replace_strict(ccode, return_dtype=pl.Int64).to_numpy(),
-        sx=agg["sx"].to_numpy(),
-        n=agg["n"].to_numpy(),
+        block=block[first] + 1,
+        judge=u_judge,
+        jf=jf,
+        fx=fam("fam_x", cfam),
+        fy=fam("fam_y", cfam),
+        sx=np.bincount(unit, tagged["score_x"].to_numpy(), n_units),
+        n=np.bincount(unit, minlength=n_units).astype(np.float64),
         judge_families=jfam,
         candidate_families=cfam,
-        judge_family_of=judges["fam_j"].replace_strict(jcode, return_dtype=pl.Int64).to_numpy(),
+        judge_family_of=judge_family_of,
     )
+
+
+def _dense_codes(codes: np.ndarray, bound: int) -> np.ndarray:
+    seen = np.zeros(bound, dtype=bool)
+    seen[codes] = True
+    rank = np.zeros(bound, dtype=np.int64)
+    levels = np.flatnonzero(seen)
+    rank[levels] = np.arange(levels.size)
+    out: np.ndarray = rank[codes]
+    return out
 
 
 def _cells(
@@ -343,15 +353,91 @@ def _p_greater(null: np.ndarray, observed: float) -> float:
 def _permutation_null(
     u: _Units, dj: np.ndarray, dc: np.ndarray, n_perm: int, rng: np.random.Generator
 ) -> _Stats:
-    """Statistics of ``n_perm`` within-(item, pair) permutations of the judges' labels."""
-    block = u.block.astype(np.float64)
-    parts: list[_Stats] = []
-    for start in range(0, n_perm, _PERM_CHUNK):
-        m = min(_PERM_CHUNK, n_perm - start)
-        order = np.argsort(block[None, :] + rng.random((m, block.size)), axis=1, kind="stable")
-        s, c = _cells(u, u.jf[order])
-        parts.append(_stats(s, c, dj, dc))
-    return _Stats(*(np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(_Stats)))
+    """Statistics of ``n_perm`` within-(item, pair) permutations of the judges' labels.
+
+    Permuting the labels among a block's units is the same, in distribution, as
+    keeping each unit's label in its slot and handing the slots a uniformly
+    permuted block of support sums. Blocks are grouped by their size and slot
+    labels; a group's permuted support sums are summed over its blocks per
+    (family of x, family of y) before they reach the cells, so a permutation
+    costs one gather per unit and no per-unit scatter. Counts move only where a
+    block's units carry unequal outcome counts.
+    """
+    n_l, n_c = len(u.judge_families), len(u.candidate_families)
+    starts = np.flatnonzero(np.r_[True, u.block[1:] != u.block[:-1]])
+    sizes = np.diff(np.r_[starts, u.block.size])
+    pair_fam = u.fx[starts] * n_c + u.fy[starts]
+    k_max = int(sizes.max())
+    padded = np.full((starts.size, k_max), -1, dtype=np.int64)
+    slot = np.arange(u.block.size) - np.repeat(starts, sizes)
+    padded[np.repeat(np.arange(starts.size), sizes), slot] = u.jf
+    _, group = np.unique(np.column_stack([sizes, pair_fam, padded]), axis=0, return_inverse=True)
+    group = group.ravel()
+    s_base = np.zeros((n_l, n_c))
+    c_base = np.zeros((n_l, n_c))
+    plans = []
+    for g in range(int(group.max()) + 1):
+        blocks = np.flatnonzero(group == g)
+        k = int(sizes[blocks[0]])
+        rows = starts[blocks][:, None] + np.arange(k)[None, :]
+        labels = u.jf[rows[0]]
+        fx, fy = int(u.fx[rows[0, 0]]), int(u.fy[rows[0, 0]])
+        sx, n = u.sx[rows], u.n[rows]
+        n_varies = bool((n != n[:, :1]).any())
+        if k == 1 or (np.all(labels == labels[0])):
+            # no permutation changes which label a support sum reaches
+            np.add.at(s_base, (labels, fx), sx.sum(axis=0))
+            np.add.at(s_base, (labels, fy), (n - sx).sum(axis=0))
+            np.add.at(c_base, (labels, fx), n.sum(axis=0))
+            np.add.at(c_base, (labels, fy), n.sum(axis=0))
+            continue
+        if not n_varies:
+            # every slot receives the block's common count whatever the permutation
+            np.add.at(c_base, (labels, fx), n.sum(axis=0))
+            np.add.at(c_base, (labels, fy), n.sum(axis=0))
+        plans.append((k, labels, fx, fy, sx, n, n_varies))
+    null_s = np.broadcast_to(s_base, (n_perm, n_l, n_c)).copy()
+    null_c = np.broadcast_to(c_base, (n_perm, n_l, n_c)).copy()
+    for k, labels, fx, fy, sx, n, n_varies in plans:
+        n_blocks = sx.shape[0]
+        onehot = (labels[:, None] == np.arange(n_l)[None, :]).astype(np.float64)
+        total_n = n.sum(axis=0) @ onehot  # (n_l,): counts per label when n does not vary
+        step = max(1, _GATHER // (n_blocks * k))
+        if k <= _TABLE_K:
+            # The permutations of the slots, by number: permutation i hands slot q the
+            # support of unit table[i, q], so unit p's support reaches label labels[inv[i, p]].
+            table = np.asarray(list(itertools.permutations(range(k))), dtype=np.int64)
+            inv = np.argsort(table, axis=1)
+            reach = (labels[inv][:, :, None] == np.arange(n_l)[None, None, :]).astype(np.float64)
+            reach = reach.reshape(-1, n_l)  # (k! * k, n_l)
+            n_tab = table.shape[0]
+        for lo in range(0, n_perm, step):
+            m = min(step, n_perm - lo)
+            got_n = total_n[None, :]
+            if k <= _TABLE_K:
+                # per permutation and table row, the summed supports of the blocks drawing it
+                key = (rng.integers(0, n_tab, size=(m, n_blocks))
+                       + (np.arange(m) * n_tab)[:, None]).ravel()
+                size = m * n_tab
+                per_row = np.stack([np.bincount(key, np.broadcast_to(sx[:, p], (m, n_blocks)).ravel(), size)
+                                    for p in range(k)], axis=1)  # (m * k!, k)
+                got_sx = per_row.reshape(m, n_tab * k) @ reach
+                if n_varies:
+                    per_row = np.stack([np.bincount(key, np.broadcast_to(n[:, p], (m, n_blocks)).ravel(), size)
+                                        for p in range(k)], axis=1)
+                    got_n = per_row.reshape(m, n_tab * k) @ reach
+            else:
+                sigma = np.argsort(rng.random((m, n_blocks, k)), axis=2)
+                where = sigma + (np.arange(n_blocks) * k)[None, :, None]
+                got_sx = sx.ravel()[where].sum(axis=1) @ onehot  # (m, n_l): support for x per label
+                if n_varies:
+                    got_n = n.ravel()[where].sum(axis=1) @ onehot
+            null_s[lo:lo + m, :, fx] += got_sx
+            null_s[lo:lo + m, :, fy] += got_n - got_sx
+            if n_varies:
+                null_c[lo:lo + m, :, fx] += got_n
+                null_c[lo:lo + m, :, fy] += got_n
+    return _stats(null_s, null_c, dj, dc)
 
 
 def _multiset_permutations(labels: list[int]) -> Iterator[tuple[int, ...]]:
@@ -411,48 +497,60 @@ def _placebo(
 # --------------------------------------------------------------------------
 
 
-def _decision(value: pl.Expr) -> pl.Expr:
+def _sign(value: np.ndarray) -> np.ndarray:
     d = value - 0.5
-    return pl.when(d > OUTCOME_TOL).then(1).when(d < -OUTCOME_TOL).then(-1).otherwise(0)
+    out: np.ndarray = np.where(d > OUTCOME_TOL, 1, np.where(d < -OUTCOME_TOL, -1, 0))
+    return out
 
 
-def _composition(tagged: pl.DataFrame) -> pl.DataFrame:
-    block = ["item_id", "system_x", "system_y"]
-    judge = tagged.group_by(*block, "judge_id").agg(
-        pl.col("score_x").mean().alias("m"),
-        pl.col("fam_j").first(),
-        pl.col("fam_x").first(),
-        pl.col("fam_y").first(),
-    )
-    fam = judge.group_by(*block, "fam_j").agg(
-        pl.col("m").mean(), pl.col("fam_x").first(), pl.col("fam_y").first()
-    )
-    full = judge.group_by(block).agg(_decision(pl.col("m").mean()).alias("ref"))
-    balanced = fam.group_by(block).agg(_decision(pl.col("m").mean()).alias("ref"))
-    panels: list[tuple[str, pl.DataFrame]] = [
-        ("full", full.rename({"ref": "out"})),
-        ("balanced", balanced.rename({"ref": "out"})),
+def _composition(u: _Units) -> pl.DataFrame:
+    n_l = len(u.judge_families)
+    blk = u.block - 1
+    n_b = int(blk.max()) + 1 if blk.size else 0
+    m = u.sx / u.n  # a judge's mean support of x in its (item, pair)
+    full = _sign(np.bincount(blk, m, n_b) / np.bincount(blk, minlength=n_b))
+    cell = blk * n_l + u.jf
+    count = np.bincount(cell, minlength=n_b * n_l).reshape(n_b, n_l)
+    present = count > 0
+    fam_mean = np.bincount(cell, m, n_b * n_l).reshape(n_b, n_l) / np.where(present, count, 1)
+    fam_mean = np.where(present, fam_mean, 0.0)
+
+    def over(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Blocks with a family in ``mask``, and the decision of their families' mean there."""
+        use = present & mask
+        k = use.sum(axis=1)
+        has = np.flatnonzero(k > 0)
+        return has, _sign((fam_mean * use).sum(axis=1)[has] / k[has])
+
+    all_blocks, balanced = over(np.ones((1, n_l), dtype=bool))
+    balanced_full = np.zeros(n_b, dtype=np.int64)
+    balanced_full[all_blocks] = balanced
+    panels: list[tuple[str, np.ndarray, np.ndarray]] = [
+        ("full", np.arange(n_b), full),
+        ("balanced", all_blocks, balanced),
     ]
-    for f in sorted(set(tagged["fam_j"].to_list())):
-        single = fam.filter(pl.col("fam_j") == f).select(
-            *block, _decision(pl.col("m")).alias("out")
-        )
-        without = (
-            fam.filter(pl.col("fam_j") != f)
-            .group_by(block)
-            .agg(_decision(pl.col("m").mean()).alias("out"))
-        )
-        panels += [(f"single:{f}", single), (f"without:{f}", without)]
-    same = fam.filter((pl.col("fam_j") == pl.col("fam_x")) | (pl.col("fam_j") == pl.col("fam_y")))
-    panels.append(("same_family_judge", same.select(*block, _decision(pl.col("m")).alias("out"))))
+    for f, name in enumerate(u.judge_families):
+        single = np.flatnonzero(present[:, f])
+        panels.append((f"single:{name}", single, _sign(fam_mean[single, f])))
+        others = np.ones((1, n_l), dtype=bool)
+        others[0, f] = False
+        panels.append((f"without:{name}", *over(others)))
+    # each judge family sharing a candidate's family, alone
+    first = np.zeros(n_b, dtype=np.int64)
+    first[blk[::-1]] = np.arange(blk.size)[::-1]
+    cand = np.asarray(u.candidate_families, dtype=object)
+    bx, by = cand[u.fx[first]], cand[u.fy[first]]
+    jnames = np.asarray(u.judge_families, dtype=object)
+    same = present & ((jnames[None, :] == bx[:, None]) | (jnames[None, :] == by[:, None]))
+    sb, sf = np.nonzero(same)
+    panels.append(("same_family_judge", sb, _sign(fam_mean[sb, sf])))
     rows = []
-    for ref_name, ref in (("full", full), ("balanced", balanced)):
-        for name, panel in panels:
+    for ref_name, ref in (("full", full), ("balanced", balanced_full)):
+        for name, where, out in panels:
             if name == ref_name:
                 continue
-            joined = panel.join(ref, on=block, how="inner")
-            n = joined.height
-            changed = int((joined["out"] != joined["ref"]).sum())
+            n = int(where.size)
+            changed = int((out != ref[where]).sum())
             rows.append(
                 {
                     "reference": ref_name,
@@ -557,14 +655,34 @@ def _check_mapping(name: str, value: object) -> None:
         raise ConfigError(msg)
 
 
-def _loo_fps(tagged: pl.DataFrame, column: str, family: str) -> tuple[float | None, str | None]:
-    rest = tagged.filter(pl.col(column) != family)
-    if column == "fam_x":  # a candidate family: drop every outcome with a candidate of it
-        rest = rest.filter(pl.col("fam_y") != family)
-    if rest.height == 0:
+def _subset(u: _Units, keep: np.ndarray) -> _Units:
+    """The units ``keep`` selects, their family codes renumbered over the families left."""
+    jf, fx, fy = u.jf[keep], u.fx[keep], u.fy[keep]
+    j_left = np.unique(jf)
+    c_left = np.unique(np.concatenate([fx, fy]))
+    j_new = np.full(len(u.judge_families), -1, dtype=np.int64)
+    j_new[j_left] = np.arange(j_left.size)
+    c_new = np.full(len(u.candidate_families), -1, dtype=np.int64)
+    c_new[c_left] = np.arange(c_left.size)
+    return _Units(
+        block=u.block[keep], judge=u.judge[keep], jf=j_new[jf], fx=c_new[fx], fy=c_new[fy],
+        sx=u.sx[keep], n=u.n[keep],
+        judge_families=tuple(u.judge_families[k] for k in j_left),
+        candidate_families=tuple(u.candidate_families[k] for k in c_left),
+        judge_family_of=u.judge_family_of,  # not read by _observed
+    )
+
+
+def _loo_fps(u: _Units, column: str, family: str) -> tuple[float | None, str | None]:
+    if column == "fam_j":
+        keep = u.jf != u.judge_families.index(family)
+    else:  # a candidate family: drop every outcome with a candidate of it
+        code = u.candidate_families.index(family)
+        keep = (u.fx != code) & (u.fy != code)
+    if not keep.any():
         return None, f"no outcome is left without family {family!r}"
     try:
-        st = _observed(_units(rest), f"without family {family!r}")[0]
+        st = _observed(_subset(u, keep), f"without family {family!r}")[0]
     except NotApplicableError as err:
         return None, str(err)
     return float(st.fps[0]), None
@@ -797,7 +915,7 @@ def family_preference(
         ("candidate_family", "fam_x", u.candidate_families),
     ):
         for f in fams:
-            value, reason = _loo_fps(used, column, f)
+            value, reason = _loo_fps(u, column, f)
             loo_rows.append({"left_out": kind, "family": f, "fps": value, "reason": reason})
     leave_one_out = pl.DataFrame(
         loo_rows,
@@ -829,7 +947,7 @@ def family_preference(
         naive_ability_r=naive_r,
         corrected_ability_r=corrected_r,
         ability_reason=ability_reason,
-        composition=_composition(used),
+        composition=_composition(u),
         logprob=logprob,
         logprob_reason=logprob_reason,
         n_outcomes=int(used.height),

@@ -29,6 +29,9 @@ References
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import numpy as np
 import polars as pl
 
 # The columns of a games frame, in order (optional inputs read as null when absent).
@@ -200,3 +203,74 @@ def both_orders_share(outcomes: pl.DataFrame) -> float | None:
     if outcomes.height == 0:
         return None
     return float((outcomes["orders"] == 2).mean())  # type: ignore[arg-type]
+
+
+def _column_codes(values: pl.Series) -> tuple[np.ndarray, int]:
+    """Codes 1.. of a column's values in sorted order, 0 for null; and the number of codes."""
+    if values.dtype in (pl.String, pl.Categorical) or isinstance(values.dtype, pl.Enum):
+        text = values.cast(pl.String)
+        levels = text.drop_nulls().unique().sort()
+        codes = text.cast(pl.Enum(levels.to_list())).to_physical().cast(pl.Int64).fill_null(-1)
+        return codes.to_numpy() + 1, levels.len() + 1
+    present = values.is_not_null().to_numpy()
+    raw = values.fill_null(values.drop_nulls().min() if values.null_count() < values.len() else 0).to_numpy()
+    if raw.dtype.kind in "iub" and raw.size:
+        low = int(raw.min())
+        inverse, n_levels = _dense(raw.astype(np.int64) - low, int(raw.max()) - low + 1)
+    else:
+        levels_np, inverse = np.unique(raw, return_inverse=True)
+        n_levels = int(levels_np.size)
+    out = np.where(present, inverse.ravel() + 1, 0).astype(np.int64)
+    return out, n_levels + 1
+
+
+def _dense(values: np.ndarray, bound: int) -> tuple[np.ndarray, int]:
+    """Dense codes, in sorted order, of integers in ``[0, bound)``."""
+    if bound <= 8 * values.size + 1024:
+        seen = np.zeros(bound, dtype=bool)
+        seen[values] = True
+        levels = np.flatnonzero(seen)
+        rank = np.zeros(bound, dtype=np.int64)
+        rank[levels] = np.arange(levels.size)
+        return rank[values], int(levels.size)
+    levels, inverse = np.unique(values, return_inverse=True)
+    return inverse.ravel().astype(np.int64), int(levels.size)
+
+
+def combine_codes(parts: Sequence[tuple[np.ndarray, int]]) -> tuple[np.ndarray, int]:
+    """Dense codes, in sorted tuple order, of rows given by columns of codes ``(codes, n_codes)``."""
+    acc: np.ndarray | None = None
+    bound = 1
+    for codes, card in parts:
+        if acc is None:
+            acc, bound = codes.astype(np.int64), card
+            continue
+        if bound * card >= 2**62:
+            acc, bound = _dense(acc, bound)
+        acc = acc * card + codes
+        bound *= card
+    if acc is None or acc.size == 0:
+        return np.zeros(0 if acc is None else acc.size, dtype=np.int64), 0
+    return _dense(acc, bound)
+
+
+def key_codes(
+    frame: pl.DataFrame, columns: Sequence[str], cache: dict[str, tuple[np.ndarray, int]] | None = None
+) -> tuple[np.ndarray, int]:
+    """Dense codes ``0..n-1`` of the rows' tuples of ``columns``, numbered in sorted tuple order.
+
+    Nulls sort first and equal each other; strings sort by code point, as polars sorts them.
+    Returns the codes and ``n``, the number of distinct tuples. ``cache`` keeps each
+    column's codes for later calls on the same frame.
+    """
+    parts = []
+    for name in columns:
+        if cache is not None and name in cache:
+            parts.append(cache[name])
+        else:
+            parts.append(_column_codes(frame[name]))
+            if cache is not None:
+                cache[name] = parts[-1]
+    if not parts:
+        return np.zeros(frame.height, dtype=np.int64), 1 if frame.height else 0
+    return combine_codes(parts)

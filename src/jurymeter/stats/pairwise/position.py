@@ -64,7 +64,7 @@ import numpy as np
 import polars as pl
 
 from jurymeter.errors import ConfigError, DesignError
-from jurymeter.stats.pairwise.games import both_orders_share, reconcile
+from jurymeter.stats.pairwise.games import _column_codes, combine_codes, key_codes
 
 CONTENT_NOISE_BOUND = 0.5
 """The largest reversal rate independent symmetric content noise can produce ([Awuni2026]_ section 8)."""
@@ -325,7 +325,9 @@ def position_bias(
         msg = f"games holds {self_games} game(s) of a system against itself; each game needs two systems"
         raise DesignError(msg)
     known = g.filter(pl.col("order_known"))
-    dup = known.select(pl.struct(_GAME_KEY).is_duplicated().sum()).item()
+    key, n_keys = key_codes(known, _GAME_KEY)
+    counts = np.bincount(key, minlength=n_keys)
+    dup = int(counts[counts > 1].sum())
     if dup:
         msg = (f"games holds {dup} games of known order sharing a key {_GAME_KEY}; "
                "pass the games of one item set, each judgment once")
@@ -349,8 +351,7 @@ def position_bias(
     # Per-item judge sums.
     verdict = known["verdict"].to_numpy()
     gi, gj = _codes(g["item_id"], items), _codes(g["judge_id"], judges)
-    pairs = _pairs(known)
-    pi, pj = _codes(pairs["item_id"], items), _codes(pairs["judge_id"], judges)
+    pi, pj, rev_pairs, n_groups, n_two = _pairs(known, ki, kj, ka, kb, n_i, n_j, n_s)
     judge_rows = np.concatenate([ki, ki, ki, gi, gi, pi, pi])
     judge_cols = np.concatenate([
         kj * _J_COLUMNS + _J_FIRST, kj * _J_COLUMNS + _J_SECOND, kj * _J_COLUMNS + _J_KNOWN,
@@ -360,7 +361,7 @@ def position_bias(
     judge_w = np.concatenate([
         (verdict == "A").astype(np.float64), (verdict == "B").astype(np.float64), np.ones(len(ki)),
         (g["verdict"].to_numpy() == "tie").astype(np.float64), np.ones(len(gi)),
-        np.ones(len(pi)), pairs["reversed"].to_numpy().astype(np.float64),
+        np.ones(len(pi)), rev_pairs.astype(np.float64),
     ])
     judge_sums = _sums(judge_rows, judge_cols, judge_w, n_i, n_j * _J_COLUMNS)
 
@@ -408,7 +409,8 @@ def position_bias(
         exceeds_content_noise_bound=None if rev.value is None else rev.value > CONTENT_NOISE_BOUND,
         q_position_following=q,
         q_reason=q_reason,
-        both_orders_share=both_orders_share(reconcile(games)) if games.height else None,
+        # reconcile()'s outcomes: a group per known (item, pair, judge, generation, replicate), one per other game
+        both_orders_share=n_two / (n_groups + g.height - known.height) if g.height else None,
         n_games=g.height,
         n_order_known=known.height,
         n_items=n_i,
@@ -419,27 +421,26 @@ def position_bias(
     )
 
 
-def _pairs(known: pl.DataFrame) -> pl.DataFrame:
-    """One row per (item, unordered pair, judge, generation, replicate) seen in both orders, with ``reversed``."""
-    a_is_x = pl.col("system_a") < pl.col("system_b")
-    winner = (  # the winning system, or a sentinel no system id holds for a tie
-        pl.when(pl.col("verdict") == "A").then(pl.col("system_a"))
-        .when(pl.col("verdict") == "B").then(pl.col("system_b"))
-        .otherwise(pl.lit("\x00tie"))
-    )
-    oriented = known.lazy().select(
-        "item_id", "judge_id", "generation", "replicate",
-        pl.when(a_is_x).then(pl.col("system_a")).otherwise(pl.col("system_b")).alias("_x"),
-        pl.when(a_is_x).then(pl.col("system_b")).otherwise(pl.col("system_a")).alias("_y"),
-        a_is_x.alias("_a_is_x"), winner.alias("_won"),
-    )
-    grouped = oriented.group_by(["item_id", "_x", "_y", "judge_id", "generation", "replicate"]).agg(
-        pl.len().alias("_n"), pl.col("_a_is_x").sum().alias("_n_ax"),
-        (pl.col("_won").n_unique() > 1).alias("reversed"),
-    )
-    return grouped.filter((pl.col("_n") == 2) & (pl.col("_n_ax") == 1)).select(
-        "item_id", "judge_id", "reversed"
-    ).collect()
+def _pairs(
+    known: pl.DataFrame, ki: np.ndarray, kj: np.ndarray, ka: np.ndarray, kb: np.ndarray,
+    n_i: int, n_j: int, n_s: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int]:
+    """Item and judge codes, and ``reversed``, of the (item, unordered pair, judge, generation,
+    replicate)s seen in both orders; the number of such groups of known order, and of those seen twice."""
+    x, y = np.minimum(ka, kb), np.maximum(ka, kb)
+    group, n_groups = combine_codes([
+        (ki, n_i), (x, n_s), (y, n_s), (kj, n_j),
+        _column_codes(known["generation"]), _column_codes(known["replicate"]),
+    ])
+    verdict = known["verdict"].to_numpy()
+    won = np.where(verdict == "A", ka, np.where(verdict == "B", kb, -1))  # -1: a tie
+    size = np.bincount(group, minlength=n_groups)
+    order = np.argsort(group, kind="stable")
+    start = np.cumsum(size) - size
+    # keys are unique among known games, so a group of two holds both orders
+    two = np.flatnonzero(size == 2)
+    first, second = order[start[two]], order[start[two] + 1]
+    return ki[first], kj[first], won[first] != won[second], int(n_groups), int(two.size)
 
 
 def _q(reversal: float | None, sums: np.ndarray) -> tuple[float | None, str | None]:
