@@ -443,3 +443,39 @@ def test_real_logs_slot_a_advantage_of_a_baseline_design_by_hand(real_games: pl.
 def test_samples_are_here() -> None:
     assert Path(SAMPLES / "mt_bench").is_dir()
     assert Path(SAMPLES / "arena_hard").is_dir()
+
+
+def test_the_simulators_position_bias_is_recovered_per_judge_and_system() -> None:
+    """The slot-A advantage of simulated judgments against its expectation from the simulator's truth.
+
+    With no family preference, no prompt effects and only hard verdicts, a game
+    of A against B by judge j gives A the expected score
+    m = (sigma(eta - tau) + sigma(eta + tau)) / 2, eta = theta_A - theta_B + delta_j
+    (``docs/simulation.md``); the expected advantage of system s is the mean of
+    m over its games shown first minus the mean of 1 - m over its games shown
+    second, pooled over the judges.
+    """
+    from jurymeter.simulate import SimulationParams, simulate_dump
+
+    params = SimulationParams(n_systems=5, n_items=400, n_judges=3, n_generations=1, n_replicates=1,
+                              pairwise_pairs=None, family_preference=0.0, sigma_pair_si=0.0,
+                              weighted_fraction=0.0, seed=11)
+    dump = simulate_dump(params)
+    truth = dump.truth
+    theta = truth["pairwise"]["theta"]
+    delta = {j["judge_id"]: j["position_bias"] for j in truth["judges"]}
+    tau = truth["pairwise"]["tie_threshold"]
+
+    def m(a: str, b: str, judge: str) -> float:
+        eta = theta[a] - theta[b] + delta[judge]
+        return 0.5 * (1 / (1 + math.exp(-(eta - tau))) + 1 / (1 + math.exp(-(eta + tau))))
+
+    played = games(dump.pairwise)
+    pb = position_bias(played, n_boot=200)
+    for system in theta:
+        first = [m(system, o, j) for o in theta if o != system for j in delta]
+        second = [1 - m(o, system, j) for o in theta if o != system for j in delta]
+        expected = 100 * (sum(first) / len(first) - sum(second) / len(second))
+        row = _row(pb.per_system, "system_id", system)
+        # 400 items x 4 opponents x 3 judges per slot: the sd of one slot's mean is about 1.3 points.
+        assert row["slot_a_advantage"] == pytest.approx(expected, abs=4 * 100 * math.sqrt(2 * 0.25 / 4800)), system

@@ -163,8 +163,11 @@ class SimulationParams:
         SD of the pairwise system x item term :math:`u_{si}`.  Nonzero values
         make the marginal Bradley-Terry model an attenuated approximation.
     position_bias : float, default 0.35
-        :math:`\delta`, mean logit shift in favour of the system shown first
-        (about +8.6 points of win rate, [Anand2026]_ Table 3).
+        :math:`\delta`, mean logit shift in favour of the system shown first:
+        with the default ties, +8.3 points of win rate over 1/2 shown first and
+        -8.3 shown second, so a slot-A advantage (first minus second,
+        ``docs/pairwise.md``) of about 16.7 points between equal systems, about
+        twice the 8.6 of [Anand2026]_ Table 3.
     sigma_position : float, default 0.2
         SD of the judge-specific position bias :math:`\delta_j`.
     family_preference : float, default 0.3
