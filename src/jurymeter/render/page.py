@@ -8,7 +8,10 @@ files; the caller stores ``html`` as ``report/index.html`` and each entry of
 The page knows no analysis by name: the Fits tables (one per set of analyses
 the fits ran) have one column per headline of those registered analyses (:mod:`jurymeter.analyses`), and each
 fit's section holds the section of every analysis, in registry order, that
-has rows for that fit or a summary entry.
+has rows for that fit or a summary entry. A headline whose key starts with
+``dropped_`` (what a fit left out: counts, and ids as text) is not a column:
+under each Fits table, one note per fit that dropped anything says it
+(:func:`dropped_line`).
 
 Safety. Every string that comes from data (ids, names, error messages, run
 ids) is HTML-escaped with ``html.escape(..., quote=True)`` wherever it lands,
@@ -315,7 +318,8 @@ def _fit_index(fits: Sequence[tuple[PageFit, dict[str, Any] | None]], tables: Ma
     titles = {a.name: a.title for a in analyses}
     parts = []
     for ran, members in groups.items():
-        columns = [(a.name, h) for a in analyses if a.name in ran for h in a.headline]
+        # What a fit left out (``dropped_*`` headlines) is a note under the table, not a column.
+        columns = [(a.name, h) for a in analyses if a.name in ran for h in a.headline if not h.key.startswith("dropped_")]
         rows = []
         for name, e in members:
             status = str(e.get("status", "unknown"))

@@ -176,8 +176,6 @@ class GStudyAnalysis(Analysis[GStudyResult, GStudyOptions]):
         Headline("dropped_items", "items dropped", "count"),
         Headline("dropped_judges", "judges dropped", "count"),
         Headline("dropped_system_ids", "systems not on the leaderboard", "text"),
-        Headline("records_in", "records", "count"),
-        Headline("observations_used", "observations used", "count"),
     )
 
     def modes(self, settings: FitSettings, options: GStudyOptions) -> tuple[GenerationMode, ...]:
@@ -253,39 +251,33 @@ GSTUDY = GStudyAnalysis()
 def dropped_summary(report: Mapping[str, Any]) -> dict[str, Any]:
     """What a fit's block left out, from its report's ``block`` section (``summary.json``'s G-study entry).
 
-    Counts of the systems, items and judges dropped to balance the block, the
-    dropped system ids (the leaderboard rows that are missing; ``None`` when
-    none), the records read and the observations the block uses (each an
-    average over the generations of a cell with generations averaged; one
-    record a cell with generations as a facet, whose left-out generations are
-    the difference).
+    Counts of the systems, items and judges dropped to balance the block and
+    the dropped system ids (the leaderboard rows that are missing; ``None``
+    when none).
     """
     block = report.get("block") or {}
-
-    def count(key: str) -> int | None:
-        value = block.get(key)
-        return None if value is None else int(value)
-
     ids = [str(s) for s in block.get("dropped_systems") or []]
     return {
         "dropped_systems": len(ids),
         "dropped_items": len(block.get("dropped_items") or []),
         "dropped_judges": len(block.get("dropped_judges") or []),
         "dropped_system_ids": ", ".join(ids) or None,
-        "records_in": count("records_in"),
-        "observations_used": count("observations_used"),
     }
 
 
-def dropped_text(part: Mapping[str, Any]) -> str | None:
-    """One line saying what a fit's G-study left out, from its summary entry; ``None`` when nothing was."""
+def dropped_text(part: Mapping[str, Any], block: Mapping[str, Any] | None = None) -> str | None:
+    """One line saying what a fit's G-study left out, from its summary entry; ``None`` when nothing was.
+
+    With the report's ``block`` section, the line also says how many
+    observations the block uses of how many records.
+    """
     dropped = [(part.get(f"dropped_{kind}") or 0, kind) for kind in ("systems", "items", "judges")]
     if not any(n for n, _ in dropped):
         return None
     said = ", ".join(f"{n} {kind if n != 1 else kind[:-1]}" for n, kind in dropped)
     ids = part.get("dropped_system_ids")
     line = f"the balanced block left out {said}" + (f" (systems {ids})" if ids else "")
-    used, records = part.get("observations_used"), part.get("records_in")
+    used, records = (block or {}).get("observations_used"), (block or {}).get("records_in")
     if used is not None and records is not None:
         line += f"; it uses {used:,} observations of {records:,} records"
     return line

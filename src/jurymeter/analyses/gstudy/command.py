@@ -118,7 +118,7 @@ def print_gstudy(report: dict[str, Any]) -> None:
         f"{block['replicates']} replicates; completeness {block['completeness']:.3f})",
         markup=False,
     )
-    dropped = dropped_text(dropped_summary(report))
+    dropped = dropped_text(dropped_summary(report), block)
     if dropped:  # the counts first (issue 14, point 5), then the ids
         out.print(f"dropped: {dropped}", markup=False)
     for kind in ("systems", "items", "judges"):
