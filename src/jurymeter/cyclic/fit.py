@@ -133,12 +133,17 @@ def system_blocks(
     records_in = dict(cells.group_by("system_id").agg(pl.col("__n").sum()).iter_rows())
     names = sorted(cells["system_id"].unique().to_list()) if systems is None else [str(s) for s in systems]
     judge_order = {j: n for n, j in enumerate(panel)}
+    # One partition per system (not a filter of every cell per system).
+    cells_of = {key[0]: part for key, part in cells.partition_by("system_id", as_dict=True).items()}
+    complete_of = {key[0]: part for key, part in complete.partition_by("system_id", as_dict=True).items()}
+    counts_of = {key[0]: part for key, part in per_item.partition_by("system_id", as_dict=True).items()}
     blocks: dict[str, SystemBlock] = {}
     skipped: dict[str, str] = {}
     for sid in names:
-        counts = per_item.filter(pl.col("system_id") == sid)
+        counts = counts_of.get(sid, per_item.clear())
+        own_cells = cells_of.get(sid, cells.clear())
         m = _generation_count(counts["__m"].to_numpy())
-        scenarios = cells.filter(pl.col("system_id") == sid)["item_id"].n_unique()
+        scenarios = own_cells["item_id"].n_unique()
         if m < 2:
             most = int(counts["__m"].max() or 0) if counts.height else 0  # type: ignore[arg-type]  # a count column's max is an int
             skipped[sid] = (
@@ -148,13 +153,12 @@ def system_blocks(
             continue
         kept = counts.filter(pl.col("__m") >= m).select("item_id")
         chosen = (
-            complete.filter((pl.col("system_id") == sid) & (pl.col("__g") < m))
+            complete_of[sid].filter(pl.col("__g") < m)
             .join(kept, on="item_id")
             .select("item_id", "generation", "__g")
         )
         picked = (
-            cells.filter(pl.col("system_id") == sid)
-            .join(chosen, on=["item_id", "generation"])
+            own_cells.join(chosen, on=["item_id", "generation"])
             .with_columns(pl.col("judge_id").replace_strict(judge_order, return_dtype=pl.Int64).alias("__j"))
             .sort("item_id", "__g", "__j")
         )
