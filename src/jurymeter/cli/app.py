@@ -33,8 +33,11 @@ from jurymeter.cli.common import (
 from jurymeter.errors import ConfigError, JurymeterError
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
     import polars as pl
 
+    from jurymeter.analyses.base import Headline
     from jurymeter.cyclic import VarianceComponents
     from jurymeter.io.ingest import IngestReport
 
@@ -502,6 +505,23 @@ def print_ingest_line(ingest: dict[str, Any] | None) -> None:
         out.print("ingest: nothing new in the landing location", markup=False)
 
 
+def dropped_line(headline: Sequence[Headline], part: Mapping[str, Any]) -> str | None:
+    """What an analysis's summary entry says a fit left out: its ``dropped_*`` headlines, or ``None``.
+
+    The same line as :func:`jurymeter.render.page.dropped_line` (the CLI does not
+    import the renderer: ``ARCHITECTURE.md``).
+
+    Counts that are not zero (``systems dropped 1``), then texts (``systems not
+    on the leaderboard: s4``); ``None`` when the entry says nothing was dropped.
+    """
+    said = [(h, part.get(h.key)) for h in headline if h.key.startswith("dropped_")]
+    counts = [f"{h.label} {v:,}" for h, v in said if h.kind == "count" and v]
+    if not counts:
+        return None
+    texts = [f"{h.label}: {v}" for h, v in said if h.kind == "text" and v]
+    return "; ".join([", ".join(counts), *texts])
+
+
 def print_run_summary(summary: dict[str, Any], *, ingest_printed: bool = False) -> None:
     if not ingest_printed:
         print_ingest_line(summary.get("ingest"))
@@ -538,6 +558,12 @@ def print_run_summary(summary: dict[str, Any], *, ingest_printed: bool = False) 
                       f"unscored {judge['unscored']:,})", markup=False)
     for skip in summary.get("skipped") or []:
         out.print(f"not fitted: {skip['protocol']} item set {skip['item_set']}: {skip['reason']}", markup=False)
+    for fit in summary["fits"]:  # what a fit left out (issue 14, point 5): one line per fit that dropped anything
+        for a in registered():
+            line = dropped_line(a.headline, (fit.get("analyses") or {}).get(a.name) or {})
+            if line:
+                out.print(f"dropped in {fit['item_set']} / {fit['universe']} / {fit['population']} "
+                          f"({a.name}): {line}", markup=False)
     for fit in summary["fits"]:
         for name, part in (fit.get("analyses") or {}).items():
             if part.get("status") == "skipped":

@@ -38,7 +38,7 @@ coverage), :mod:`~jurymeter.cyclic.subsampling` (the Monte Carlo check),
 :mod:`~jurymeter.cyclic.cube` (long frame to dense scores) and
 :mod:`~jurymeter.cyclic.checks` (argument checks); import the public names
 (``__all__``) from :mod:`jurymeter.cyclic` itself. :mod:`~jurymeter.cyclic.fit`
-(one item set's report from the store's records) and
+(one item set's report from the store's records, each system on its own complete block) and
 :mod:`~jurymeter.cyclic.planner` (judge assignments) build on them.
 
 References

@@ -69,7 +69,7 @@ class CyclicSums:
     The mean squares of ``(g:i) x j`` (:class:`~jurymeter.stats.gstudy.TermSums`),
     each judge's score total and the three pool sums of :func:`pool_variances`
     are sums over scenarios, so ``x[scenario, generation, judge]`` may arrive a
-    few scenarios at a time (:class:`jurymeter.cyclic.fit.CyclicChunks`).
+    few scenarios at a time (:func:`jurymeter.cyclic.fit.cyclic_report`).
     """
 
     def __init__(self) -> None:

@@ -8,7 +8,10 @@ files; the caller stores ``html`` as ``report/index.html`` and each entry of
 The page knows no analysis by name: the Fits tables (one per set of analyses
 the fits ran) have one column per headline of those registered analyses (:mod:`jurymeter.analyses`), and each
 fit's section holds the section of every analysis, in registry order, that
-has rows for that fit or a summary entry.
+has rows for that fit or a summary entry. A headline whose key starts with
+``dropped_`` (what a fit left out: counts, and ids as text) is not a column:
+under each Fits table, one note per fit that dropped anything says it
+(:func:`dropped_line`).
 
 Safety. Every string that comes from data (ids, names, error messages, run
 ids) is HTML-escaped with ``html.escape(..., quote=True)`` wherever it lands,
@@ -39,6 +42,7 @@ from typing import Any
 import polars as pl
 
 from jurymeter.analyses import registered
+from jurymeter.analyses.base import Headline
 from jurymeter.render.html import (
     CSS,
     FIT_COLUMNS,
@@ -281,6 +285,20 @@ def _judges_section(summary: Mapping[str, Any]) -> str:
             + _table(header, rows, numeric=[False] + [True] * 6) + "</section>")
 
 
+def dropped_line(headline: Sequence[Headline], part: Mapping[str, Any]) -> str | None:
+    """What an analysis's summary entry says a fit left out: its ``dropped_*`` headlines, or ``None``.
+
+    Counts that are not zero (``systems dropped 1``), then texts (``systems not
+    on the leaderboard: s4``); ``None`` when the entry says nothing was dropped.
+    """
+    said = [(h, part.get(h.key)) for h in headline if h.key.startswith("dropped_")]
+    counts = [f"{h.label} {v:,}" for h, v in said if h.kind == "count" and v]
+    if not counts:
+        return None
+    texts = [f"{h.label}: {v}" for h, v in said if h.kind == "text" and v]
+    return "; ".join([", ".join(counts), *texts])
+
+
 def _headline(entry: Mapping[str, Any], analysis: str, key: str) -> Any:
     part = (entry.get("analyses") or {}).get(analysis) or {}
     return part.get(key)
@@ -300,7 +318,8 @@ def _fit_index(fits: Sequence[tuple[PageFit, dict[str, Any] | None]], tables: Ma
     titles = {a.name: a.title for a in analyses}
     parts = []
     for ran, members in groups.items():
-        columns = [(a.name, h) for a in analyses if a.name in ran for h in a.headline]
+        # What a fit left out (``dropped_*`` headlines) is a note under the table, not a column.
+        columns = [(a.name, h) for a in analyses if a.name in ran for h in a.headline if not h.key.startswith("dropped_")]
         rows = []
         for name, e in members:
             status = str(e.get("status", "unknown"))
@@ -318,7 +337,19 @@ def _fit_index(fits: Sequence[tuple[PageFit, dict[str, Any] | None]], tables: Ma
         if len(groups) > 1:
             caption = f'<p class="note">{_e(", ".join(titles[n] for n in ran) or "no analysis")}</p>'
         parts.append(caption + _table(header, rows, numeric=numeric))
+        parts.append(_dropped_notes(members, [a for a in analyses if a.name in ran]))
     return '<section id="fits"><h2>Fits</h2>' + "".join(parts) + "</section>"
+
+
+def _dropped_notes(members: Sequence[tuple[PageFit, dict[str, Any]]], analyses: Sequence[Any]) -> str:
+    """Under a Fits table, one note per fit and analysis that left anything out (:func:`dropped_line`)."""
+    notes = []
+    for name, e in members:
+        for a in analyses:
+            line = dropped_line(a.headline, (e.get("analyses") or {}).get(a.name) or {})
+            if line:
+                notes.append(f'<p class="note">{_e(_page_label(name))} ({_e(a.title)}) dropped: {_e(line)}.</p>')
+    return "".join(notes)
 
 
 def _fit_section(

@@ -1,8 +1,10 @@
 """The CyclicJudge analysis: per-system judge offsets, F-test, allocation-strategy variances.
 
-Runs where the fit's data have two or more generations and a crossed panel
-(:class:`jurymeter.cyclic.fit.CyclicChunks`, fed the generation-facet block of
-the fit's records); elsewhere it is *not applicable* and the run says why.
+Runs where the fit's data have two or more generations and a crossed panel: the
+panel is the generation-facet block's judges, and each system is decomposed on
+its own complete block (:func:`jurymeter.cyclic.fit.system_blocks`), so a
+system with more generations keeps them; elsewhere it is *not applicable* and
+the run says why.
 
 References
 ----------
@@ -26,7 +28,7 @@ if TYPE_CHECKING:
     import typer
 
     from jurymeter.render.html import SectionBuilder
-    from jurymeter.stats.blocks import FitChunks, GenerationMode
+    from jurymeter.stats.blocks import BlockLayout, FitChunks, GenerationMode
 
 CYCLIC_COMPONENTS = ("sigma2_scenario", "sigma2_generation", "sigma2_judge", "sigma2_residual",
                      "f_statistic", "p_value")
@@ -47,7 +49,11 @@ class CyclicOptions:
 
 @dataclass(frozen=True, slots=True)
 class CyclicResult:
-    """One fit's CyclicJudge decomposition: sizes, typed, and the whole report (JSON-ready)."""
+    """One fit's CyclicJudge decomposition: sizes, typed, and the whole report (JSON-ready).
+
+    ``systems``: the systems decomposed; ``scenarios`` and ``generations``: the
+    largest of their own blocks (``report["system_blocks"]`` has each); ``judges``: the panel.
+    """
 
     systems: int
     scenarios: int
@@ -67,11 +73,17 @@ def _one_judge(judges: tuple[str, ...]) -> str:
 
 
 class _CyclicFitting:
-    def __init__(self, scope: FitScope, chunked: FitChunks | None, options: CyclicOptions) -> None:
-        from jurymeter.cyclic.fit import CyclicChunks
+    """The panel comes from the generation-facet block's layout; each system's own block from the records.
 
+    No block chunks are read (each system's block is its own, not the shared
+    block's): ``feeds`` asks for the facet block's chunks only while its layout
+    is speculative, so a hole met in a chunk re-decides the layout (and the panel).
+    """
+
+    def __init__(self, scope: FitScope, chunked: FitChunks | None, options: CyclicOptions) -> None:
         self.scope, self.options = scope, options
-        self.sink: CyclicChunks | None = None
+        self.layout: BlockLayout | None = None
+        self.speculative = False
         generations = chunked.generations if chunked is not None else None
         if generations is None:  # the distinct values by the streaming engine: not the whole column
             generations = (
@@ -80,16 +92,17 @@ class _CyclicFitting:
         if generations < 2:
             msg = f"needs at least two generations per scenario seen by every judge; this item set has {generations}"
             raise NotApplicableError(msg)
-        layout = chunked.layout("facet") if chunked is not None else None
-        if layout is not None and len(layout.judges) < 2:
-            raise NotApplicableError(_one_judge(layout.judges))
-        try:
-            self.sink = CyclicChunks(layout) if layout is not None else None
-        except JurymeterError as exc:  # no crossed panel: say why instead of failing the fit
-            raise NotApplicableError(str(exc)) from exc
+        if chunked is not None:
+            try:
+                self.layout = chunked.layout("facet")
+            except JurymeterError as exc:  # no crossed panel: say why instead of failing the fit
+                raise NotApplicableError(str(exc)) from exc
+            self.speculative = bool(chunked.speculative)
+        if self.layout is not None and len(self.layout.judges) < 2:
+            raise NotApplicableError(_one_judge(self.layout.judges))
 
     def feeds(self) -> Mapping[GenerationMode, Callable[[np.ndarray], object]]:
-        return {"facet": self.sink.add} if self.sink is not None else {}
+        return {"facet": _ignore} if self.layout is not None and self.speculative else {}
 
     def finish(self) -> CyclicResult:
         from jurymeter.cyclic.fit import cyclic_report
@@ -100,11 +113,8 @@ class _CyclicFitting:
             "budgets": list(options.budgets) if options.budgets else None,
             "at_generations": options.at_generations, "at_judges": options.at_judges,
         }
-        try:
-            if self.sink is not None:
-                report = self.sink.report(**kwargs)
-            else:  # the polars path decides this block
-                report = cyclic_report(self.scope.records, **kwargs)
+        try:  # without a layout, the polars path decides the facet block
+            report = cyclic_report(self.scope.records, block=self.layout, **kwargs)
         except NotApplicableError:
             raise
         except JurymeterError as exc:  # no crossed panel: say why instead of failing the fit
@@ -112,10 +122,16 @@ class _CyclicFitting:
         block = report["block"]
         if int(block["judges"]) < 2:
             raise NotApplicableError(_one_judge(()))
+        own = report["system_blocks"]
         return CyclicResult(
-            systems=int(block["systems"]), scenarios=int(block["items"]),
-            generations=int(block["generations"]), judges=int(block["judges"]), report=report,
+            systems=len(own), scenarios=max(int(b["scenarios"]) for b in own.values()),
+            generations=max(int(b["generations"]) for b in own.values()), judges=int(block["judges"]),
+            report=report,
         )
+
+
+def _ignore(x: np.ndarray) -> None:
+    """A chunk of the facet block, read only so that a speculative layout meets its holes."""
 
 
 class CyclicAnalysis(Analysis[CyclicResult, CyclicOptions]):

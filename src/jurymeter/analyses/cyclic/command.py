@@ -72,21 +72,24 @@ def _cyclic(item_set: str, store: str | None, storage_option: list[str] | None, 
     if as_json:
         sys.stdout.write(orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode() + "\n")
         return
-    block = report["block"]
+    block, own = report["block"], report["system_blocks"]
     out.print(
-        f"item set {item_set}: {block['systems']} systems x {block['items']} scenarios x "
-        f"{block['generations']} generations x {block['judges']} judges "
-        f"(replicates averaged; completeness {block['completeness']:.3f})",
+        f"item set {item_set}: {len(own)} systems decomposed, each on its own complete block of "
+        f"scenarios x generations x the panel's {block['judges']} judges (replicates averaged)",
         markup=False,
     )
+    for system, why in (report.get("skipped_systems") or {}).items():
+        out.print(f"not decomposed: {system}: {why}", markup=False)
     table = Table(title="per-system decomposition", title_justify="left")
-    for col in ("system", "sigma2_scenario", "sigma2_generation", "sigma2_judge", "sigma2_residual", "F", "p", "A vs B"):
+    for col in ("system", "scenarios", "generations", "sigma2_scenario", "sigma2_generation", "sigma2_judge",
+                "sigma2_residual", "F", "p", "A vs B"):
         table.add_column(col, justify="left" if col in ("system", "A vs B") else "right")
     for system, r in report["systems"].items():
+        b = own[system]
         table.add_row(
-            system, f"{r['sigma2_scenario']:.4f}", f"{r['sigma2_generation']:.4f}",
-            f"{r['sigma2_judge']:.4f}", f"{r['sigma2_residual']:.4f}", f"{r['f_statistic']:.2f}",
-            f"{r['p_value']:.2g}", str(r["strategies"].get("winner_ab", "")),
+            system, str(b["scenarios"]), str(b["generations"]), f"{r['sigma2_scenario']:.4f}",
+            f"{r['sigma2_generation']:.4f}", f"{r['sigma2_judge']:.4f}", f"{r['sigma2_residual']:.4f}",
+            f"{r['f_statistic']:.2f}", f"{r['p_value']:.2g}", str(r["strategies"].get("winner_ab", "")),
         )
     out.print(table)
     offsets = report["judge_system_offsets"]

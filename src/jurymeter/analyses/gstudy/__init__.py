@@ -171,6 +171,11 @@ class GStudyAnalysis(Analysis[GStudyResult, GStudyOptions]):
         Headline("ceiling", "single-judge ceiling"),
         Headline("mdd95", "MDD95 (points)"),
         Headline("design_note", "design note", "text"),
+        # What the fit left out (issue 14, point 5): from the report's block section.
+        Headline("dropped_systems", "systems dropped", "count"),
+        Headline("dropped_items", "items dropped", "count"),
+        Headline("dropped_judges", "judges dropped", "count"),
+        Headline("dropped_system_ids", "systems not on the leaderboard", "text"),
     )
 
     def modes(self, settings: FitSettings, options: GStudyOptions) -> tuple[GenerationMode, ...]:
@@ -188,7 +193,7 @@ class GStudyAnalysis(Analysis[GStudyResult, GStudyOptions]):
         return {
             "design": result.design, "systems": result.systems, "items": result.items,
             "judges": result.judges, "erho2": result.erho2, "ceiling": result.ceiling,
-            "mdd95": result.mdd95, "design_note": result.design_note,
+            "mdd95": result.mdd95, "design_note": result.design_note, **dropped_summary(result.report),
         }
 
     def tabulate(self, result: GStudyResult) -> dict[str, list[dict[str, Any]]]:
@@ -241,3 +246,38 @@ class GStudyAnalysis(Analysis[GStudyResult, GStudyOptions]):
 
 
 GSTUDY = GStudyAnalysis()
+
+
+def dropped_summary(report: Mapping[str, Any]) -> dict[str, Any]:
+    """What a fit's block left out, from its report's ``block`` section (``summary.json``'s G-study entry).
+
+    Counts of the systems, items and judges dropped to balance the block and
+    the dropped system ids (the leaderboard rows that are missing; ``None``
+    when none).
+    """
+    block = report.get("block") or {}
+    ids = [str(s) for s in block.get("dropped_systems") or []]
+    return {
+        "dropped_systems": len(ids),
+        "dropped_items": len(block.get("dropped_items") or []),
+        "dropped_judges": len(block.get("dropped_judges") or []),
+        "dropped_system_ids": ", ".join(ids) or None,
+    }
+
+
+def dropped_text(part: Mapping[str, Any], block: Mapping[str, Any] | None = None) -> str | None:
+    """One line saying what a fit's G-study left out, from its summary entry; ``None`` when nothing was.
+
+    With the report's ``block`` section, the line also says how many
+    observations the block uses of how many records.
+    """
+    dropped = [(part.get(f"dropped_{kind}") or 0, kind) for kind in ("systems", "items", "judges")]
+    if not any(n for n, _ in dropped):
+        return None
+    said = ", ".join(f"{n} {kind if n != 1 else kind[:-1]}" for n, kind in dropped)
+    ids = part.get("dropped_system_ids")
+    line = f"the balanced block left out {said}" + (f" (systems {ids})" if ids else "")
+    used, records = (block or {}).get("observations_used"), (block or {}).get("records_in")
+    if used is not None and records is not None:
+        line += f"; it uses {used:,} observations of {records:,} records"
+    return line

@@ -11,7 +11,7 @@ import orjson
 import typer
 from rich.table import Table
 
-from jurymeter.analyses.gstudy import GStudyOptions
+from jurymeter.analyses.gstudy import GStudyOptions, dropped_summary, dropped_text
 from jurymeter.cli.common import (
     ConfigOpt,
     StorageOpt,
@@ -118,6 +118,9 @@ def print_gstudy(report: dict[str, Any]) -> None:
         f"{block['replicates']} replicates; completeness {block['completeness']:.3f})",
         markup=False,
     )
+    dropped = dropped_text(dropped_summary(report), block)
+    if dropped:  # the counts first (issue 14, point 5), then the ids
+        out.print(f"dropped: {dropped}", markup=False)
     for kind in ("systems", "items", "judges"):
         if block[f"dropped_{kind}"]:
             out.print(f"dropped {kind} to balance: {', '.join(block[f'dropped_{kind}'])}", markup=False)

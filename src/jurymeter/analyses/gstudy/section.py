@@ -17,6 +17,7 @@ import numpy as np
 import polars as pl
 from matplotlib.figure import Figure
 
+from jurymeter.analyses.gstudy import dropped_text
 from jurymeter.render.figures import ROUND_TICKS
 from jurymeter.render.figures import draw as _draw
 from jurymeter.render.figures import matrix as _matrix
@@ -53,6 +54,9 @@ def gstudy_section(page: SectionBuilder) -> None:
     note = page.summary.get("design_note")
     if note:  # the design read from the data (docs/gstudy.md, "Designs read from the data")
         page.add(f'<p class="note">Design {_e(page.summary.get("design"))}: {_e(note)}.</p>')
+    dropped = dropped_text(page.summary)
+    if dropped:  # what the fit left out (issue 14, point 5)
+        page.add(f'<p class="note">Dropped: {_e(dropped)}.</p>')
     page.add(_leaderboard_html(page.rows("leaderboard"), page.summary))
     page.add(_components_html(page.rows("components")))
     page.add(_dstudy_html(page.rows("dstudy")))
@@ -102,7 +106,20 @@ def _leaderboard_html(rows: pl.DataFrame, entry: Mapping[str, Any]) -> str:
         previous = group
         cells.append([_e(rank), _e(system), _e(_num(mean)), _e("\u2014" if group is None else group)])
     parts.append(_table(["rank", "system", "mean", "tie group"], cells, numeric=[True, False, True, True], row_classes=classes))
+    parts.append(_missing_rows_html(entry))
     return "\n".join(parts)
+
+
+def _missing_rows_html(entry: Mapping[str, Any]) -> str:
+    """The systems the balanced block dropped: leaderboard rows that are missing, named under the table."""
+    ids = entry.get("dropped_system_ids")
+    if not ids:
+        return ""
+    n = int(entry.get("dropped_systems") or len(str(ids).split(", ")))
+    return (
+        f'<p class="note">Not on the leaderboard: {_e(ids)} ({n} system{"s" if n != 1 else ""} dropped to '
+        "balance the block: too many of their cells are missing).</p>"
+    )
 
 
 def _components_html(rows: pl.DataFrame) -> str:
