@@ -179,7 +179,21 @@ class _GStudyFitting:
             report["estimator"] = "balanced"
             report["estimator_note"] = "auto: the data are complete, so the balanced block holds every record"
             return report
-        return henderson_report(cells, self.request, layout=layout, balanced=why)
+        if self.request.estimator == "henderson":
+            return henderson_report(cells, self.request, layout=layout, balanced=why)
+        if why is not None:  # auto without a balanced block: every record, or both reasons
+            try:
+                return henderson_report(cells, self.request, layout=layout, balanced=why)
+            except DesignError as error:
+                msg = f"{why}; and every record (estimator 'henderson') cannot be fitted either: {error}"
+                raise DesignError(msg) from error
+        try:
+            return henderson_report(cells, self.request, layout=layout, balanced=why)
+        except DesignError as error:  # auto: every record does not identify the design; the block may
+            report = self._balanced(block)
+            report["estimator"] = "balanced"
+            report["estimator_note"] = f"auto: every record cannot be fitted by Henderson I ({error}); the balanced block"
+            return report
 
     def finish(self) -> GStudyResult:
         from jurymeter.stats.curves import curves, leaderboard
