@@ -998,6 +998,7 @@ def henderson_cells(records: pl.LazyFrame | pl.DataFrame, request: GStudyRequest
         .group_by(keys)
         .agg(pl.col("score").cast(pl.Float64).mean(), pl.len().alias("__n"))
         .with_columns(pl.col(c).cast(pl.String) for c in ("system_id", "item_id", "judge_id"))
+        .sort(keys)  # a group-by's order varies: sorted cells give the same sums to the last bit
         .collect()
     )
 
