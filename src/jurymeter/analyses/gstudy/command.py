@@ -187,10 +187,13 @@ def print_gstudy(report: dict[str, Any]) -> None:
             f"(MDD95 {fmt(best['mdd95'])})"
         )
     naive = report["naive_item_bootstrap"]
-    out.print(
-        f"naive item bootstrap half-width {fmt(naive['halfwidth'])} vs single-judge MDD95 "
-        f"{fmt(naive['mdd95_single_judge'])}: understates {fmt(naive['mdd95_over_halfwidth'], 2)}x"
-    )
+    if naive["halfwidth"] is None and "naive_item_bootstrap.halfwidth" in reasons:
+        out.print(f"naive item bootstrap: {reasons['naive_item_bootstrap.halfwidth']}", markup=False)
+    else:
+        out.print(
+            f"naive item bootstrap half-width {fmt(naive['halfwidth'])} vs single-judge MDD95 "
+            f"{fmt(naive['mdd95_single_judge'])}: understates {fmt(naive['mdd95_over_halfwidth'], 2)}x"
+        )
     rank = report["rank_reliability"]
     out.print(
         f"adjacent top-10 pairs in the wrong order: {fmt(rank['wrong_order_top10_1_judge'])} at 1 judge, "
