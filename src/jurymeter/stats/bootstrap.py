@@ -24,7 +24,7 @@ defined it (``defined``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -183,8 +183,34 @@ def bootstrap_reliability(
     in which it reaches 0.8 (NaN when none does).
     """
     draws = resample_components(fit, n_boot, seed, method=method)
+    return intervals_from_draws(
+        fit, draws, roles=roles, level=level, target=target, sd_of_system_means=sd_of_system_means, method=method
+    )
+
+
+def intervals_from_draws(
+    fit: GStudy,
+    draws: np.ndarray,
+    *,
+    native: Mapping[str, float] | None = None,
+    roles: Facets = PAPER_ROLES,
+    level: float = 0.95,
+    target: float = 0.8,
+    sd_of_system_means: float | None = None,
+    method: str = "pivotal",
+) -> ReliabilityIntervals:
+    """:func:`bootstrap_reliability`'s intervals from given ``(n_boot, effects)`` component draws.
+
+    ``native``: the D-study sizes of the study itself (default: the fit's
+    ``sizes``, those of a balanced block); an incomplete design's fit passes its
+    effective sizes (:attr:`jurymeter.stats.henderson.HendersonFit.dstudy_sizes`),
+    and its draws come from :meth:`jurymeter.stats.henderson.RecordPattern.bootstrap`
+    (not :func:`resample_components`, whose chi-square mean squares and
+    :func:`components_from_ms` assume balanced data).
+    """
+    n_boot = int(draws.shape[0])
     design = fit.design
-    native = roles.observed(design, fit.sizes)
+    native = dict(native) if native is not None else roles.observed(design, fit.sizes)
     at30 = roles.sizes(design, 30, 1, 1)
     unlimited = roles.sizes(design, np.inf, 1, 1)
     quantities: dict[str, Callable[[np.ndarray], np.ndarray]] = {

@@ -51,6 +51,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import polars as pl
@@ -330,91 +331,201 @@ def henderson1(
     >>> fit.effects, fit.n_records
     (('s', 'i', 'si'), 5)
     """
-    design = Design.parse(design) if isinstance(design, str) else design
-    columns = _columns(design, facets)
-    lazy = records.lazy() if isinstance(records, pl.DataFrame) else records
-    schema = lazy.collect_schema()
-    absent = [c for c in (*columns.values(), response) if c not in schema]
-    if absent:
-        msg = f"records: columns {absent} are missing; have {list(schema.names())}"
-        raise DesignError(msg)
-    frame = lazy.select([*dict.fromkeys(columns.values()), response]).filter(pl.col(response).is_not_null()).collect()
-    n = frame.height
-    if n == 0:
-        msg = f"records: no non-null {response!r} to fit"
-        raise DesignError(msg)
-    nulls = [c for c in dict.fromkeys(columns.values()) if frame.get_column(c).null_count()]
-    if nulls:
-        msg = f"records: facet columns {nulls} have null values; every used record needs a level of each facet"
-        raise DesignError(msg)
-    y = frame.get_column(response).cast(pl.Float64).to_numpy()
-    shift = float(y.mean())
-    if not np.isfinite(shift):
-        msg = f"records: {response!r} must be finite; it has NaN or infinite values"
-        raise DesignError(msg)
-    codes = _Codes(_facet_codes(frame, columns), design.facets, n)
-    residual = design.effects[-1]
-    if codes.codes(residual)[1] != n:
-        msg = (
-            f"records: {n - codes.codes(residual)[1]} record(s) repeat a level of every facet "
-            f"{design.label(residual)!r} ({[columns[f] for f in design.facets]}); the residual needs one "
-            "record per level: add a replicate facet (e.g. 'r:sij') or average the repeats first"
-        )
-        raise DesignError(msg)
+    return RecordPattern.of(records, design, response=response, facets=facets, system=system).fit()
 
-    centred = y - shift
-    t_terms: dict[Effect, float] = {}
-    for a in _t_sets(design):
-        if not a:
-            t_terms[a] = float(centred.sum()) ** 2 / n
-            continue
-        code, levels = codes.codes(a)
-        sums = np.bincount(code, weights=centred, minlength=levels)
-        t_terms[a] = float(np.sum(sums * sums / codes.counts(a)))
 
-    n_effects = len(design.effects)
-    ss = np.zeros(n_effects)
-    k_matrix = np.zeros((n_effects, n_effects))
-    k_cache: dict[tuple[Effect, Effect], float] = {}
-    for row, effect in enumerate(design.effects):
-        primary = sorted(design.primary(effect))
-        for r in range(len(primary) + 1):
-            for removed in itertools.combinations(primary, r):
-                a = effect - frozenset(removed)
-                sign = (-1.0) ** r
-                ss[row] += sign * t_terms[a]
-                for col, c in enumerate(design.effects):
-                    if (a, c) not in k_cache:
-                        k_cache[(a, c)] = _k(codes, a, c, n)
-                    k_matrix[row, col] += sign * k_cache[(a, c)]
-    df = k_matrix[:, -1].copy()
-    flat = [design.label(e) for e, d in zip(design.effects, df, strict=True) if d < 0.5]
-    if flat:
-        msg = (
-            f"effects {flat} have no degrees of freedom in these records (a facet with one level, or "
-            "levels never crossed); drop that facet from the design or add records that cross it"
+# Parametric bootstrap draws are simulated and refitted in batches of at most this
+# many record values (draws x records) at a time: memory stays bounded.
+BOOTSTRAP_BATCH_VALUES = 2_000_000
+BootstrapMethod = Literal["pivotal", "percentile"]
+
+
+class RecordPattern:
+    r"""The observed records of a design, coded once: Henderson I fits of any responses on that pattern.
+
+    Built by :meth:`of` from the records (the checks of :func:`henderson1`);
+    :meth:`fit` gives the Henderson I fit of the records' responses and
+    :meth:`bootstrap` the parametric bootstrap draws of the components, each
+    a refit of responses simulated on the same records (the same missing
+    pattern). The expectation matrix ``K`` depends only on the pattern, so a
+    refit is the T's (one ``bincount`` per facet set) and one solve.
+    """
+
+    def __init__(
+        self, design: Design, codes: _Codes, y: np.ndarray, system: str
+    ) -> None:
+        self.design, self.codes, self.y, self.system = design, codes, y, system
+        self.n = len(y)
+        self.t_sets = _t_sets(design)
+        n_effects = len(design.effects)
+        k_matrix = np.zeros((n_effects, n_effects))
+        # signs[row][t] : the sign of T_t in SS_row
+        index = {a: k for k, a in enumerate(self.t_sets)}
+        signs = np.zeros((n_effects, len(self.t_sets)))
+        k_cache: dict[tuple[Effect, Effect], float] = {}
+        for row, effect in enumerate(design.effects):
+            primary = sorted(design.primary(effect))
+            for r in range(len(primary) + 1):
+                for removed in itertools.combinations(primary, r):
+                    a = effect - frozenset(removed)
+                    sign = (-1.0) ** r
+                    signs[row, index[a]] += sign
+                    for col, c in enumerate(design.effects):
+                        if (a, c) not in k_cache:
+                            k_cache[(a, c)] = _k(codes, a, c, self.n)
+                        k_matrix[row, col] += sign * k_cache[(a, c)]
+        df = k_matrix[:, -1].copy()
+        flat = [design.label(e) for e, d in zip(design.effects, df, strict=True) if d < 0.5]
+        if flat:
+            msg = (
+                f"effects {flat} have no degrees of freedom in these records (a facet with one level, or "
+                "levels never crossed); drop that facet from the design or add records that cross it"
+            )
+            raise DesignError(msg)
+        singular = np.linalg.svd(k_matrix, compute_uv=False)
+        if singular[-1] < IDENTIFIED_RCOND * singular[0]:
+            msg = (
+                f"design {design.labels}: the records do not identify every component (expected sums of "
+                "squares are linearly dependent); some facets are never crossed in these records"
+            )
+            raise DesignError(msg)
+        self.k_matrix, self.df, self.signs = k_matrix, df, signs
+
+    @classmethod
+    def of(
+        cls,
+        records: pl.DataFrame | pl.LazyFrame,
+        design: Design | str,
+        *,
+        response: str = "score",
+        facets: Mapping[str, str] | None = None,
+        system: str = "s",
+    ) -> RecordPattern:
+        """The pattern of ``records`` (arguments and errors as :func:`henderson1`)."""
+        design = Design.parse(design) if isinstance(design, str) else design
+        columns = _columns(design, facets)
+        lazy = records.lazy() if isinstance(records, pl.DataFrame) else records
+        schema = lazy.collect_schema()
+        absent = [c for c in (*columns.values(), response) if c not in schema]
+        if absent:
+            msg = f"records: columns {absent} are missing; have {list(schema.names())}"
+            raise DesignError(msg)
+        frame = (
+            lazy.select([*dict.fromkeys(columns.values()), response])
+            .filter(pl.col(response).is_not_null())
+            .collect()
         )
-        raise DesignError(msg)
-    singular = np.linalg.svd(k_matrix, compute_uv=False)
-    if singular[-1] < IDENTIFIED_RCOND * singular[0]:
-        msg = (
-            f"design {design.labels}: the records do not identify every component (expected sums of "
-            "squares are linearly dependent); some facets are never crossed in these records"
+        n = frame.height
+        if n == 0:
+            msg = f"records: no non-null {response!r} to fit"
+            raise DesignError(msg)
+        nulls = [c for c in dict.fromkeys(columns.values()) if frame.get_column(c).null_count()]
+        if nulls:
+            msg = f"records: facet columns {nulls} have null values; every used record needs a level of each facet"
+            raise DesignError(msg)
+        y = frame.get_column(response).cast(pl.Float64).to_numpy()
+        if not np.isfinite(y).all():
+            msg = f"records: {response!r} must be finite; it has NaN or infinite values"
+            raise DesignError(msg)
+        codes = _Codes(_facet_codes(frame, columns), design.facets, n)
+        residual = design.effects[-1]
+        if codes.codes(residual)[1] != n:
+            msg = (
+                f"records: {n - codes.codes(residual)[1]} record(s) repeat a level of every facet "
+                f"{design.label(residual)!r} ({[columns[f] for f in design.facets]}); the residual needs one "
+                "record per level: add a replicate facet (e.g. 'r:sij') or average the repeats first"
+            )
+            raise DesignError(msg)
+        return cls(design, codes, y, system)
+
+    def sums_of_squares(self, y: np.ndarray) -> np.ndarray:
+        """``(draws, effects)`` Henderson SS of ``(draws, records)`` responses on this pattern (centred first)."""
+        y = np.atleast_2d(y)
+        draws = y.shape[0]
+        centred = y - y.mean(axis=1, keepdims=True)
+        t = np.empty((draws, len(self.t_sets)))
+        offsets = np.arange(draws, dtype=np.int64)[:, None]
+        for k, a in enumerate(self.t_sets):
+            if not a:
+                t[:, k] = centred.sum(axis=1) ** 2 / self.n
+                continue
+            code, levels = self.codes.codes(a)
+            if levels == self.n and len(a) == len(self.design.facets):
+                t[:, k] = np.einsum("bn,bn->b", centred, centred)
+                continue
+            flat = (code[None, :] + offsets * levels).ravel()
+            sums = np.bincount(flat, weights=centred.ravel(), minlength=draws * levels).reshape(draws, levels)
+            t[:, k] = (sums * sums / self.codes.counts(a)).sum(axis=1)
+        ss: np.ndarray = t @ self.signs.T
+        return ss
+
+    def fit(self) -> HendersonFit:
+        """The Henderson I fit of the records' own responses."""
+        design = self.design
+        ss = self.sums_of_squares(self.y)[0]
+        sigma2 = np.linalg.solve(self.k_matrix, ss)
+        sizes, dstudy = _sizes(design, self.codes, self.system)
+        return HendersonFit(
+            design=design,
+            sizes=sizes,
+            effects=design.labels,
+            df=self.df.copy(),
+            ss=ss,
+            ms=ss / self.df,
+            sigma2=sigma2,
+            grand_mean=float(self.y.mean()),
+            coefficients=self.k_matrix / self.df[:, None],
+            levels={design.label(e): self.codes.codes(e)[1] for e in design.effects},
+            n_records=self.n,
+            dstudy_sizes=dstudy,
         )
-        raise DesignError(msg)
-    sigma2 = np.linalg.solve(k_matrix, ss)
-    sizes, dstudy = _sizes(design, codes, system)
-    return HendersonFit(
-        design=design,
-        sizes=sizes,
-        effects=design.labels,
-        df=df,
-        ss=ss,
-        ms=ss / df,
-        sigma2=sigma2,
-        grand_mean=shift,
-        coefficients=k_matrix / df[:, None],
-        levels={design.label(e): codes.codes(e)[1] for e in design.effects},
-        n_records=n,
-        dstudy_sizes=dstudy,
-    )
+
+    def simulate(self, sigma2: np.ndarray, draws: int, rng: np.random.Generator) -> np.ndarray:
+        r"""``(draws, records)`` responses on this pattern: :math:`\sum_c u_c[\text{level}]`, :math:`u_c \sim N(0, \sigma^2_c)`."""
+        y = np.zeros((draws, self.n))
+        for c, effect in enumerate(self.design.effects):
+            if sigma2[c] <= 0:
+                continue
+            code, levels = self.codes.codes(effect)
+            effects = rng.standard_normal((draws, levels)) * np.sqrt(sigma2[c])
+            y += effects[:, code] if levels != self.n or len(effect) != len(self.design.facets) else effects
+        return y
+
+    def bootstrap(
+        self, fit: HendersonFit, n_boot: int, seed: int = 0, *, method: BootstrapMethod = "pivotal"
+    ) -> np.ndarray:
+        r"""``(n_boot, effects)`` parametric bootstrap draws of the components on the observed pattern.
+
+        Each draw simulates responses on these records from the estimated
+        components truncated at zero (normal effects, one per level of every
+        effect, the residual one per record) and refits Henderson I.
+        ``"percentile"``: the refits' components (plug-in). ``"pivotal"``
+        (default): the refits' ratios :math:`MS^*_e / E^*[MS_e]` (with
+        :math:`E^*[MS] = C \hat\sigma^2_+`) stand in for the chi-square pivot
+        of the balanced case, and each draw is
+        :math:`C^{-1} (MS_{\text{obs}} / (MS^* / E^*[MS]))`. On balanced data
+        :math:`MS^*_e / E^*[MS_e] \sim \chi^2_{df_e}/df_e`, independent, so
+        the pivotal draws have the distribution of
+        :func:`jurymeter.stats.bootstrap.pivotal_mean_squares`'s; on
+        incomplete data the mean squares are neither chi-square nor
+        independent and the refits carry both (``docs/henderson.md``).
+        """
+        if method not in ("pivotal", "percentile"):
+            msg = f"method must be 'pivotal' or 'percentile', got {method!r}"
+            raise DesignError(msg)
+        rng = np.random.default_rng(seed)
+        truth = np.maximum(fit.sigma2, 0.0)
+        coefficients = self.k_matrix / self.df[:, None]
+        expected = coefficients @ truth
+        batch = max(1, BOOTSTRAP_BATCH_VALUES // self.n)
+        out = np.empty((n_boot, len(self.design.effects)))
+        for start in range(0, n_boot, batch):
+            b = min(batch, n_boot - start)
+            ms = self.sums_of_squares(self.simulate(truth, b, rng)) / self.df
+            if method == "percentile":
+                out[start : start + b] = np.linalg.solve(coefficients, ms.T).T
+                continue
+            with np.errstate(divide="ignore", invalid="ignore"):
+                pivot = np.asarray(fit.ms) * expected / ms
+            out[start : start + b] = np.linalg.solve(coefficients, pivot.T).T
+        return out

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numbers
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, NoReturn
+from typing import Any, Literal, NoReturn
 
 import numpy as np
 import polars as pl
@@ -24,6 +24,7 @@ from jurymeter.stats.bootstrap import (
     Interval,
     IntervalMethod,
     bootstrap_reliability,
+    intervals_from_draws,
 )
 from jurymeter.stats.design import Design
 from jurymeter.stats.diagnostics import (
@@ -53,6 +54,7 @@ from jurymeter.stats.dstudy import (
     truncated_ratio,
 )
 from jurymeter.stats.gstudy import GStudy, TermSums, fit_terms
+from jurymeter.stats.henderson import HendersonFit, RecordPattern
 
 NOMOGRAM_JUDGES = (1, 2, 3, 4, 5, 6, 8, 10, 15, 20)
 NOMOGRAM_ITEMS = (5, 10, 20, 30, 50, 100, 200, 500, 1000)
@@ -91,6 +93,7 @@ class GStudyRequest:
     budgets: tuple[int, ...] = (120, 360, 1080)
     fpr_simulations: int = 200
     interval_method: IntervalMethod = "pivotal"
+    estimator: Estimator = "auto"
 
     def __post_init__(self) -> None:
         if not isinstance(self.item_set, str) or not self.item_set:
@@ -105,6 +108,8 @@ class GStudyRequest:
             _refuse("generations", self.generations, f"one of {GENERATION_MODES}")
         if self.interval_method not in INTERVAL_METHODS:
             _refuse("interval_method", self.interval_method, f"one of {INTERVAL_METHODS}")
+        if self.estimator not in ESTIMATORS:
+            _refuse("estimator", self.estimator, f"one of {ESTIMATORS}")
         for name, low in (("n_boot", 1), ("seed", 0), ("partitions", 1), ("splits", 1), ("fpr_simulations", 0)):
             object.__setattr__(self, name, _integer(name, getattr(self, name), low))
         target = _real(self.target)
@@ -125,6 +130,8 @@ class GStudyRequest:
             object.__setattr__(self, name, tuple(int(v) for v in values))
 
 
+Estimator = Literal["auto", "henderson", "balanced"]
+ESTIMATORS: tuple[Estimator, ...] = ("auto", "henderson", "balanced")
 GENERATION_MODES: tuple[GenerationMode, ...] = ("average", "facet")
 INTERVAL_METHODS: tuple[IntervalMethod, ...] = ("pivotal", "percentile")
 
@@ -133,6 +140,13 @@ def generation_mode(value: str) -> GenerationMode:
     """``value`` as a generation mode, refused as :class:`GStudyRequest` refuses it."""
     if value not in GENERATION_MODES:
         _refuse("generations", value, f"one of {GENERATION_MODES}")
+    return value
+
+
+def estimator(value: str) -> Estimator:
+    """``value`` as an estimator, refused as :class:`GStudyRequest` refuses it."""
+    if value not in ESTIMATORS:
+        _refuse("estimator", value, f"one of {ESTIMATORS}")
     return value
 
 
@@ -381,8 +395,13 @@ def dstudy_summary(
     target: float = 0.8,
     budgets: tuple[int, ...] = (120, 360, 1080),
     notes: ReportNotes | None = None,
+    native: Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
     """Point D-study quantities of paper table 1 and appendix, from a fit.
+
+    ``native``: the study's own D-study sizes (default: the fit's ``sizes``,
+    a balanced block's); a Henderson fit of incomplete data passes its
+    ``dstudy_sizes`` (harmonic means, ``docs/henderson.md``).
 
     Coefficients follow the boundary rule of :mod:`jurymeter.stats.dstudy`
     (in [0, 1]); a value that cannot be estimated is ``None`` with its reason
@@ -395,13 +414,16 @@ def dstudy_summary(
     """
     design, sigma2, roles = fit.design, fit.sigma2, PAPER_ROLES
     notes = notes if notes is not None else ReportNotes(fit, roles)
-    native = roles.observed(design, fit.sizes)
+    native = dict(native) if native is not None else roles.observed(design, fit.sizes)
     at30 = roles.sizes(design, 30, 1, 1)
     unlimited = roles.sizes(design, np.inf, 1, 1)
     fixed = roles.judge_fixed(design)
     n_judges = int(fit.sizes.get(roles.judge, 1))
     tau, delta, absolute = error_variances(sigma2, design, native)
-    t_df = delta_df(fit.ms, fit.df, design, fit.sizes, native)
+    if isinstance(fit, HendersonFit):
+        t_df = _henderson_delta_df(fit, native)
+    else:
+        t_df = delta_df(fit.ms, fit.df, design, fit.sizes, native)
     summary: dict[str, Any] = {
         "mdd95_t": notes.mdd("mdd95_t", native, df=t_df),
         "mdd95_t_df": notes.value("mdd95_t_df", t_df, "the mean squares give no Satterthwaite degrees of freedom"),
@@ -428,6 +450,22 @@ def dstudy_summary(
     }
     summary.update(notes.as_dict())
     return summary
+
+
+def _henderson_delta_df(fit: HendersonFit, native: Mapping[str, float]) -> float:
+    r"""Satterthwaite's df of :math:`\hat\sigma^2_\delta = a^\top MS` with :math:`a = C^{-\top} w` (Henderson's ``C``).
+
+    As :func:`jurymeter.stats.dstudy.delta_df`, with the fit's own expectation
+    matrix for the balanced :meth:`Design.ems_matrix`. On incomplete data the
+    mean squares are not independent scaled chi-squares, so this is the usual
+    approximation, not an exact result.
+    """
+    eye = np.eye(len(fit.effects))
+    _, weights, _ = error_variances(eye, fit.design, native)
+    a = np.linalg.solve(fit.coefficients.T, weights)
+    terms = a * np.asarray(fit.ms)
+    spread = float(np.sum(terms**2 / np.asarray(fit.df)))
+    return float(terms.sum() ** 2 / spread) if spread > 0 else float("nan")
 
 
 # With a fixed judge and unlimited items no error is left (sigma2_delta = 0): the floor the
@@ -932,3 +970,249 @@ def _design_text(design: Design) -> str:
         nest = "".join(g for g in design.facets if g in design.nests[f])
         parts.append(f"{f}:{nest}" if nest else f)
     return " x ".join(parts)
+
+
+# ---------------------------------------------------------------- every record (Henderson I)
+
+# What the Henderson path reads of a fit's records: the cells it fits are the
+# (system, item, judge, replicate) means over generations (``generations="average"``,
+# as the balanced block's cells) or the (system, item, judge, generation, replicate)
+# records (``"facet"``).
+AVERAGE_CELL_KEYS = ("system_id", "item_id", "judge_id", "replicate")
+FACET_CELL_KEYS = ("system_id", "item_id", "judge_id", "generation", "replicate")
+
+
+def henderson_cells(records: pl.LazyFrame | pl.DataFrame, request: GStudyRequest) -> pl.DataFrame:
+    """The cells Henderson I fits: every record of the request's judges and systems with a score.
+
+    With generations averaged, one row per (system, item, judge, replicate)
+    with the mean score over its generations (the balanced block's cell); with
+    generations as a facet, one row per (system, item, judge, generation,
+    replicate). ``__n`` counts the records of each row.
+    """
+    lazy = records.lazy() if isinstance(records, pl.DataFrame) else records
+    keys = list(AVERAGE_CELL_KEYS if request.generations == "average" else FACET_CELL_KEYS)
+    return (
+        restrict(lazy, request)
+        .filter(pl.col("score").is_not_null())
+        .group_by(keys)
+        .agg(pl.col("score").cast(pl.Float64).mean(), pl.len().alias("__n"))
+        .with_columns(pl.col(c).cast(pl.String) for c in ("system_id", "item_id", "judge_id"))
+        .sort(keys)  # a group-by's order varies: sorted cells give the same sums to the last bit
+        .collect()
+    )
+
+
+def block_dropped(layout: BlockLayout, cells: pl.DataFrame) -> list[str]:
+    """What the balanced block leaves out of ``cells`` (:func:`henderson_cells`), in words; empty when nothing."""
+    found = [
+        f"{len(ids)} {name}(s) ({', '.join(ids[:5])}{', ...' if len(ids) > 5 else ''})"
+        for name, ids in (("system", layout.dropped_systems), ("judge", layout.dropped_judges),
+                          ("item", layout.dropped_items))
+        if ids
+    ]
+    left = cells.height - layout.observations_used
+    if left > 0:
+        found.append(f"{left} of {cells.height} observations")
+    return found
+
+
+def henderson_design(cells: pl.DataFrame, generations: GenerationMode) -> FittedDesign:
+    """The design read from the cells Henderson I fits (the rule of :func:`fitted_design`, on every record).
+
+    Systems and items are always facets (at least two of each, else
+    :class:`DesignError`); the judge is a facet when there are two or more
+    judges (else it is fixed, as with one judge in a block); with generations
+    as a facet, ``g:si`` when some (system, item) has two or more generations;
+    the replicate ``r`` (nested in every other facet) when some cell has two or more.
+    """
+    counts = {c: cells.get_column(c).n_unique() for c in ("system_id", "item_id", "judge_id")}
+    for column, name in (("system_id", "system"), ("item_id", "item")):
+        if counts[column] < 2:
+            msg = (
+                f"the records have {counts[column]} {name}(s); a G-study of systems needs at least 2 {name}s: "
+                f"add records of another {name} to the item set"
+            )
+            raise DesignError(msg)
+    facets = ["s", "i"]
+    notes: list[str] = []
+    fixed: dict[str, str] = {}
+    if counts["judge_id"] >= 2:
+        facets.append("j")
+    else:
+        judge = str(cells.get_column("judge_id")[0])
+        fixed["j"] = judge
+        notes.append(
+            f"one judge ({judge}) in the records: the judge facet is fixed; E rho^2, MDD and items-needed "
+            "are for that judge, and the ceiling, judges-needed, the budget split over judges and the "
+            "ensembles are not estimable"
+        )
+    inner = ["system_id", "item_id", "judge_id"]
+    if generations == "facet":
+        most = cells.group_by("system_id", "item_id").agg(pl.col("generation").n_unique().alias("g"))["g"].max()
+        if isinstance(most, int) and most >= 2:
+            facets.append("g")
+            inner.append("generation")
+        else:
+            notes.append("one generation per system and item: the generation facet leaves the design")
+    replicates = cells.group_by(inner).agg(pl.len().alias("r"))["r"].max()
+    if isinstance(replicates, int) and replicates >= 2:
+        facets.append("r")
+    else:
+        notes.append("one replicate per cell: the replicate facet is confounded with the residual")
+    nests = {"g": "si", "r": "".join(f for f in facets if f != "r")}
+    spec = " x ".join(f"{f}:{nests[f]}" if f in nests else f for f in facets)
+    return FittedDesign(Design.parse(spec), (), fixed, tuple(n for n in notes if "judge" in n))
+
+
+def henderson_report(
+    cells: pl.DataFrame,
+    request: GStudyRequest,
+    *,
+    layout: BlockLayout | None = None,
+    balanced: str | None = None,
+) -> dict[str, Any]:
+    """The G-study report fitted by Henderson's Method I on every cell (``docs/gstudy.md``, "Estimators").
+
+    ``cells`` are :func:`henderson_cells`; ``layout`` the balanced block the
+    records would give (reported as ``balanced_block``, what it drops), or
+    ``None`` with ``balanced`` saying why there is none. The report has the
+    keys of the balanced report: the components, the D-study at the harmonic-mean
+    sizes (:attr:`HendersonFit.dstudy_sizes`), intervals from the parametric
+    bootstrap on the observed pattern (:meth:`RecordPattern.bootstrap`), the
+    leaderboard's system means (each system's mean over all its cells, raw:
+    not adjusted for which items or judges it has); those that need a dense
+    block (item diagnostics, the naive item bootstrap, ensembles, the nested
+    split, the MDD false-positive check) are ``None`` with their reason.
+    """
+    fitted = henderson_design(cells, request.generations)
+    design = fitted.design
+    roles = PAPER_ROLES
+    fixed = roles.judge_fixed(design)
+    pattern = RecordPattern.of(cells, design)
+    fit = pattern.fit()
+    native = {f: fit.dstudy_sizes[f] for f in design.facets if f != roles.system}
+    by_system = cells.group_by("system_id").agg(pl.col("score").mean()).sort("system_id")
+    system_ids = by_system.get_column("system_id").to_list()
+    system_means = by_system.get_column("score").to_numpy()
+    sd_means = float(np.std(system_means, ddof=1)) if len(system_means) > 1 else float("nan")
+    draws = pattern.bootstrap(fit, request.n_boot, request.seed, method=request.interval_method)
+    boot = intervals_from_draws(
+        fit, draws, native=native, roles=roles, target=request.target, sd_of_system_means=sd_means,
+        method=request.interval_method,
+    )
+    notes = ReportNotes(fit, roles)
+    summary = dstudy_summary(fit, target=request.target, budgets=request.budgets, notes=notes, native=native)
+    summary["dstudy_sizes"] = dict(native)
+    dense = "it needs a complete system x item table (a balanced block); the Henderson fit uses every record"
+    generations = native.get(roles.generation or "g", 1.0)
+    single_native = notes.mdd(
+        "naive_item_bootstrap.mdd95_single_judge",
+        roles.sizes(design, native[roles.item], 1, 1, generations=generations),
+    )
+    notes.null_reasons["naive_item_bootstrap.halfwidth"] = f"not run: {dense}"
+    notes.null_reasons["naive_item_bootstrap.mdd95_over_halfwidth"] = "no naive half-width (not run)"
+    notes.null_reasons["items"] = f"no item diagnostics: {dense}"
+    for k in request.ensembles:
+        if fixed:
+            notes.judge_fixed(f"ensembles.{k}", f"the ensembles of {k} judges")
+        else:
+            notes.null_reasons[f"ensembles.{k}"] = f"not run: {dense}"
+    notes.null_reasons["rank_reliability.mdd_false_positive_rate"] = (
+        "not run: it refits simulated balanced data sets; the Henderson fit is of incomplete data"
+    )
+    notes.null_reasons["nested"] = f"no nested split: {dense}"
+    mdd_sd = None
+    if summary["mdd95"] is None:
+        notes.null_reasons["mdd95_in_sd_of_system_means"] = "mdd95 is undefined"
+    elif not sd_means > 0:
+        notes.null_reasons["mdd95_in_sd_of_system_means"] = f"the system means do not vary (SD {sd_means!r})"
+    else:
+        mdd_sd = summary["mdd95"] / sd_means
+    intervals = {name: _interval(i) for name, i in boot.derived.items()}
+    judge_quantities = {
+        "ceiling": "the single-judge ceiling", "ceiling_3_judges": "the ceiling at 3 judges",
+        "judges_needed": "the number of judges needed", "mdd95_unlimited_items": UNLIMITED_ITEMS_FIXED,
+    }
+    for name, interval in intervals.items():
+        if fixed and name in judge_quantities:
+            intervals[name] = {key: None for key in interval}
+            notes.judge_fixed(f"intervals.{name}", f"an interval of {judge_quantities[name]}")
+        elif interval["low"] is None:
+            notes.null_reasons[f"intervals.{name}"] = "no bootstrap draw defines it"
+    if fixed:
+        p_ceiling = notes.fixed_none("p_ceiling_at_least_0_8", "the chance that the ceiling reaches 0.8")
+    else:
+        p_ceiling = notes.value(
+            "p_ceiling_at_least_0_8", boot.p_ceiling_at_least_080, "no bootstrap draw defines the ceiling"
+        )
+    items_native = max(1, round(native[roles.item]))
+    wrong: dict[str, float | None] = {}
+    for judges, key in ((1, "wrong_order_top10_1_judge"), (3, "wrong_order_top10_3_judges")):
+        if fixed and judges > 1:
+            wrong[key] = notes.fixed_none(f"rank_reliability.{key}", f"the rank reliability at {judges} judges")
+            continue
+        n = roles.sizes(design, items_native, judges, 1)
+        _, delta, _ = error_variances(fit.sigma2, design, n)
+        wrong[key] = notes.value(
+            f"rank_reliability.{key}",
+            wrong_order_probability(fit, judges=judges, items=items_native, seed=request.seed),
+            f"sigma2_delta = {float(delta):.4g} <= 0 {notes.where(n)} ({notes.negative(n)})",
+        )
+    present = cells.select("system_id", "item_id", "judge_id").unique().height
+    n_s, n_i, n_j = (cells.get_column(c).n_unique() for c in ("system_id", "item_id", "judge_id"))
+    dropped = block_dropped(layout, cells) if layout is not None else []
+    if layout is None:
+        notes.null_reasons["balanced_block"] = balanced or "no balanced block"
+    return {
+        "item_set": request.item_set,
+        "request": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(request).items()},
+        "estimator": "henderson",
+        "estimator_note": (
+            "Henderson's Method I on every record"
+            + (f"; the balanced block would drop {'; '.join(dropped)}" if dropped else "")
+            + (f"; no balanced block: {balanced}" if layout is None and balanced else "")
+        ),
+        "design": _design_text(design),
+        "block_design": None if layout is None else _design_text(layout.design),
+        "design_notes": list(fitted.notes),
+        "fixed_facets": dict(fitted.fixed),
+        "block": {
+            "systems": n_s, "items": n_i, "judges": n_j,
+            "replicates": int(fit.sizes.get(roles.replicate or "r", 1)),
+            "generations": int(fit.sizes.get(roles.generation or "g", 1)),
+            "completeness": present / (n_s * n_i * n_j),
+            "records_in": int(cells.get_column("__n").sum()),
+            "observations_used": fit.n_records,
+            "dropped_systems": [], "dropped_items": [], "dropped_judges": [],
+            "notes": [],
+        },
+        "balanced_block": None if layout is None else layout.summary(),
+        "balanced_block_drops": dropped,
+        "grand_mean": fit.grand_mean,
+        "components": {
+            f"sigma2_{label.replace(':', '_')}": {
+                "raw": float(fit.sigma2[k]),
+                "share": float(fit.shares[k]),
+                "df": float(fit.df[k]),
+                "ms": float(fit.ms[k]),
+                "interval": _interval(boot.sigma2[label]),
+            }
+            for k, label in enumerate(fit.effects)
+        },
+        **summary,
+        "mdd95_in_sd_of_system_means": mdd_sd,
+        "sd_of_system_means": sd_means,
+        "system_means": dict(zip(system_ids, system_means.tolist(), strict=True)),
+        "system_means_kind": "raw: each system's mean over all its cells (not adjusted for which items or judges)",
+        "intervals": {**intervals, "n_boot": boot.n_boot, "level": 0.95, "method": f"{boot.method} (records)"},
+        "p_ceiling_at_least_0_8": p_ceiling,
+        "naive_item_bootstrap": {
+            "halfwidth": None, "mdd95_single_judge": single_native, "mdd95_over_halfwidth": None,
+            "generations": generations,
+        },
+        "rank_reliability": {**wrong, "mdd_false_positive_rate": None},
+        "ensembles": {},
+        "items": None,
+        "nested": None,
+    }

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     import typer
 
     from jurymeter.render.html import SectionBuilder
-    from jurymeter.stats.blocks import FitChunks, GenerationMode
+    from jurymeter.stats.blocks import BalancedBlock, BlockLayout, FitChunks, GenerationMode
     from jurymeter.stats.reliability import GStudyRequest
 
 # The D-study quantities of the ``dstudy`` table, in order.
@@ -39,11 +39,24 @@ DSTUDY_QUANTITIES = (
 )
 
 
+ESTIMATOR_CHOICES = ("auto", "henderson", "balanced")
+
+
 @dataclass(frozen=True, slots=True)
 class GStudyOptions:
     """The G-study's own options (``[fit.gstudy]``; the ``gstudy`` command's flags)."""
 
     screen_threshold: float = 1.0
+    # "auto": Henderson's Method I on every record when the balanced block would
+    # drop anything, the balanced block otherwise; "henderson" or "balanced": always that.
+    estimator: str = "auto"
+
+    def __post_init__(self) -> None:
+        if self.estimator not in ESTIMATOR_CHOICES:
+            from jurymeter.errors import ConfigError
+
+            msg = f"[fit.gstudy] estimator (--estimator) must be one of {ESTIMATOR_CHOICES}; got {self.estimator!r}"
+            raise ConfigError(msg)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +88,12 @@ def _finite(value: Any) -> float | None:
 
 def request_of(item_set: str, settings: FitSettings, options: GStudyOptions) -> GStudyRequest:
     """The statistics' request for one fit (validated by :class:`GStudyRequest`)."""
-    from jurymeter.stats.reliability import GStudyRequest, generation_mode, interval_method
+    from jurymeter.stats.reliability import (
+        GStudyRequest,
+        estimator,
+        generation_mode,
+        interval_method,
+    )
 
     return GStudyRequest(
         item_set=item_set,
@@ -87,35 +105,100 @@ def request_of(item_set: str, settings: FitSettings, options: GStudyOptions) -> 
         target=settings.target,
         interval_method=interval_method(settings.interval),
         screen_threshold=options.screen_threshold,
+        estimator=estimator(options.estimator),
     )
 
 
 class _GStudyFitting:
     def __init__(self, scope: FitScope, chunked: FitChunks | None, options: GStudyOptions) -> None:
+        from jurymeter.errors import DesignError
         from jurymeter.stats.reliability import GStudyChunks
 
         self.scope = scope
         self.request = request_of(scope.item_set, scope.settings, options)
         self.mode: GenerationMode = self.request.generations
-        layout = chunked.layout(self.mode) if chunked is not None else None
+        self.no_block: str | None = None  # why there is no balanced block (the Henderson path fits anyway)
+        self.layout: BlockLayout | None = None
+        if chunked is not None:
+            try:
+                self.layout = chunked.layout(self.mode)
+            except DesignError as error:
+                if self.request.estimator == "balanced":
+                    raise
+                self.no_block = str(error)
         population = scope.systems if scope.systems.height else None
-        self.sink = GStudyChunks(layout, self.request, systems=population) if layout is not None else None
+        self.sink = None
+        if self.layout is not None and self.request.estimator != "henderson":
+            try:
+                self.sink = GStudyChunks(self.layout, self.request, systems=population)
+            except DesignError as error:  # the block cannot be fitted (one system left): every record may be
+                if self.request.estimator == "balanced":
+                    raise
+                self.no_block = str(error)
 
     def feeds(self) -> Mapping[GenerationMode, Callable[[np.ndarray], object]]:
         return {self.mode: self.sink.add} if self.sink is not None else {}
 
+    def _balanced(self, block: BalancedBlock | None = None) -> dict[str, Any]:
+        if self.sink is not None:
+            return self.sink.report()
+        from jurymeter.stats.blocks import balanced_block
+        from jurymeter.stats.reliability import assess_block, restrict
+
+        population = self.scope.systems if self.scope.systems.height else None
+        if block is None:
+            block = balanced_block(restrict(self.scope.records, self.request), generations=self.mode)
+        return assess_block(block, self.request, systems=population)
+
+    def _report(self) -> dict[str, Any]:
+        """The balanced report, or Henderson's on every record (``estimator``; ``docs/gstudy.md``, "Estimators")."""
+        from jurymeter.errors import DesignError
+        from jurymeter.stats.blocks import balanced_block
+        from jurymeter.stats.reliability import (
+            block_dropped,
+            henderson_cells,
+            henderson_report,
+            restrict,
+        )
+
+        if self.request.estimator == "balanced":
+            report = self._balanced()
+            report["estimator"] = "balanced"
+            return report
+        cells = henderson_cells(self.scope.records, self.request)
+        layout, why = self.layout, self.no_block
+        block = None
+        if layout is None and why is None:
+            try:
+                block = balanced_block(restrict(self.scope.records, self.request), generations=self.mode)
+                layout = block.layout
+            except DesignError as error:
+                why = str(error)
+        if self.request.estimator == "auto" and layout is not None and why is None and not block_dropped(layout, cells):
+            report = self._balanced(block)  # complete: the balanced block is every record (and equal to Henderson's)
+            report["estimator"] = "balanced"
+            report["estimator_note"] = "auto: the data are complete, so the balanced block holds every record"
+            return report
+        if self.request.estimator == "henderson":
+            return henderson_report(cells, self.request, layout=layout, balanced=why)
+        if why is not None:  # auto without a balanced block: every record, or both reasons
+            try:
+                return henderson_report(cells, self.request, layout=layout, balanced=why)
+            except DesignError as error:
+                msg = f"{why}; and every record (estimator 'henderson') cannot be fitted either: {error}"
+                raise DesignError(msg) from error
+        try:
+            return henderson_report(cells, self.request, layout=layout, balanced=why)
+        except DesignError as error:  # auto: every record does not identify the design; the block may
+            report = self._balanced(block)
+            report["estimator"] = "balanced"
+            report["estimator_note"] = f"auto: every record cannot be fitted by Henderson I ({error}); the balanced block"
+            return report
+
     def finish(self) -> GStudyResult:
         from jurymeter.stats.curves import curves, leaderboard
 
-        if self.sink is not None:
-            report = self.sink.report()
-        else:  # the polars path decides this block
-            from jurymeter.stats.blocks import balanced_block
-            from jurymeter.stats.reliability import assess_block, restrict
-
-            population = self.scope.systems if self.scope.systems.height else None
-            block = balanced_block(restrict(self.scope.records, self.request), generations=self.mode)
-            report = assess_block(block, self.request, systems=population)
+        report = self._report()
         report.update(curves(report))
         report["leaderboard"] = leaderboard(report)
         block = report["block"]

@@ -58,17 +58,21 @@ def gstudy(
     screened_out: Annotated[
         Path | None, typer.Option("--screened-out", help="Write the screened item ids here, one per line")
     ] = None,
+    estimator: Annotated[
+        str, typer.Option("--estimator", help="'auto' (default: every record by Henderson I when the balanced "
+                          "block would drop any), 'henderson' or 'balanced'")
+    ] = "auto",
 ) -> None:
     """G-study and D-study of one pointwise item set, with bootstrap intervals."""
     run_command(_gstudy, item_set, store, storage_option, config, universe, population, generations,
-         boot, seed, target, as_json, screen_threshold, screened_out, interval)
+         boot, seed, target, as_json, screen_threshold, screened_out, interval, estimator)
 
 
 
 
 def _gstudy(item_set: str, store: str | None, storage_option: list[str] | None, config: Path | None, universe: str | None, population: str | None, generations: str,
             boot: int, seed: int, target: float, as_json: bool, screen_threshold: float = 1.0, screened_out: Path | None = None,
-            interval: str = "pivotal") -> None:
+            interval: str = "pivotal", estimator: str = "auto") -> None:
     from jurymeter.analyses.base import FitSettings
     from jurymeter.pipeline.fit import COMMAND_SCAN_CELLS, run_fit
     from jurymeter.pipeline.jobs import FitJob
@@ -86,7 +90,7 @@ def _gstudy(item_set: str, store: str | None, storage_option: list[str] | None, 
             systems=named_levels(settings, "populations", population),
             n_boot=boot, seed=seed, target=target, generations=generations, interval=interval,
         ),
-        analyses=(("gstudy", GStudyOptions(screen_threshold=screen_threshold)),),
+        analyses=(("gstudy", GStudyOptions(screen_threshold=screen_threshold, estimator=estimator)),),
         inputs=(),
     )
     # The nightly run's own fit path (one scan, or item chunks: memory follows the
@@ -118,6 +122,8 @@ def print_gstudy(report: dict[str, Any]) -> None:
         f"{block['replicates']} replicates; completeness {block['completeness']:.3f})",
         markup=False,
     )
+    out.print(f"estimator: {report.get('estimator', 'balanced')}"
+              + (f" ({report['estimator_note']})" if report.get("estimator_note") else ""), markup=False)
     dropped = dropped_text(dropped_summary(report), block)
     if dropped:  # the counts first (issue 14, point 5), then the ids
         out.print(f"dropped: {dropped}", markup=False)
@@ -184,10 +190,13 @@ def print_gstudy(report: dict[str, Any]) -> None:
             f"(MDD95 {fmt(best['mdd95'])})"
         )
     naive = report["naive_item_bootstrap"]
-    out.print(
-        f"naive item bootstrap half-width {fmt(naive['halfwidth'])} vs single-judge MDD95 "
-        f"{fmt(naive['mdd95_single_judge'])}: understates {fmt(naive['mdd95_over_halfwidth'], 2)}x"
-    )
+    if naive["halfwidth"] is None and "naive_item_bootstrap.halfwidth" in reasons:
+        out.print(f"naive item bootstrap: {reasons['naive_item_bootstrap.halfwidth']}", markup=False)
+    else:
+        out.print(
+            f"naive item bootstrap half-width {fmt(naive['halfwidth'])} vs single-judge MDD95 "
+            f"{fmt(naive['mdd95_single_judge'])}: understates {fmt(naive['mdd95_over_halfwidth'], 2)}x"
+        )
     rank = report["rank_reliability"]
     out.print(
         f"adjacent top-10 pairs in the wrong order: {fmt(rank['wrong_order_top10_1_judge'])} at 1 judge, "
