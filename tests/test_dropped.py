@@ -76,7 +76,10 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     records = _records()
     store = Store(str(root / "store"))
     run_ingest(store, write_jsonl(root / "holes.jsonl", records))
-    (root / "jm.toml").write_text(f'store = "{store.url}"\nlanding = ""\n[fit]\nn_boot = 50\n')
+    # The balanced block's estimator: the default on incomplete data (Henderson I) drops nothing;
+    # what it would have dropped is its estimator note (tests/test_unbalanced.py).
+    (root / "jm.toml").write_text(
+        f'store = "{store.url}"\nlanding = ""\n[fit]\nn_boot = 50\n[fit.gstudy]\nestimator = "balanced"\n')
     config = load_config(root / "jm.toml", environ={})
     plan = plan_fits(store, config)
     outcomes = run_fits(store, plan.jobs, figures=False)
@@ -119,7 +122,8 @@ def test_the_nightly_printout_has_one_line_for_the_fit_that_dropped(run: dict[st
 
 
 def test_the_gstudy_command_prints_the_counts(run: dict[str, Any]) -> None:
-    result = CliRunner().invoke(app, ["gstudy", "--store", run["store"].url, "--item-set", "holes", "--boot", "50"])
+    result = CliRunner().invoke(app, ["gstudy", "--store", run["store"].url, "--item-set", "holes", "--boot", "50",
+                                      "--estimator", "balanced"])
     assert result.exit_code == 0, result.output
     e = {**run["expected"], **run["sizes"]}
     assert (
@@ -138,3 +142,11 @@ def test_the_report_names_the_missing_leaderboard_row_and_notes_the_counts(run: 
     # The leaderboard table itself has no sys-4 row.
     board = page[page.index("<h4>Leaderboard</h4>"):page.index("Not on the leaderboard")]
     assert "sys-4" not in board
+
+
+def test_by_default_every_record_is_fitted_and_the_block_s_drops_are_said(run: dict[str, Any]) -> None:
+    result = CliRunner().invoke(app, ["gstudy", "--store", run["store"].url, "--item-set", "holes", "--boot", "50"])
+    assert result.exit_code == 0, result.output
+    assert "estimator: henderson" in result.output
+    assert "sys-4" in result.output  # named as what the balanced block would have dropped
+    assert "dropped: " not in result.output  # the fit itself left nothing out
