@@ -177,6 +177,10 @@ def _judge_bars(rows: pl.DataFrame, title: str, value: str, low: str, high: str,
         ax.barh(positions, scale * y, xerr=scale * err, color=colours, alpha=0.85, capsize=3)
         if bound is None:
             ax.axvline(0.0, color="black", linewidth=0.8)
+            # Symmetric about 0 and at least +-10 points: a bar of 0 reads as "no bias", not as a hair.
+            reach = float(np.nanmax(np.abs(scale * y) + scale * err.max(axis=0))) if len(y) else 0.0
+            half = max(10.0, 1.1 * reach)
+            ax.set_xlim(-half, half)
         else:
             ax.axvline(bound, color="black", linestyle="--", linewidth=1.0, label="50% content-noise bound")
             ax.set_xlim(0, 100)
