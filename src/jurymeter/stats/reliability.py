@@ -988,18 +988,53 @@ def henderson_cells(records: pl.LazyFrame | pl.DataFrame, request: GStudyRequest
     With generations averaged, one row per (system, item, judge, replicate)
     with the mean score over its generations (the balanced block's cell); with
     generations as a facet, one row per (system, item, judge, generation,
-    replicate). ``__n`` counts the records of each row.
+    replicate). ``__n`` counts the records of each row. Rows are sorted by
+    their keys (so the sums are the same to the last bit from run to run):
+    each key is coded by its sorted distinct values and the cells are the
+    non-empty entries of one ``bincount`` over the keys' crossing, in order;
+    a crossing much larger than the records falls back to a polars group-by
+    and sort.
     """
+    from jurymeter.stats.henderson import DENSE_CODES_PER_RECORD, column_codes
+
     lazy = records.lazy() if isinstance(records, pl.DataFrame) else records
     keys = list(AVERAGE_CELL_KEYS if request.generations == "average" else FACET_CELL_KEYS)
-    return (
+    frame = (
         restrict(lazy, request)
         .filter(pl.col("score").is_not_null())
-        .group_by(keys)
-        .agg(pl.col("score").cast(pl.Float64).mean(), pl.len().alias("__n"))
+        .select(*keys, pl.col("score").cast(pl.Float64))
         .with_columns(pl.col(c).cast(pl.String) for c in ("system_id", "item_id", "judge_id"))
-        .sort(keys)  # a group-by's order varies: sorted cells give the same sums to the last bit
         .collect()
+    )
+    n = frame.height
+    coded = [column_codes(frame.get_column(c)) for c in keys]
+    shape = tuple(len(uniques) for _, uniques in coded)
+    size = 1
+    for length in shape:
+        size *= length
+    if n == 0 or size > DENSE_CODES_PER_RECORD * n + 1024:
+        return (
+            frame.group_by(keys)
+            .agg(pl.col("score").mean(), pl.len().alias("__n"))
+            .sort(keys)  # a group-by's order varies: sorted cells give the same sums to the last bit
+        )
+    key = np.zeros(n, dtype=np.int64)
+    for (codes, _), length in zip(coded, shape, strict=True):
+        key *= length
+        key += codes
+    counts = np.bincount(key, minlength=size)
+    sums = np.bincount(key, weights=frame.get_column("score").to_numpy(), minlength=size)
+    present = np.flatnonzero(counts)
+    index = np.unravel_index(present, shape)
+    columns = {  # string keys as an Enum of their sorted values: the codes are reused by RecordPattern.of
+        c: (uniques.cast(pl.Enum(uniques.to_list())) if uniques.dtype == pl.String else uniques).gather(
+            pl.Series(position.astype(np.uint32))
+        )
+        for c, (_, uniques), position in zip(keys, coded, index, strict=True)
+    }
+    n_cell = counts[present]
+    return pl.DataFrame(
+        {**columns, "score": sums[present] / n_cell, "__n": pl.Series(n_cell, dtype=pl.UInt32)}
     )
 
 
