@@ -218,10 +218,10 @@ def column_codes(series: pl.Series) -> tuple[np.ndarray, pl.Series]:
     if isinstance(series.dtype, pl.Enum):
         categories = series.dtype.categories
         if categories.is_sorted() and not series.null_count():
-            return series.to_physical().to_numpy(), categories
+            return series.to_physical().to_numpy().astype(np.int64), categories
     text = series.cast(pl.String)
     uniques = text.unique().sort()
-    codes = text.cast(pl.Enum(uniques.to_list())).to_physical().to_numpy()
+    codes = text.cast(pl.Enum(uniques.to_list())).to_physical().to_numpy().astype(np.int64)
     return codes, uniques
 
 
@@ -461,6 +461,38 @@ def henderson1(
 # many record values (draws x records) at a time: memory stays bounded.
 BOOTSTRAP_BATCH_VALUES = 2_000_000
 BootstrapMethod = Literal["pivotal", "percentile"]
+HendersonIntervals = Literal["chisquare", "records"]
+HENDERSON_INTERVALS: tuple[HendersonIntervals, ...] = ("chisquare", "records")
+
+
+def chisquare_draws(
+    fit: HendersonFit, n_boot: int, seed: int = 0, *, method: BootstrapMethod = "pivotal"
+) -> np.ndarray:
+    r"""``(n_boot, effects)`` draws of the components from independent chi-square mean squares (no refit).
+
+    The balanced path's chi-square draws generalised to Henderson's mean
+    squares: each :math:`MS^*_e = E[MS_e](\hat\sigma^2)\,\chi^2_{df_e}/df_e`
+(:math:`E[MS](\hat\sigma^2) = C\hat\sigma^2 = MS_{\text{obs}}`),
+    independent across effects, with :math:`E[MS] = C\sigma^2` (Henderson's
+    ``coefficients``, :math:`df_e` its, possibly fractional, degrees of
+    freedom). ``"percentile"``: the draws :math:`C^{-1} MS^*`. ``"pivotal"``
+    (default), as :func:`jurymeter.stats.bootstrap.pivotal_mean_squares`:
+    :math:`C^{-1}(MS_{\text{obs}}\, df / \chi^2_{df})` (the ratio
+    :math:`MS^*/E[MS]` stands in for the pivot, so the expected mean squares
+    cancel). On balanced data these are the balanced path's draws exactly
+    (same chi-squares from the same seed); on incomplete data the mean squares
+    are neither chi-square nor independent, and the coverage this gives is
+    measured in ``docs/henderson.md``. O(effects x draws): no record is read.
+    """
+    if method not in ("pivotal", "percentile"):
+        msg = f"method must be 'pivotal' or 'percentile', got {method!r}"
+        raise DesignError(msg)
+    rng = np.random.default_rng(seed)
+    df = np.asarray(fit.df, dtype=np.float64)
+    chi = rng.chisquare(df, size=(n_boot, len(df)))
+    ms = np.asarray(fit.ms) * (df / chi if method == "pivotal" else chi / df)
+    draws: np.ndarray = np.linalg.solve(fit.coefficients, ms.T).T
+    return draws
 
 
 class RecordPattern:
@@ -669,7 +701,12 @@ class RecordPattern:
         out = np.empty((n_boot, len(self.design.effects)))
         for start in range(0, n_boot, batch):
             b = min(batch, n_boot - start)
-            ms = self.sums_of_squares(self.simulate(truth, b, rng)) / self.df
+            simulated = self.simulate(truth, b, rng)
+            if self.tensor is None:
+                ms = self.sums_of_squares(simulated) / self.df
+            else:
+                tensor = self.tensor
+                ms = np.stack([self._tensor_ss(tensor, row) for row in simulated]) / self.df
             if method == "percentile":
                 out[start : start + b] = np.linalg.solve(coefficients, ms.T).T
                 continue

@@ -54,7 +54,13 @@ from jurymeter.stats.dstudy import (
     truncated_ratio,
 )
 from jurymeter.stats.gstudy import GStudy, TermSums, fit_terms
-from jurymeter.stats.henderson import HendersonFit, RecordPattern
+from jurymeter.stats.henderson import (
+    HENDERSON_INTERVALS,
+    HendersonFit,
+    HendersonIntervals,
+    RecordPattern,
+    chisquare_draws,
+)
 
 NOMOGRAM_JUDGES = (1, 2, 3, 4, 5, 6, 8, 10, 15, 20)
 NOMOGRAM_ITEMS = (5, 10, 20, 30, 50, 100, 200, 500, 1000)
@@ -94,6 +100,7 @@ class GStudyRequest:
     fpr_simulations: int = 200
     interval_method: IntervalMethod = "pivotal"
     estimator: Estimator = "auto"
+    henderson_intervals: HendersonIntervals = "records"
 
     def __post_init__(self) -> None:
         if not isinstance(self.item_set, str) or not self.item_set:
@@ -110,6 +117,8 @@ class GStudyRequest:
             _refuse("interval_method", self.interval_method, f"one of {INTERVAL_METHODS}")
         if self.estimator not in ESTIMATORS:
             _refuse("estimator", self.estimator, f"one of {ESTIMATORS}")
+        if self.henderson_intervals not in HENDERSON_INTERVALS:
+            _refuse("henderson_intervals", self.henderson_intervals, f"one of {HENDERSON_INTERVALS}")
         for name, low in (("n_boot", 1), ("seed", 0), ("partitions", 1), ("splits", 1), ("fpr_simulations", 0)):
             object.__setattr__(self, name, _integer(name, getattr(self, name), low))
         target = _real(self.target)
@@ -1131,7 +1140,10 @@ def henderson_report(
     system_ids = by_system.get_column("system_id").to_list()
     system_means = by_system.get_column("score").to_numpy()
     sd_means = float(np.std(system_means, ddof=1)) if len(system_means) > 1 else float("nan")
-    draws = pattern.bootstrap(fit, request.n_boot, request.seed, method=request.interval_method)
+    if request.henderson_intervals == "records":
+        draws = pattern.bootstrap(fit, request.n_boot, request.seed, method=request.interval_method)
+    else:
+        draws = chisquare_draws(fit, request.n_boot, request.seed, method=request.interval_method)
     boot = intervals_from_draws(
         fit, draws, native=native, roles=roles, target=request.target, sd_of_system_means=sd_means,
         method=request.interval_method,
@@ -1240,7 +1252,7 @@ def henderson_report(
         "sd_of_system_means": sd_means,
         "system_means": dict(zip(system_ids, system_means.tolist(), strict=True)),
         "system_means_kind": "raw: each system's mean over all its cells (not adjusted for which items or judges)",
-        "intervals": {**intervals, "n_boot": boot.n_boot, "level": 0.95, "method": f"{boot.method} (records)"},
+        "intervals": {**intervals, "n_boot": boot.n_boot, "level": 0.95, "method": f"{boot.method} ({'records' if request.henderson_intervals == 'records' else 'chi-square'})"},
         "p_ceiling_at_least_0_8": p_ceiling,
         "naive_item_bootstrap": {
             "halfwidth": None, "mdd95_single_judge": single_native, "mdd95_over_halfwidth": None,
