@@ -18,7 +18,13 @@ Two measurements, one process each, in memory (no store):
    ``bench/gstudy_lme4.R`` (REML, bobyqa) against ``henderson1`` on the same
    records; components side by side. Goal: ours at least 1000x faster.
 
-Usage: ``uv run python bench/unbalanced.py [--repeats 3] [--skip-lme4] [--append]``
+The incomplete set's default path refits Henderson I on 800 simulated data sets
+(the record bootstrap, the default interval method), so it runs ``--record-runs``
+times (default 1); the same path with chi-square interval draws
+(``henderson_intervals="chisquare"``, set by wrapping ``henderson_report``:
+the analysis has no option for it) runs every repeat.
+
+Usage: ``uv run python bench/unbalanced.py [--repeats 3] [--record-runs 1] [--skip-lme4] [--append]``
 (``--append`` adds the results to ``bench/RESULTS.md``).
 """
 
@@ -71,15 +77,29 @@ def records(sizes: tuple[int, int, int, int], missing: float, seed: int) -> pl.D
     return frame.filter(pl.Series(keep)) if missing > 0 else frame
 
 
-def default_path(frame: pl.DataFrame) -> tuple[float, str]:
+def default_path(frame: pl.DataFrame, intervals: str | None = None) -> tuple[float, str]:
+    """Seconds of the analysis' default path; ``intervals`` overrides the Henderson interval method only."""
+    import dataclasses
+    from unittest import mock
+
+    import jurymeter.stats.reliability as reliability
     from jurymeter.analyses.base import FitScope, FitSettings
     from jurymeter.analyses.gstudy import GSTUDY, GStudyOptions
 
+    original = reliability.henderson_report
+
+    def report_with(cells: Any, request: Any, **kwargs: Any) -> Any:
+        return original(cells, dataclasses.replace(request, henderson_intervals=intervals), **kwargs)
+
     scope = FitScope(item_set="bench", protocol="pointwise", records=frame.lazy(), systems=pl.DataFrame(),
                      judges=pl.DataFrame(), settings=FitSettings())
-    t0 = time.perf_counter()
-    report = GSTUDY.start(scope, None, GStudyOptions()).finish().report
-    return time.perf_counter() - t0, str(report["estimator"])
+    with mock.patch.object(reliability, "henderson_report", report_with) if intervals else mock.MagicMock():
+        t0 = time.perf_counter()
+        report = GSTUDY.start(scope, None, GStudyOptions()).finish().report
+        seconds = time.perf_counter() - t0
+    if intervals:
+        assert str(report["intervals"]["method"]).endswith("(chi-square)"), report["intervals"]["method"]
+    return seconds, str(report["estimator"])
 
 
 def core_balanced(frame: pl.DataFrame) -> float:
@@ -142,6 +162,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--skip-lme4", action="store_true")
     parser.add_argument("--skip-10m", action="store_true")
+    parser.add_argument("--items", type=int, default=2000, help="items of the large set (2000: 10M records)")
+    parser.add_argument("--record-runs", type=int, default=1,
+                        help="runs of the default path (800 record-bootstrap refits) on the incomplete set")
     parser.add_argument("--lme4-timeout", type=float, default=3600.0)
     parser.add_argument("--append", action="store_true")
     opts = parser.parse_args()
@@ -149,34 +172,54 @@ def main() -> None:
              f"Command: `uv run python bench/unbalanced.py {' '.join(sys.argv[1:])}`; load at start "
              f"{', '.join(f'{v:.2f}' for v in os.getloadavg())} on {os.cpu_count()} CPUs.\n"]
     if not opts.skip_10m:
-        complete = records((100, 2000, 10, 5), 0.0, opts.seed)
-        incomplete = records((100, 2000, 10, 5), 0.05, opts.seed)
-        rows: dict[str, list[float]] = {k: [] for k in ("complete", "incomplete", "core_b", "core_h")}
-        for _ in range(opts.repeats):
+        complete = records((100, opts.items, 10, 5), 0.0, opts.seed)
+        incomplete = records((100, opts.items, 10, 5), 0.05, opts.seed)
+        rows: dict[str, list[float]] = {k: [] for k in ("complete", "incomplete", "chisquare", "core_b", "core_h")}
+        for run in range(opts.repeats):
             seconds, estimator = default_path(complete)
             assert estimator == "balanced", estimator
             rows["complete"].append(seconds)
-            seconds, estimator = default_path(incomplete)
+            if run < opts.record_runs:
+                seconds, estimator = default_path(incomplete)
+                assert estimator == "henderson", estimator
+                rows["incomplete"].append(seconds)
+            seconds, estimator = default_path(incomplete, "chisquare")
             assert estimator == "henderson", estimator
-            rows["incomplete"].append(seconds)
+            rows["chisquare"].append(seconds)
             rows["core_b"].append(core_balanced(complete))
             rows["core_h"].append(core_henderson(incomplete))
-        med = {k: float(np.median(v)) for k, v in rows.items()}
+        med = {k: float(np.median(v)) if v else float("nan") for k, v in rows.items()}
         lines += [
-            f"**10M records** ({complete.height:,} complete; {incomplete.height:,} with 5% of cells missing), "
+            f"**{complete.height / 1e6:.1f}M records** ({complete.height:,} complete; {incomplete.height:,} with 5% of cells missing), "
             f"medians of {opts.repeats} interleaved runs (all runs in s):\n",
             "| step | complete (balanced) | 5% missing (Henderson I) | ratio |",
             "|---|---:|---:|---:|",
             f"| default path, `GSTUDY.start(...).finish()` | {med['complete']:.2f} ({', '.join(f'{v:.2f}' for v in rows['complete'])}) "
             f"| {med['incomplete']:.2f} ({', '.join(f'{v:.2f}' for v in rows['incomplete'])}) "
             f"| {med['incomplete'] / med['complete']:.2f} |",
+            f"| the same, Henderson intervals by chi-square draws | (as above) "
+            f"| {med['chisquare']:.2f} ({', '.join(f'{v:.2f}' for v in rows['chisquare'])}) "
+            f"| {med['chisquare'] / med['complete']:.2f} |",
             f"| core: cells + fit + 800 chi-square draws | {med['core_b']:.2f} ({', '.join(f'{v:.2f}' for v in rows['core_b'])}) "
             f"| {med['core_h']:.2f} ({', '.join(f'{v:.2f}' for v in rows['core_h'])}) "
             f"| {med['core_h'] / med['core_b']:.2f} |",
             "",
             f"Goal (incomplete within 1.5x): default path **{'met' if med['incomplete'] <= 1.5 * med['complete'] else 'missed'}**, "
+            f"with chi-square intervals **{'met' if med['chisquare'] <= 1.5 * med['complete'] else 'missed'}**, "
             f"core **{'met' if med['core_h'] <= 1.5 * med['core_b'] else 'missed'}**.\n",
         ]
+        if not rows["incomplete"]:
+            from jurymeter.stats.henderson import RecordPattern
+            from jurymeter.stats.reliability import GStudyRequest, henderson_cells
+
+            pattern = RecordPattern.of(henderson_cells(incomplete.lazy(), GStudyRequest(item_set="bench")), SPEC)
+            fit = pattern.fit()
+            t0 = time.perf_counter()
+            pattern.bootstrap(fit, 20)
+            per_draw = (time.perf_counter() - t0) / 20
+            lines.append(f"Default path not run on the incomplete set (`--record-runs 0`): its 800 record-bootstrap "
+                         f"refits take {per_draw:.2f} s each (20 timed), about {800 * per_draw / 60:.1f} min "
+                         "on top of the chi-square row.\n")
         del complete, incomplete
     if not opts.skip_lme4:
         found = lme4((20, 300, 5, 10), opts.seed, opts.lme4_timeout)

@@ -41,8 +41,11 @@ Degrees of freedom and mean squares
     estimates equal :func:`~jurymeter.stats.gstudy.fit_gstudy`'s.
 
 Every T and every :math:`k` comes from integer-coded group counts and sums
-(``numpy.bincount``) of the records, O(records) per facet set; no array of the
-full crossing is built. ``docs/henderson.md`` says why this estimator, its costs
+(``numpy.bincount``) of the records. When the facets' full crossing has at most
+``DENSE_CODES_PER_RECORD`` cells per record, one ``bincount`` of the records'
+full key gives its count and sum tables and every facet set's table is a sum
+of them over axes (:class:`_Tensor`: each record read once); otherwise one
+``bincount`` per facet set on compressed group codes (:class:`_Codes`). ``docs/henderson.md`` says why this estimator, its costs
 and what the D-study uses for sizes.
 """
 

@@ -75,7 +75,9 @@ class GStudyRequest:
     """What to fit for one item set (validated at construction).
 
     ``judges`` and ``systems`` restrict the fit to a judge universe and a system
-    population (``None`` = all in the data).
+    population (``None`` = all in the data). ``henderson_intervals`` chooses the
+    interval draws of a Henderson I fit: ``"records"`` (the record-pattern
+    bootstrap, default) or ``"chisquare"`` (fast; ``docs/henderson.md``).
 
     Raises
     ------
@@ -1123,7 +1125,9 @@ def henderson_report(
     ``None`` with ``balanced`` saying why there is none. The report has the
     keys of the balanced report: the components, the D-study at the harmonic-mean
     sizes (:attr:`HendersonFit.dstudy_sizes`), intervals from the parametric
-    bootstrap on the observed pattern (:meth:`RecordPattern.bootstrap`), the
+    bootstrap on the observed pattern (:meth:`RecordPattern.bootstrap`;
+    ``request.henderson_intervals == "chisquare"``: from
+    :func:`~jurymeter.stats.henderson.chisquare_draws`, no refit), the
     leaderboard's system means (each system's mean over all its cells, raw:
     not adjusted for which items or judges it has); those that need a dense
     block (item diagnostics, the naive item bootstrap, ensembles, the nested
