@@ -147,7 +147,7 @@ class _Codes:
             return self._codes[key]
         head, _ = self.codes(frozenset(key[:-1]))
         tail, size_tail = self._codes[(key[-1],)]
-        out = _dense(head * size_tail + tail)
+        out = _dense(head.astype(np.int64, copy=False) * size_tail + tail)
         result = (out, int(out.max()) + 1)
         self._codes[key] = result
         return result
@@ -215,16 +215,24 @@ def column_codes(series: pl.Series) -> tuple[np.ndarray, pl.Series]:
     """
     if series.dtype.is_integer():
         values = series.to_numpy()
-        codes = _dense(values)
-        uniques = pl.Series(series.name, np.unique(values)) if len(values) else series.clear()
-        return codes, uniques
+        if not len(values):
+            return values.astype(np.int64), series.clear()
+        low, high = int(values.min()), int(values.max())
+        if high - low < DENSE_CODES_PER_RECORD * len(values) + 1024:
+            shifted = values.astype(np.int64) - low
+            seen = np.zeros(high - low + 1, dtype=bool)
+            seen[shifted] = True
+            remap = np.cumsum(seen, dtype=np.int64) - 1
+            return remap[shifted], pl.Series(series.name, np.flatnonzero(seen) + low, dtype=series.dtype)
+        uniques_np, inverse = np.unique(values, return_inverse=True)
+        return inverse.astype(np.int64, copy=False), pl.Series(series.name, uniques_np, dtype=series.dtype)
     if isinstance(series.dtype, pl.Enum):
         categories = series.dtype.categories
         if categories.is_sorted() and not series.null_count():
-            return series.to_physical().to_numpy().astype(np.int64), categories
+            return series.to_physical().to_numpy(), categories
     text = series.cast(pl.String)
     uniques = text.unique().sort()
-    codes = text.cast(pl.Enum(uniques.to_list())).to_physical().to_numpy().astype(np.int64)
+    codes = text.cast(pl.Enum(uniques.to_list())).to_physical().to_numpy()
     return codes, uniques
 
 
