@@ -579,11 +579,13 @@ class RecordPattern:
         if absent:
             msg = f"records: columns {absent} are missing; have {list(schema.names())}"
             raise DesignError(msg)
-        frame = (
-            lazy.select([*dict.fromkeys(columns.values()), response])
-            .filter(pl.col(response).is_not_null())
-            .collect()
-        )
+        used = [*dict.fromkeys(columns.values()), response]
+        if isinstance(records, pl.DataFrame):  # a selection of columns is free; filter only when needed
+            frame = records.select(used)
+            if frame.get_column(response).null_count():
+                frame = frame.filter(pl.col(response).is_not_null())
+        else:
+            frame = lazy.select(used).filter(pl.col(response).is_not_null()).collect()
         n = frame.height
         if n == 0:
             msg = f"records: no non-null {response!r} to fit"

@@ -1063,6 +1063,25 @@ def block_dropped(layout: BlockLayout, cells: pl.DataFrame) -> list[str]:
     return found
 
 
+def _rows_per_key(cells: pl.DataFrame, keys: list[str]) -> np.ndarray:
+    """Rows of ``cells`` per combination of ``keys`` (zeros for absent combinations when counted densely)."""
+    from jurymeter.stats.henderson import DENSE_CODES_PER_RECORD, column_codes
+
+    n = cells.height
+    coded = [column_codes(cells.get_column(c)) for c in keys]
+    size = 1
+    for _, uniques in coded:
+        size *= len(uniques)
+    if n == 0 or size > DENSE_CODES_PER_RECORD * n + 1024:
+        return cells.group_by(keys).len().get_column("len").to_numpy()
+    key = np.zeros(n, dtype=np.int64)
+    for codes, uniques in coded:
+        key *= len(uniques)
+        key += codes
+    counts: np.ndarray = np.bincount(key, minlength=size)
+    return counts
+
+
 def henderson_design(cells: pl.DataFrame, generations: GenerationMode) -> FittedDesign:
     """The design read from the cells Henderson I fits (the rule of :func:`fitted_design`, on every record).
 
@@ -1101,7 +1120,7 @@ def henderson_design(cells: pl.DataFrame, generations: GenerationMode) -> Fitted
             inner.append("generation")
         else:
             notes.append("one generation per system and item: the generation facet leaves the design")
-    replicates = cells.group_by(inner).agg(pl.len().alias("r"))["r"].max()
+    replicates = int(_rows_per_key(cells, inner).max())
     if isinstance(replicates, int) and replicates >= 2:
         facets.append("r")
     else:
@@ -1210,7 +1229,7 @@ def henderson_report(
             wrong_order_probability(fit, judges=judges, items=items_native, seed=request.seed),
             f"sigma2_delta = {float(delta):.4g} <= 0 {notes.where(n)} ({notes.negative(n)})",
         )
-    present = cells.select("system_id", "item_id", "judge_id").unique().height
+    present = int(np.count_nonzero(_rows_per_key(cells, ["system_id", "item_id", "judge_id"])))
     n_s, n_i, n_j = (cells.get_column(c).n_unique() for c in ("system_id", "item_id", "judge_id"))
     dropped = block_dropped(layout, cells) if layout is not None else []
     if layout is None:
