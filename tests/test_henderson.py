@@ -239,6 +239,44 @@ def test_incomplete_designs_equal_the_brute_force_definition(
     assert fit.grand_mean == pytest.approx(float(frame["score"].mean()), abs=1e-12)
 
 
+@pytest.mark.parametrize(("name", "spec", "frame", "columns"), CASES, ids=[c[0] for c in CASES])
+def test_sparse_fallback_equals_the_brute_force_definition(
+    name: str, spec: str, frame: pl.DataFrame, columns: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A crossing too large for count tables (forced here) takes the group-code path: the same brute force."""
+    import jurymeter.stats.henderson as henderson
+
+    monkeypatch.setattr(henderson, "DENSE_CODES_PER_RECORD", -10**6)
+    pattern = henderson.RecordPattern.of(frame, spec, facets=columns)
+    assert pattern.tensor is None
+    fit = pattern.fit()
+    for label, (sigma2, _, df) in brute_force(frame, spec, columns).items():
+        assert fit.component(label) == pytest.approx(sigma2, abs=BRUTE_TOL), (name, label)
+        assert fit.df[fit.effects.index(label)] == pytest.approx(df, abs=BRUTE_TOL), (name, label)
+
+
+def test_chisquare_draws_on_complete_data_are_the_balanced_paths() -> None:
+    """On balanced data Henderson's C and df are the EMS ones: the draws of `resample_components`, same seed."""
+    from jurymeter.stats.bootstrap import resample_components
+    from jurymeter.stats.henderson import chisquare_draws
+
+    spec, sizes = BALANCED[0]
+    frame = simulate_records(spec, sizes, _truth(spec), np.random.default_rng(5))
+    design = Design.parse(spec)
+    x = np.empty([sizes[f] for f in design.facets])
+    codes = [np.array([int(v[1:]) if isinstance(v, str) else int(v) for v in frame[COLUMNS.get(f, f)].to_list()])
+             for f in design.facets]
+    x[tuple(codes)] = frame["score"].to_numpy()
+    balanced = fit_gstudy(x, design)
+    fit = henderson1(frame, spec, facets={f: COLUMNS.get(f, f) for f in sizes})
+    for method in ("pivotal", "percentile"):
+        ours = chisquare_draws(fit, 50, seed=4, method=method)  # type: ignore[arg-type]
+        theirs = resample_components(balanced, 50, seed=4, method=method)  # type: ignore[arg-type]
+        np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-9 * float(np.max(np.abs(theirs))))
+    with pytest.raises(DesignError, match="method"):
+        chisquare_draws(fit, 5, method="bca")  # type: ignore[arg-type]
+
+
 def test_lazy_frames_and_row_order_give_the_same_fit() -> None:
     _, spec, frame, columns = CASES[0]
     fit = henderson1(frame, spec, facets=columns)

@@ -41,8 +41,11 @@ Degrees of freedom and mean squares
     estimates equal :func:`~jurymeter.stats.gstudy.fit_gstudy`'s.
 
 Every T and every :math:`k` comes from integer-coded group counts and sums
-(``numpy.bincount``) of the records, O(records) per facet set; no array of the
-full crossing is built. ``docs/henderson.md`` says why this estimator, its costs
+(``numpy.bincount``) of the records. When the facets' full crossing has at most
+``DENSE_CODES_PER_RECORD`` cells per record, one ``bincount`` of the records'
+full key gives its count and sum tables and every facet set's table is a sum
+of them over axes (:class:`_Tensor`: each record read once); otherwise one
+``bincount`` per facet set on compressed group codes (:class:`_Codes`). ``docs/henderson.md`` says why this estimator, its costs
 and what the D-study uses for sizes.
 """
 
@@ -144,7 +147,7 @@ class _Codes:
             return self._codes[key]
         head, _ = self.codes(frozenset(key[:-1]))
         tail, size_tail = self._codes[(key[-1],)]
-        out = _dense(head * size_tail + tail)
+        out = _dense(head.astype(np.int64, copy=False) * size_tail + tail)
         result = (out, int(out.max()) + 1)
         self._codes[key] = result
         return result
@@ -203,15 +206,125 @@ def _dense(values: np.ndarray) -> np.ndarray:
     return inverse
 
 
+def column_codes(series: pl.Series) -> tuple[np.ndarray, pl.Series]:
+    """Codes ``0..L-1`` of a column's values in their sorted order, and the sorted distinct values.
+
+    Integers by their range (a lookup table, O(n)); anything else as strings
+    through an ``Enum`` of the sorted distinct values (a hash per record, one
+    sort of the L distinct values), so the codes follow the values' order.
+    """
+    if series.dtype.is_integer():
+        values = series.to_numpy()
+        if not len(values):
+            return values.astype(np.int64), series.clear()
+        low, high = int(values.min()), int(values.max())
+        if high - low < DENSE_CODES_PER_RECORD * len(values) + 1024:
+            shifted = values.astype(np.int64) - low
+            seen = np.zeros(high - low + 1, dtype=bool)
+            seen[shifted] = True
+            remap = np.cumsum(seen, dtype=np.int64) - 1
+            return remap[shifted], pl.Series(series.name, np.flatnonzero(seen) + low, dtype=series.dtype)
+        uniques_np, inverse = np.unique(values, return_inverse=True)
+        return inverse.astype(np.int64, copy=False), pl.Series(series.name, uniques_np, dtype=series.dtype)
+    if isinstance(series.dtype, pl.Enum):
+        categories = series.dtype.categories
+        if categories.is_sorted() and not series.null_count():
+            return series.to_physical().to_numpy(), categories
+    text = series.cast(pl.String)
+    uniques = text.unique().sort()
+    codes = text.cast(pl.Enum(uniques.to_list())).to_physical().to_numpy()
+    return codes, uniques
+
+
 def _facet_codes(frame: pl.DataFrame, columns: Mapping[str, str]) -> dict[str, np.ndarray]:
-    """Codes ``0..n-1`` per facet column: integers by their range, anything else by hashing to a categorical."""
-    out: dict[str, np.ndarray] = {}
-    for facet, column in columns.items():
-        series = frame.get_column(column)
-        if not series.dtype.is_integer():
-            series = series.cast(pl.String).cast(pl.Categorical).to_physical()
-        out[facet] = _dense(series.to_numpy())
-    return out
+    """Codes ``0..L-1`` per facet column (:func:`column_codes`)."""
+    return {facet: column_codes(frame.get_column(column))[0] for facet, column in columns.items()}
+
+
+class _Tensor:
+    r"""Count and sum tables of the records over the full crossing of the facets' codes.
+
+    Used when the crossing has at most ``DENSE_CODES_PER_RECORD`` cells per record:
+    one ``bincount`` of the records' full key gives the counts :math:`n` and the
+    sums :math:`y_\cdot` of every cell; the table of any facet set is a sum of
+    the full one over the other axes (computed from the smallest cached
+    superset), so every T, every :math:`k(A, c)` and every level count is
+    arithmetic on tables no larger than the crossing, and each record is read
+    once per refit.
+    """
+
+    def __init__(self, codes: Mapping[str, np.ndarray], order: tuple[str, ...], key: np.ndarray, shape: tuple[int, ...]) -> None:
+        self.order, self.shape = order, shape
+        self.key = key
+        self.size = int(np.prod(shape))
+        full = np.bincount(key, minlength=self.size).astype(np.float64).reshape(shape)
+        self._counts: dict[frozenset[str], np.ndarray] = {frozenset(order): full}
+
+    @classmethod
+    def build(cls, codes: Mapping[str, np.ndarray], order: tuple[str, ...], n: int) -> _Tensor | None:
+        """The tables, or ``None`` when the crossing is too large for them."""
+        shape = tuple(int(codes[f].max()) + 1 if n else 1 for f in order)
+        size = 1
+        for length in shape:
+            size *= length
+        if n == 0 or size > DENSE_CODES_PER_RECORD * n + 1024:
+            return None
+        key = np.zeros(n, dtype=np.int64)
+        for f, length in zip(order, shape, strict=True):
+            key *= length
+            key += codes[f]
+        return cls(codes, order, key, shape)
+
+    def _axes(self, superset: frozenset[str], subset: frozenset[str]) -> tuple[int, ...]:
+        kept = [f for f in self.order if f in superset]
+        return tuple(k for k, f in enumerate(kept) if f not in subset)
+
+    def _reduce(self, tables: dict[frozenset[str], np.ndarray], facets: frozenset[str]) -> np.ndarray:
+        if facets in tables:
+            return tables[facets]
+        source = min((s for s in tables if facets <= s), key=len)
+        out: np.ndarray = tables[source].sum(axis=self._axes(source, facets))
+        tables[facets] = out
+        return out
+
+    def counts(self, facets: frozenset[str]) -> np.ndarray:
+        """Records per cell of ``facets``' crossing (axes in design order)."""
+        return self._reduce(self._counts, facets)
+
+    def levels(self, facets: frozenset[str]) -> int:
+        """Observed levels of ``facets``."""
+        return int(np.count_nonzero(self.counts(facets)))
+
+    def sums(self, y: np.ndarray) -> dict[frozenset[str], np.ndarray]:
+        """A cache of sum tables of ``y`` (records), starting from the full one."""
+        return {frozenset(self.order): np.bincount(self.key, weights=y, minlength=self.size).reshape(self.shape)}
+
+    def t(self, sums: dict[frozenset[str], np.ndarray], facets: frozenset[str]) -> float:
+        r""":math:`T_A = \sum_l y_{l\cdot}^2 / n_l` over the observed levels."""
+        total = self._reduce(sums, facets)
+        n = self.counts(facets)
+        seen = n > 0
+        return float(np.sum(total[seen] ** 2 / n[seen]))
+
+    def k(self, a: frozenset[str], c: frozenset[str], n: int) -> float:
+        r""":math:`k(A, c) = \sum_l \sum_m n_{lm}^2 / n_l`."""
+        if c <= a:
+            return float(n)
+        if len(c) == len(self.order):  # the residual, one record per level: k is A's level count
+            return float(self.levels(a))
+        union = a | c
+        n_union = self.counts(union)
+        if not a:
+            return float(np.sum(n_union * n_union)) / n
+        n_a = np.expand_dims(self.counts(a), self._axes(union, a))
+        seen = n_union > 0
+        return float(np.sum((n_union * n_union)[seen] / np.broadcast_to(n_a, n_union.shape)[seen]))
+
+    def per_group(self, facet: str, group: frozenset[str]) -> np.ndarray:
+        """Levels of ``facet`` observed within each observed level of ``group``."""
+        within = (self.counts(group | {facet}) > 0).sum(axis=self._axes(group | {facet}, group))
+        seen = self.counts(group) > 0 if group else np.array(True)
+        return np.asarray(within[seen], dtype=np.float64).ravel()
 
 
 def _t_sets(design: Design) -> list[Effect]:
@@ -260,6 +373,27 @@ def _sizes(design: Design, codes: _Codes, system: str) -> tuple[dict[str, int], 
             codes.parent(group | {facet}, group), minlength=codes.codes(group)[1]
         ).astype(np.float64)
         sizes[facet] = int(per_group.max()) if nest else codes.codes(frozenset({facet}))[1]
+        if facet != system:
+            dstudy[facet] = _harmonic(per_group)
+    return sizes, dstudy
+
+
+def _sizes_group(design: Design, facet: str, system: str) -> frozenset[str]:
+    nest = design.nests[facet]
+    if nest:
+        return nest
+    if facet != system and system in design.facets:
+        return frozenset({system}) | design.nests[system]
+    return frozenset()
+
+
+def _tensor_sizes(design: Design, tensor: _Tensor, system: str) -> tuple[dict[str, int], dict[str, float]]:
+    """:func:`_sizes` from the count tables."""
+    sizes: dict[str, int] = {}
+    dstudy: dict[str, float] = {}
+    for facet in design.facets:
+        per_group = tensor.per_group(facet, _sizes_group(design, facet, system))
+        sizes[facet] = int(per_group.max()) if design.nests[facet] else tensor.levels(frozenset({facet}))
         if facet != system:
             dstudy[facet] = _harmonic(per_group)
     return sizes, dstudy
@@ -338,6 +472,38 @@ def henderson1(
 # many record values (draws x records) at a time: memory stays bounded.
 BOOTSTRAP_BATCH_VALUES = 2_000_000
 BootstrapMethod = Literal["pivotal", "percentile"]
+HendersonIntervals = Literal["chisquare", "records"]
+HENDERSON_INTERVALS: tuple[HendersonIntervals, ...] = ("chisquare", "records")
+
+
+def chisquare_draws(
+    fit: HendersonFit, n_boot: int, seed: int = 0, *, method: BootstrapMethod = "pivotal"
+) -> np.ndarray:
+    r"""``(n_boot, effects)`` draws of the components from independent chi-square mean squares (no refit).
+
+    The balanced path's chi-square draws generalised to Henderson's mean
+    squares: each :math:`MS^*_e = E[MS_e](\hat\sigma^2)\,\chi^2_{df_e}/df_e`
+(:math:`E[MS](\hat\sigma^2) = C\hat\sigma^2 = MS_{\text{obs}}`),
+    independent across effects, with :math:`E[MS] = C\sigma^2` (Henderson's
+    ``coefficients``, :math:`df_e` its, possibly fractional, degrees of
+    freedom). ``"percentile"``: the draws :math:`C^{-1} MS^*`. ``"pivotal"``
+    (default), as :func:`jurymeter.stats.bootstrap.pivotal_mean_squares`:
+    :math:`C^{-1}(MS_{\text{obs}}\, df / \chi^2_{df})` (the ratio
+    :math:`MS^*/E[MS]` stands in for the pivot, so the expected mean squares
+    cancel). On balanced data these are the balanced path's draws exactly
+    (same chi-squares from the same seed); on incomplete data the mean squares
+    are neither chi-square nor independent, and the coverage this gives is
+    measured in ``docs/henderson.md``. O(effects x draws): no record is read.
+    """
+    if method not in ("pivotal", "percentile"):
+        msg = f"method must be 'pivotal' or 'percentile', got {method!r}"
+        raise DesignError(msg)
+    rng = np.random.default_rng(seed)
+    df = np.asarray(fit.df, dtype=np.float64)
+    chi = rng.chisquare(df, size=(n_boot, len(df)))
+    ms = np.asarray(fit.ms) * (df / chi if method == "pivotal" else chi / df)
+    draws: np.ndarray = np.linalg.solve(fit.coefficients, ms.T).T
+    return draws
 
 
 class RecordPattern:
@@ -352,9 +518,10 @@ class RecordPattern:
     """
 
     def __init__(
-        self, design: Design, codes: _Codes, y: np.ndarray, system: str
+        self, design: Design, codes: _Codes, y: np.ndarray, system: str, tensor: _Tensor | None = None
     ) -> None:
         self.design, self.codes, self.y, self.system = design, codes, y, system
+        self.tensor = tensor
         self.n = len(y)
         self.t_sets = _t_sets(design)
         n_effects = len(design.effects)
@@ -372,7 +539,9 @@ class RecordPattern:
                     signs[row, index[a]] += sign
                     for col, c in enumerate(design.effects):
                         if (a, c) not in k_cache:
-                            k_cache[(a, c)] = _k(codes, a, c, self.n)
+                            k_cache[(a, c)] = (
+                                _k(codes, a, c, self.n) if tensor is None else tensor.k(a, c, self.n)
+                            )
                         k_matrix[row, col] += sign * k_cache[(a, c)]
         df = k_matrix[:, -1].copy()
         flat = [design.label(e) for e, d in zip(design.effects, df, strict=True) if d < 0.5]
@@ -410,11 +579,13 @@ class RecordPattern:
         if absent:
             msg = f"records: columns {absent} are missing; have {list(schema.names())}"
             raise DesignError(msg)
-        frame = (
-            lazy.select([*dict.fromkeys(columns.values()), response])
-            .filter(pl.col(response).is_not_null())
-            .collect()
-        )
+        used = [*dict.fromkeys(columns.values()), response]
+        if isinstance(records, pl.DataFrame):  # a selection of columns is free; filter only when needed
+            frame = records.select(used)
+            if frame.get_column(response).null_count():
+                frame = frame.filter(pl.col(response).is_not_null())
+        else:
+            frame = lazy.select(used).filter(pl.col(response).is_not_null()).collect()
         n = frame.height
         if n == 0:
             msg = f"records: no non-null {response!r} to fit"
@@ -427,16 +598,19 @@ class RecordPattern:
         if not np.isfinite(y).all():
             msg = f"records: {response!r} must be finite; it has NaN or infinite values"
             raise DesignError(msg)
-        codes = _Codes(_facet_codes(frame, columns), design.facets, n)
+        facet_codes = _facet_codes(frame, columns)
+        codes = _Codes(facet_codes, design.facets, n)
+        tensor = _Tensor.build(facet_codes, design.facets, n)
         residual = design.effects[-1]
-        if codes.codes(residual)[1] != n:
+        distinct = codes.codes(residual)[1] if tensor is None else tensor.levels(residual)
+        if distinct != n:
             msg = (
-                f"records: {n - codes.codes(residual)[1]} record(s) repeat a level of every facet "
+                f"records: {n - distinct} record(s) repeat a level of every facet "
                 f"{design.label(residual)!r} ({[columns[f] for f in design.facets]}); the residual needs one "
                 "record per level: add a replicate facet (e.g. 'r:sij') or average the repeats first"
             )
             raise DesignError(msg)
-        return cls(design, codes, y, system)
+        return cls(design, codes, y, system, tensor)
 
     def sums_of_squares(self, y: np.ndarray) -> np.ndarray:
         """``(draws, effects)`` Henderson SS of ``(draws, records)`` responses on this pattern (centred first)."""
@@ -459,12 +633,31 @@ class RecordPattern:
         ss: np.ndarray = t @ self.signs.T
         return ss
 
+    def _tensor_ss(self, tensor: _Tensor, y: np.ndarray) -> np.ndarray:
+        centred = y - y.mean()
+        sums = tensor.sums(centred)
+        t = np.empty(len(self.t_sets))
+        for k, a in enumerate(self.t_sets):
+            if len(a) == len(self.design.facets):
+                t[k] = float(np.dot(centred, centred))
+            else:
+                t[k] = tensor.t(sums, a)
+        ss: np.ndarray = self.signs @ t
+        return ss
+
     def fit(self) -> HendersonFit:
         """The Henderson I fit of the records' own responses."""
         design = self.design
-        ss = self.sums_of_squares(self.y)[0]
+        tensor = self.tensor
+        if tensor is None:
+            ss = self.sums_of_squares(self.y)[0]
+            sizes, dstudy = _sizes(design, self.codes, self.system)
+            levels = {design.label(e): self.codes.codes(e)[1] for e in design.effects}
+        else:
+            ss = self._tensor_ss(tensor, self.y)
+            sizes, dstudy = _tensor_sizes(design, tensor, self.system)
+            levels = {design.label(e): tensor.levels(e) for e in design.effects}
         sigma2 = np.linalg.solve(self.k_matrix, ss)
-        sizes, dstudy = _sizes(design, self.codes, self.system)
         return HendersonFit(
             design=design,
             sizes=sizes,
@@ -475,7 +668,7 @@ class RecordPattern:
             sigma2=sigma2,
             grand_mean=float(self.y.mean()),
             coefficients=self.k_matrix / self.df[:, None],
-            levels={design.label(e): self.codes.codes(e)[1] for e in design.effects},
+            levels=levels,
             n_records=self.n,
             dstudy_sizes=dstudy,
         )
@@ -521,7 +714,12 @@ class RecordPattern:
         out = np.empty((n_boot, len(self.design.effects)))
         for start in range(0, n_boot, batch):
             b = min(batch, n_boot - start)
-            ms = self.sums_of_squares(self.simulate(truth, b, rng)) / self.df
+            simulated = self.simulate(truth, b, rng)
+            if self.tensor is None:
+                ms = self.sums_of_squares(simulated) / self.df
+            else:
+                tensor = self.tensor
+                ms = np.stack([self._tensor_ss(tensor, row) for row in simulated]) / self.df
             if method == "percentile":
                 out[start : start + b] = np.linalg.solve(coefficients, ms.T).T
                 continue

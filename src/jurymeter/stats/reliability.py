@@ -54,7 +54,13 @@ from jurymeter.stats.dstudy import (
     truncated_ratio,
 )
 from jurymeter.stats.gstudy import GStudy, TermSums, fit_terms
-from jurymeter.stats.henderson import HendersonFit, RecordPattern
+from jurymeter.stats.henderson import (
+    HENDERSON_INTERVALS,
+    HendersonFit,
+    HendersonIntervals,
+    RecordPattern,
+    chisquare_draws,
+)
 
 NOMOGRAM_JUDGES = (1, 2, 3, 4, 5, 6, 8, 10, 15, 20)
 NOMOGRAM_ITEMS = (5, 10, 20, 30, 50, 100, 200, 500, 1000)
@@ -69,7 +75,9 @@ class GStudyRequest:
     """What to fit for one item set (validated at construction).
 
     ``judges`` and ``systems`` restrict the fit to a judge universe and a system
-    population (``None`` = all in the data).
+    population (``None`` = all in the data). ``henderson_intervals`` chooses the
+    interval draws of a Henderson I fit: ``"records"`` (the record-pattern
+    bootstrap, default) or ``"chisquare"`` (fast; ``docs/henderson.md``).
 
     Raises
     ------
@@ -94,6 +102,7 @@ class GStudyRequest:
     fpr_simulations: int = 200
     interval_method: IntervalMethod = "pivotal"
     estimator: Estimator = "auto"
+    henderson_intervals: HendersonIntervals = "records"
 
     def __post_init__(self) -> None:
         if not isinstance(self.item_set, str) or not self.item_set:
@@ -110,6 +119,8 @@ class GStudyRequest:
             _refuse("interval_method", self.interval_method, f"one of {INTERVAL_METHODS}")
         if self.estimator not in ESTIMATORS:
             _refuse("estimator", self.estimator, f"one of {ESTIMATORS}")
+        if self.henderson_intervals not in HENDERSON_INTERVALS:
+            _refuse("henderson_intervals", self.henderson_intervals, f"one of {HENDERSON_INTERVALS}")
         for name, low in (("n_boot", 1), ("seed", 0), ("partitions", 1), ("splits", 1), ("fpr_simulations", 0)):
             object.__setattr__(self, name, _integer(name, getattr(self, name), low))
         target = _real(self.target)
@@ -988,18 +999,53 @@ def henderson_cells(records: pl.LazyFrame | pl.DataFrame, request: GStudyRequest
     With generations averaged, one row per (system, item, judge, replicate)
     with the mean score over its generations (the balanced block's cell); with
     generations as a facet, one row per (system, item, judge, generation,
-    replicate). ``__n`` counts the records of each row.
+    replicate). ``__n`` counts the records of each row. Rows are sorted by
+    their keys (so the sums are the same to the last bit from run to run):
+    each key is coded by its sorted distinct values and the cells are the
+    non-empty entries of one ``bincount`` over the keys' crossing, in order;
+    a crossing much larger than the records falls back to a polars group-by
+    and sort.
     """
+    from jurymeter.stats.henderson import DENSE_CODES_PER_RECORD, column_codes
+
     lazy = records.lazy() if isinstance(records, pl.DataFrame) else records
     keys = list(AVERAGE_CELL_KEYS if request.generations == "average" else FACET_CELL_KEYS)
-    return (
+    frame = (
         restrict(lazy, request)
         .filter(pl.col("score").is_not_null())
-        .group_by(keys)
-        .agg(pl.col("score").cast(pl.Float64).mean(), pl.len().alias("__n"))
+        .select(*keys, pl.col("score").cast(pl.Float64))
         .with_columns(pl.col(c).cast(pl.String) for c in ("system_id", "item_id", "judge_id"))
-        .sort(keys)  # a group-by's order varies: sorted cells give the same sums to the last bit
         .collect()
+    )
+    n = frame.height
+    coded = [column_codes(frame.get_column(c)) for c in keys]
+    shape = tuple(len(uniques) for _, uniques in coded)
+    size = 1
+    for length in shape:
+        size *= length
+    if n == 0 or size > DENSE_CODES_PER_RECORD * n + 1024:
+        return (
+            frame.group_by(keys)
+            .agg(pl.col("score").mean(), pl.len().alias("__n"))
+            .sort(keys)  # a group-by's order varies: sorted cells give the same sums to the last bit
+        )
+    key = np.zeros(n, dtype=np.int64)
+    for (codes, _), length in zip(coded, shape, strict=True):
+        key *= length
+        key += codes
+    counts = np.bincount(key, minlength=size)
+    sums = np.bincount(key, weights=frame.get_column("score").to_numpy(), minlength=size)
+    present = np.flatnonzero(counts)
+    index = np.unravel_index(present, shape)
+    columns = {  # string keys as an Enum of their sorted values: the codes are reused by RecordPattern.of
+        c: (uniques.cast(pl.Enum(uniques.to_list())) if uniques.dtype == pl.String else uniques).gather(
+            pl.Series(position.astype(np.uint32))
+        )
+        for c, (_, uniques), position in zip(keys, coded, index, strict=True)
+    }
+    n_cell = counts[present]
+    return pl.DataFrame(
+        {**columns, "score": sums[present] / n_cell, "__n": pl.Series(n_cell, dtype=pl.UInt32)}
     )
 
 
@@ -1015,6 +1061,25 @@ def block_dropped(layout: BlockLayout, cells: pl.DataFrame) -> list[str]:
     if left > 0:
         found.append(f"{left} of {cells.height} observations")
     return found
+
+
+def _rows_per_key(cells: pl.DataFrame, keys: list[str]) -> np.ndarray:
+    """Rows of ``cells`` per combination of ``keys`` (zeros for absent combinations when counted densely)."""
+    from jurymeter.stats.henderson import DENSE_CODES_PER_RECORD, column_codes
+
+    n = cells.height
+    coded = [column_codes(cells.get_column(c)) for c in keys]
+    size = 1
+    for _, uniques in coded:
+        size *= len(uniques)
+    if n == 0 or size > DENSE_CODES_PER_RECORD * n + 1024:
+        return cells.group_by(keys).len().get_column("len").to_numpy()
+    key = np.zeros(n, dtype=np.int64)
+    for codes, uniques in coded:
+        key *= len(uniques)
+        key += codes
+    counts: np.ndarray = np.bincount(key, minlength=size)
+    return counts
 
 
 def henderson_design(cells: pl.DataFrame, generations: GenerationMode) -> FittedDesign:
@@ -1055,7 +1120,7 @@ def henderson_design(cells: pl.DataFrame, generations: GenerationMode) -> Fitted
             inner.append("generation")
         else:
             notes.append("one generation per system and item: the generation facet leaves the design")
-    replicates = cells.group_by(inner).agg(pl.len().alias("r"))["r"].max()
+    replicates = int(_rows_per_key(cells, inner).max())
     if isinstance(replicates, int) and replicates >= 2:
         facets.append("r")
     else:
@@ -1079,7 +1144,9 @@ def henderson_report(
     ``None`` with ``balanced`` saying why there is none. The report has the
     keys of the balanced report: the components, the D-study at the harmonic-mean
     sizes (:attr:`HendersonFit.dstudy_sizes`), intervals from the parametric
-    bootstrap on the observed pattern (:meth:`RecordPattern.bootstrap`), the
+    bootstrap on the observed pattern (:meth:`RecordPattern.bootstrap`;
+    ``request.henderson_intervals == "chisquare"``: from
+    :func:`~jurymeter.stats.henderson.chisquare_draws`, no refit), the
     leaderboard's system means (each system's mean over all its cells, raw:
     not adjusted for which items or judges it has); those that need a dense
     block (item diagnostics, the naive item bootstrap, ensembles, the nested
@@ -1096,7 +1163,10 @@ def henderson_report(
     system_ids = by_system.get_column("system_id").to_list()
     system_means = by_system.get_column("score").to_numpy()
     sd_means = float(np.std(system_means, ddof=1)) if len(system_means) > 1 else float("nan")
-    draws = pattern.bootstrap(fit, request.n_boot, request.seed, method=request.interval_method)
+    if request.henderson_intervals == "records":
+        draws = pattern.bootstrap(fit, request.n_boot, request.seed, method=request.interval_method)
+    else:
+        draws = chisquare_draws(fit, request.n_boot, request.seed, method=request.interval_method)
     boot = intervals_from_draws(
         fit, draws, native=native, roles=roles, target=request.target, sd_of_system_means=sd_means,
         method=request.interval_method,
@@ -1159,7 +1229,7 @@ def henderson_report(
             wrong_order_probability(fit, judges=judges, items=items_native, seed=request.seed),
             f"sigma2_delta = {float(delta):.4g} <= 0 {notes.where(n)} ({notes.negative(n)})",
         )
-    present = cells.select("system_id", "item_id", "judge_id").unique().height
+    present = int(np.count_nonzero(_rows_per_key(cells, ["system_id", "item_id", "judge_id"])))
     n_s, n_i, n_j = (cells.get_column(c).n_unique() for c in ("system_id", "item_id", "judge_id"))
     dropped = block_dropped(layout, cells) if layout is not None else []
     if layout is None:
@@ -1205,7 +1275,7 @@ def henderson_report(
         "sd_of_system_means": sd_means,
         "system_means": dict(zip(system_ids, system_means.tolist(), strict=True)),
         "system_means_kind": "raw: each system's mean over all its cells (not adjusted for which items or judges)",
-        "intervals": {**intervals, "n_boot": boot.n_boot, "level": 0.95, "method": f"{boot.method} (records)"},
+        "intervals": {**intervals, "n_boot": boot.n_boot, "level": 0.95, "method": f"{boot.method} ({'records' if request.henderson_intervals == 'records' else 'chi-square'})"},
         "p_ceiling_at_least_0_8": p_ceiling,
         "naive_item_bootstrap": {
             "halfwidth": None, "mdd95_single_judge": single_native, "mdd95_over_halfwidth": None,
