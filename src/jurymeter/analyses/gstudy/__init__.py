@@ -165,8 +165,18 @@ class _GStudyFitting:
             report = self._balanced()
             report["estimator"] = "balanced"
             return report
+        layout = self.layout
+        if (self.request.estimator == "auto" and layout is not None and self.no_block is None
+                and layout.completeness >= 1.0
+                and not (layout.dropped_systems or layout.dropped_items or layout.dropped_judges)):
+            # Complete: every cell of the crossing is present and the block keeps every level, so it
+            # holds every record; no pass over the records for Henderson's cells (10M records: 1.5 s).
+            report = self._balanced()
+            report["estimator"] = "balanced"
+            report["estimator_note"] = "auto: the data are complete, so the balanced block holds every record"
+            return report
         cells = henderson_cells(self.scope.records, self.request)
-        layout, why = self.layout, self.no_block
+        why = self.no_block
         block = None
         if layout is None and why is None:
             try:
