@@ -451,6 +451,17 @@ def test_errors_name_the_problem() -> None:
     })
     with pytest.raises(DesignError, match=r"degrees of freedom|identify"):
         henderson1(disjoint, "s x i x j")
+    # Each system scored by its own judge (the MT-Bench single samples' shape): the message says what
+    # a user can do, not "drop that facet from the design", which no option does.
+    own_judge = pl.DataFrame({
+        "system_id": [s for s in "abc" for _ in range(8)],
+        "item_id": [f"i{k}" for _ in "abc" for k in range(4) for _ in range(2)],
+        "judge_id": [f"judge-{s}" for s in "abc" for _ in range(8)],
+        "replicate": [r for _ in "abc" for _ in range(4) for r in range(2)],
+        "score": np.sin(np.arange(24.0)) + 3,
+    })
+    with pytest.raises(DesignError, match=r"no two judges scored the same system.*judge universe of one judge"):
+        henderson1(own_judge, "s x i x j x r:sij")
 
 
 def test_null_scores_are_left_out() -> None:

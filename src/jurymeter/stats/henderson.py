@@ -546,10 +546,19 @@ class RecordPattern:
         df = k_matrix[:, -1].copy()
         flat = [design.label(e) for e, d in zip(design.effects, df, strict=True) if d < 0.5]
         if flat:
-            msg = (
-                f"effects {flat} have no degrees of freedom in these records (a facet with one level, or "
-                "levels never crossed); drop that facet from the design or add records that cross it"
-            )
+            names = {"s": "system", "i": "item", "j": "judge", "g": "generation", "r": "replicate", "c": "config",
+                     "m": "model"}
+            crossed = sorted({letter for label in flat for letter in label if letter in names})
+            if "s" in crossed and "j" in crossed:
+                hint = ("no two judges scored the same system on shared items (each system's judge is its own): "
+                        "fit one judge at a time (a judge universe of one judge), or add records where judges share "
+                        "systems and items")
+            else:
+                facets = " x ".join(names[letter] for letter in crossed) or "a facet"
+                hint = (f"the {facets} levels are never crossed, or one has a single level: restrict the records "
+                        "(a judge universe or a system population) to a part where they cross, or add records that "
+                        "cross them")
+            msg = f"effects {flat} have no degrees of freedom in these records: {hint}"
             raise DesignError(msg)
         singular = np.linalg.svd(k_matrix, compute_uv=False)
         if singular[-1] < IDENTIFIED_RCOND * singular[0]:
