@@ -27,7 +27,7 @@ reason. Any other :class:`~jurymeter.errors.JurymeterError` fails the fit.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, TypeVar
 
@@ -210,3 +210,18 @@ class Analysis(ABC, Generic[Result, Options]):
                 return table
         msg = f"{self.name} has no table {name!r}"
         raise KeyError(msg)
+
+
+def dropped_line(headline: Sequence[Headline], part: Mapping[str, Any]) -> str | None:
+    """What an analysis's summary entry says a fit left out: its ``dropped_*`` headlines, or ``None``.
+
+    Counts that are not zero (``systems dropped 1``), then texts (``systems not
+    on the leaderboard: s4``); ``None`` when the entry says nothing was dropped.
+    The page (notes under the Fits tables) and the run's printout both say it.
+    """
+    said = [(h, part.get(h.key)) for h in headline if h.key.startswith("dropped_")]
+    counts = [f"{h.label} {v:,}" for h, v in said if h.kind == "count" and v]
+    if not counts:
+        return None
+    texts = [f"{h.label}: {v}" for h, v in said if h.kind == "text" and v]
+    return "; ".join([", ".join(counts), *texts])

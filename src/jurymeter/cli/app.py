@@ -18,6 +18,7 @@ import typer
 from rich.table import Table
 
 from jurymeter.analyses import registered
+from jurymeter.analyses.base import dropped_line
 from jurymeter.cli.common import (
     ConfigOpt,
     StorageOpt,
@@ -33,11 +34,8 @@ from jurymeter.cli.common import (
 from jurymeter.errors import ConfigError, JurymeterError
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
-
     import polars as pl
 
-    from jurymeter.analyses.base import Headline
     from jurymeter.cyclic import VarianceComponents
     from jurymeter.io.ingest import IngestReport
 
@@ -503,23 +501,6 @@ def print_ingest_line(ingest: dict[str, Any] | None) -> None:
         )
     else:
         out.print("ingest: nothing new in the landing location", markup=False)
-
-
-def dropped_line(headline: Sequence[Headline], part: Mapping[str, Any]) -> str | None:
-    """What an analysis's summary entry says a fit left out: its ``dropped_*`` headlines, or ``None``.
-
-    The same line as :func:`jurymeter.render.page.dropped_line` (the CLI does not
-    import the renderer: ``ARCHITECTURE.md``).
-
-    Counts that are not zero (``systems dropped 1``), then texts (``systems not
-    on the leaderboard: s4``); ``None`` when the entry says nothing was dropped.
-    """
-    said = [(h, part.get(h.key)) for h in headline if h.key.startswith("dropped_")]
-    counts = [f"{h.label} {v:,}" for h, v in said if h.kind == "count" and v]
-    if not counts:
-        return None
-    texts = [f"{h.label}: {v}" for h, v in said if h.kind == "text" and v]
-    return "; ".join([", ".join(counts), *texts])
 
 
 def print_run_summary(summary: dict[str, Any], *, ingest_printed: bool = False) -> None:

@@ -11,7 +11,7 @@ fit's section holds the section of every analysis, in registry order, that
 has rows for that fit or a summary entry. A headline whose key starts with
 ``dropped_`` (what a fit left out: counts, and ids as text) is not a column:
 under each Fits table, one note per fit that dropped anything says it
-(:func:`dropped_line`).
+(:func:`jurymeter.analyses.base.dropped_line`).
 
 Safety. Every string that comes from data (ids, names, error messages, run
 ids) is HTML-escaped with ``html.escape(..., quote=True)`` wherever it lands,
@@ -42,7 +42,7 @@ from typing import Any
 import polars as pl
 
 from jurymeter.analyses import registered
-from jurymeter.analyses.base import Headline
+from jurymeter.analyses.base import dropped_line
 from jurymeter.render.html import (
     CSS,
     FIT_COLUMNS,
@@ -285,20 +285,6 @@ def _judges_section(summary: Mapping[str, Any]) -> str:
             + _table(header, rows, numeric=[False] + [True] * 6) + "</section>")
 
 
-def dropped_line(headline: Sequence[Headline], part: Mapping[str, Any]) -> str | None:
-    """What an analysis's summary entry says a fit left out: its ``dropped_*`` headlines, or ``None``.
-
-    Counts that are not zero (``systems dropped 1``), then texts (``systems not
-    on the leaderboard: s4``); ``None`` when the entry says nothing was dropped.
-    """
-    said = [(h, part.get(h.key)) for h in headline if h.key.startswith("dropped_")]
-    counts = [f"{h.label} {v:,}" for h, v in said if h.kind == "count" and v]
-    if not counts:
-        return None
-    texts = [f"{h.label}: {v}" for h, v in said if h.kind == "text" and v]
-    return "; ".join([", ".join(counts), *texts])
-
-
 def _headline(entry: Mapping[str, Any], analysis: str, key: str) -> Any:
     part = (entry.get("analyses") or {}).get(analysis) or {}
     return part.get(key)
@@ -342,7 +328,7 @@ def _fit_index(fits: Sequence[tuple[PageFit, dict[str, Any] | None]], tables: Ma
 
 
 def _dropped_notes(members: Sequence[tuple[PageFit, dict[str, Any]]], analyses: Sequence[Any]) -> str:
-    """Under a Fits table, one note per fit and analysis that left anything out (:func:`dropped_line`)."""
+    """Under a Fits table, one note per fit and analysis that left anything out (:func:`jurymeter.analyses.base.dropped_line`)."""
     notes = []
     for name, e in members:
         for a in analyses:

@@ -860,32 +860,7 @@ def _report(chunks: GStudyChunks) -> dict[str, Any]:
             "partitions": len(check.ratios),
         }
     screened = [block.items[k] for k in items.screened(request.screen_threshold)] if items else []
-    mdd_sd = None
-    if summary["mdd95"] is None:
-        notes.null_reasons["mdd95_in_sd_of_system_means"] = "mdd95 is undefined"
-    elif not sd_means > 0:
-        notes.null_reasons["mdd95_in_sd_of_system_means"] = (
-            f"the system means do not vary (SD {sd_means!r})"
-        )
-    else:
-        mdd_sd = summary["mdd95"] / sd_means
-    intervals = {name: _interval(i) for name, i in boot.derived.items()}
-    judge_quantities = {
-        "ceiling": "the single-judge ceiling", "ceiling_3_judges": "the ceiling at 3 judges",
-        "judges_needed": "the number of judges needed", "mdd95_unlimited_items": UNLIMITED_ITEMS_FIXED,
-    }
-    for name, interval in intervals.items():
-        if fixed and name in judge_quantities:
-            intervals[name] = {key: None for key in interval}
-            notes.judge_fixed(f"intervals.{name}", f"an interval of {judge_quantities[name]}")
-        elif interval["low"] is None:
-            notes.null_reasons[f"intervals.{name}"] = "no bootstrap draw defines it"
-    if fixed:
-        p_ceiling = notes.fixed_none("p_ceiling_at_least_0_8", "the chance that the ceiling reaches 0.8")
-    else:
-        p_ceiling = notes.value(
-            "p_ceiling_at_least_0_8", boot.p_ceiling_at_least_080, "no bootstrap draw defines the ceiling"
-        )
+    mdd_sd, intervals, p_ceiling = _intervals_and_scale(notes, summary, boot, sd_means, fixed=fixed)
     wrong: dict[str, float | None] = {}
     for judges, key in ((1, "wrong_order_top10_1_judge"), (3, "wrong_order_top10_3_judges")):
         if fixed and judges > 1:
@@ -1192,30 +1167,7 @@ def henderson_report(
         "not run: it refits simulated balanced data sets; the Henderson fit is of incomplete data"
     )
     notes.null_reasons["nested"] = f"no nested split: {dense}"
-    mdd_sd = None
-    if summary["mdd95"] is None:
-        notes.null_reasons["mdd95_in_sd_of_system_means"] = "mdd95 is undefined"
-    elif not sd_means > 0:
-        notes.null_reasons["mdd95_in_sd_of_system_means"] = f"the system means do not vary (SD {sd_means!r})"
-    else:
-        mdd_sd = summary["mdd95"] / sd_means
-    intervals = {name: _interval(i) for name, i in boot.derived.items()}
-    judge_quantities = {
-        "ceiling": "the single-judge ceiling", "ceiling_3_judges": "the ceiling at 3 judges",
-        "judges_needed": "the number of judges needed", "mdd95_unlimited_items": UNLIMITED_ITEMS_FIXED,
-    }
-    for name, interval in intervals.items():
-        if fixed and name in judge_quantities:
-            intervals[name] = {key: None for key in interval}
-            notes.judge_fixed(f"intervals.{name}", f"an interval of {judge_quantities[name]}")
-        elif interval["low"] is None:
-            notes.null_reasons[f"intervals.{name}"] = "no bootstrap draw defines it"
-    if fixed:
-        p_ceiling = notes.fixed_none("p_ceiling_at_least_0_8", "the chance that the ceiling reaches 0.8")
-    else:
-        p_ceiling = notes.value(
-            "p_ceiling_at_least_0_8", boot.p_ceiling_at_least_080, "no bootstrap draw defines the ceiling"
-        )
+    mdd_sd, intervals, p_ceiling = _intervals_and_scale(notes, summary, boot, sd_means, fixed=fixed)
     items_native = max(1, round(native[roles.item]))
     wrong: dict[str, float | None] = {}
     for judges, key in ((1, "wrong_order_top10_1_judge"), (3, "wrong_order_top10_3_judges")):
@@ -1286,3 +1238,38 @@ def henderson_report(
         "items": None,
         "nested": None,
     }
+
+
+def _intervals_and_scale(
+    notes: ReportNotes, summary: Mapping[str, Any], boot: Any, sd_means: float, *, fixed: bool
+) -> tuple[float | None, dict[str, dict[str, float | None]], float | None]:
+    """The MDD in SDs of the system means, the bootstrap intervals and P(ceiling >= 0.8), with their nulls.
+
+    Shared by the balanced and the Henderson report; with the judge fixed
+    (one judge) the judge-dependent intervals are null with that reason.
+    """
+    mdd_sd = None
+    if summary["mdd95"] is None:
+        notes.null_reasons["mdd95_in_sd_of_system_means"] = "mdd95 is undefined"
+    elif not sd_means > 0:
+        notes.null_reasons["mdd95_in_sd_of_system_means"] = f"the system means do not vary (SD {sd_means!r})"
+    else:
+        mdd_sd = summary["mdd95"] / sd_means
+    intervals = {name: _interval(i) for name, i in boot.derived.items()}
+    judge_quantities = {
+        "ceiling": "the single-judge ceiling", "ceiling_3_judges": "the ceiling at 3 judges",
+        "judges_needed": "the number of judges needed", "mdd95_unlimited_items": UNLIMITED_ITEMS_FIXED,
+    }
+    for name, interval in intervals.items():
+        if fixed and name in judge_quantities:
+            intervals[name] = {key: None for key in interval}
+            notes.judge_fixed(f"intervals.{name}", f"an interval of {judge_quantities[name]}")
+        elif interval["low"] is None:
+            notes.null_reasons[f"intervals.{name}"] = "no bootstrap draw defines it"
+    if fixed:
+        p_ceiling = notes.fixed_none("p_ceiling_at_least_0_8", "the chance that the ceiling reaches 0.8")
+    else:
+        p_ceiling = notes.value(
+            "p_ceiling_at_least_0_8", boot.p_ceiling_at_least_080, "no bootstrap draw defines the ceiling"
+        )
+    return mdd_sd, intervals, p_ceiling

@@ -45,10 +45,6 @@ def pairwise_section(page: SectionBuilder) -> None:
         return
     title = page.title
     summary = page.summary
-    share = summary.get("both_orders_share")
-    if share is not None:
-        page.add(f"<p>{_e(_num(100 * share))}% of the outcomes were judged in both presentation orders "
-                 "(reconciled by the counterbalanced rule: a disagreement between the orders is a tie).</p>")
     page.add(_judges_html(judges))
     page.figure("position-bias", lambda: _figure_position(judges, title),
                 "Slot-A advantage per judge: win rate of a system shown first minus the same system "

@@ -46,7 +46,7 @@ import polars as pl
 from scipy import sparse
 
 from jurymeter.errors import DesignError
-from jurymeter.stats.pairwise.games import key_codes
+from jurymeter.stats.pairwise.games import key_codes, require_games
 
 VERDICTS = ("A", "B", "tie")
 PARSE_FAILURE = "parse_failure"  # the quarantine reason of jurymeter.io.adapters.base
@@ -102,13 +102,7 @@ def _kappa(po: float, pe: float) -> tuple[float | None, str | None]:
 
 
 def _validate(games: pl.DataFrame, cache: dict[str, tuple[np.ndarray, int]]) -> None:
-    if not isinstance(games, pl.DataFrame):
-        msg = f"games must be a polars DataFrame of games(); got {type(games).__name__}"
-        raise DesignError(msg)
-    missing = [c for c in _REQUIRED if c not in games.columns]
-    if missing:
-        msg = f"games lacks column(s) {missing}; a games frame of games() has {list(_REQUIRED)}"
-        raise DesignError(msg)
+    require_games(games, _REQUIRED)
     bad = games.filter(~pl.col("verdict").is_in(list(VERDICTS)) | pl.col("verdict").is_null())
     if bad.height:
         msg = (f"verdict must be one of {list(VERDICTS)}; {bad.height} game(s) hold "

@@ -34,6 +34,8 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 
+from jurymeter.errors import DesignError
+
 # The columns of a games frame, in order (optional inputs read as null when absent).
 GAME_SCHEMA: dict[str, pl.DataType] = {
     "item_id": pl.String(),
@@ -88,6 +90,18 @@ def _verdict_text(column: pl.Expr) -> pl.Expr:
         .when(text.is_in(["tie", "draw"])).then(pl.lit("tie"))
         .otherwise(None)
     )
+
+
+def require_games(frame: object, required: tuple[str, ...]) -> pl.DataFrame:
+    """``frame`` as a games frame holding ``required`` columns, else a :class:`DesignError` saying which lack."""
+    if not isinstance(frame, pl.DataFrame):
+        msg = f"games must be a polars DataFrame of games(); got {type(frame).__name__}"
+        raise DesignError(msg)
+    missing = [c for c in required if c not in frame.columns]
+    if missing:
+        msg = f"games lacks column(s) {missing}; a games frame of games() has {list(required)}"
+        raise DesignError(msg)
+    return frame
 
 
 def games(records: pl.LazyFrame | pl.DataFrame) -> pl.DataFrame:

@@ -70,6 +70,7 @@ from jurymeter.stats.blocks import BalancedBlock, balanced_block
 from jurymeter.stats.design import Design
 from jurymeter.stats.dstudy import MAX_JUDGES, PAPER_ROLES, ceiling, erho2, judges_needed
 from jurymeter.stats.gstudy import GStudy, fit_gstudy
+from jurymeter.stats.pairwise.games import require_games
 
 Arm = Literal["AB", "BA", "balanced"]
 ARMS: tuple[Arm, ...] = ("AB", "BA", "balanced")
@@ -208,14 +209,7 @@ def _check_target(target: object) -> float:
 
 
 def _check_games(games: object) -> pl.DataFrame:
-    if not isinstance(games, pl.DataFrame):
-        msg = f"games must be a polars DataFrame of jurymeter.stats.pairwise.games.games(); got {type(games).__name__}"
-        raise DesignError(msg)
-    missing = [c for c in NEEDED_COLUMNS if c not in games.columns]
-    if missing:
-        msg = f"games must have the columns {list(NEEDED_COLUMNS)}; missing {missing}"
-        raise DesignError(msg)
-    return games
+    return require_games(games, NEEDED_COLUMNS)
 
 
 def systems_in_every_game(games: pl.DataFrame) -> list[str]:

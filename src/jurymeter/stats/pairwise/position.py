@@ -64,7 +64,7 @@ import numpy as np
 import polars as pl
 
 from jurymeter.errors import ConfigError, DesignError
-from jurymeter.stats.pairwise.games import _column_codes, combine_codes, key_codes
+from jurymeter.stats.pairwise.games import _column_codes, combine_codes, key_codes, require_games
 
 CONTENT_NOISE_BOUND = 0.5
 """The largest reversal rate independent symmetric content noise can produce ([Awuni2026]_ section 8)."""
@@ -235,13 +235,7 @@ def _estimate(stat: np.ndarray, level: float, reason: str) -> Estimate:
 
 
 def _validate(games: pl.DataFrame, n_boot: int, seed: int, level: float) -> None:
-    if not isinstance(games, pl.DataFrame):
-        msg = f"games must be a polars DataFrame of games(); got {type(games).__name__}"
-        raise DesignError(msg)
-    missing = [c for c in _REQUIRED if c not in games.columns]
-    if missing:
-        msg = f"games lacks column(s) {missing}; a games frame of games() has {list(_REQUIRED)}"
-        raise DesignError(msg)
+    require_games(games, _REQUIRED)
     if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot < 1:
         msg = f"n_boot must be an integer >= 1; got {n_boot!r}"
         raise ConfigError(msg)
