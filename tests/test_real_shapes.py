@@ -400,4 +400,6 @@ def test_arena_cyclic_on_one_judge_says_which_facet_and_what_it_needs(arena: dic
     assert message.startswith("error: CyclicJudge cannot run on arena: ")
     assert "one judge (gpt-4)" in message  # the facet and its one level
     assert "at least two judges on the same systems, scenarios and generations" in message  # what to add
+    assert "jurymeter plan" in message
+    assert "G-study" in message
     assert "Traceback" not in result.output

@@ -9,7 +9,8 @@
 | parametric bootstrap on the observed pattern covers sigma2_s and the ceiling | simulation with known components, cells missing at random |
 | chi-square draws (``henderson_intervals="chisquare"``) cover them (a weaker check; measured just under the goal) | the same simulation |
 | the ``henderson_intervals`` option | the request's refusal; percentiles of ``chisquare_draws`` by numpy |
-| ``[fit.gstudy] estimator`` and ``--estimator`` | the configuration reader and the CLI on an ingested sample |
+| ``[fit.gstudy] estimator`` / ``henderson_intervals`` and ``--estimator`` / ``--henderson-intervals`` | the configuration reader and the CLI on an ingested sample |
+| ``auto`` intervals switch at the budget | hand-built sizes at and one past ``RECORD_BOOTSTRAP_VALUES`` |
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typer.testing import CliRunner
 from jurymeter.analyses.base import FitScope, FitSettings
 from jurymeter.analyses.gstudy import GSTUDY, GStudyOptions
 from jurymeter.cli import app
-from jurymeter.errors import ConfigError
+from jurymeter.errors import ConfigError, DesignError
 from jurymeter.io.ingest import ingest
 from jurymeter.io.sources import discover_sources
 from jurymeter.io.store import Store
@@ -187,6 +188,10 @@ def test_estimator_option_is_checked_and_read_from_the_config(tmp_path: Path) ->
     path = tmp_path / "ok.toml"
     path.write_text('[fit.gstudy]\nestimator = "henderson"\n')
     assert load_config(path, environ={}).fit.options["gstudy"] == GStudyOptions(estimator="henderson")
+    with pytest.raises(ConfigError, match="henderson_intervals"):
+        GStudyOptions(henderson_intervals="bca")
+    path.write_text('[fit.gstudy]\nhenderson_intervals = "chisquare"\n')
+    assert load_config(path, environ={}).fit.options["gstudy"] == GStudyOptions(henderson_intervals="chisquare")
 
 
 def _coverage(simulations: int, n_boot: int, seed: int, kind: str = "records") -> tuple[float, float]:
@@ -232,9 +237,13 @@ def test_henderson_intervals_option(incomplete: pl.DataFrame) -> None:
     with pytest.raises(DesignError, match="henderson_intervals"):
         GStudyRequest(item_set="sim", henderson_intervals="bca")  # type: ignore[arg-type]
     request = GStudyRequest(item_set="sim", n_boot=N_BOOT)
-    assert request.henderson_intervals == "records"
+    assert request.henderson_intervals == "auto"
     cells = henderson_cells(incomplete, request)
-    records = henderson_report(cells, request)
+    records = henderson_report(cells, request)  # auto: a few hundred records, so the record bootstrap
+    assert "auto: the record bootstrap" in records["intervals"]["method_note"]
+    asked = henderson_report(cells, GStudyRequest(item_set="sim", n_boot=N_BOOT, henderson_intervals="records"))
+    assert asked["intervals"]["method_note"] is None
+    assert asked["components"] == records["components"]  # the same draws from the same seed
     fast = henderson_report(cells, GStudyRequest(item_set="sim", n_boot=N_BOOT, henderson_intervals="chisquare"))
     assert records["intervals"]["method"] == "pivotal (records)"
     assert fast["intervals"]["method"] == "pivotal (chi-square)"
@@ -244,6 +253,27 @@ def test_henderson_intervals_option(incomplete: pl.DataFrame) -> None:
     assert fast["components"]["sigma2_s"]["interval"]["low"] == pytest.approx(low, abs=SAME_TOL)
     assert fast["components"]["sigma2_s"]["interval"]["high"] == pytest.approx(high, abs=SAME_TOL)
     assert fast["components"]["sigma2_s"]["raw"] == records["components"]["sigma2_s"]["raw"]
+
+
+def test_auto_intervals_switch_to_chisquare_draws_above_the_budget() -> None:
+    """``auto``: records x draws at the budget refit the records; one more record takes chi-square draws."""
+    from jurymeter.errors import DesignError
+    from jurymeter.stats.henderson import RECORD_BOOTSTRAP_VALUES, interval_draws_kind
+
+    at = RECORD_BOOTSTRAP_VALUES // 800
+    assert at * 800 == RECORD_BOOTSTRAP_VALUES
+    kind, why = interval_draws_kind("auto", at, 800)
+    assert kind == "records"
+    assert why is not None
+    assert f"{at:,} records x 800 draws" in why
+    kind, why = interval_draws_kind("auto", at + 1, 800)
+    assert kind == "chisquare"
+    assert why is not None
+    assert "above" in why
+    assert interval_draws_kind("records", 10**9, 800) == ("records", None)
+    assert interval_draws_kind("chisquare", 10, 800) == ("chisquare", None)
+    with pytest.raises(DesignError, match="henderson_intervals"):
+        interval_draws_kind("bca", 10, 800)  # type: ignore[arg-type]
 
 
 @pytest.mark.slow
@@ -295,3 +325,76 @@ def test_cli_estimator_flag_on_the_mt_bench_sample(mt_bench: tuple[Store, Path])
     assert text.exit_code == 0, text.output
     assert "estimator: henderson" in text.output
     assert "balanced block would drop" in " ".join(text.output.split())
+    assert "intervals: pivotal (records), 40 draws; auto: the record bootstrap" in " ".join(text.output.split())
+    fast = _cli(store, config, "--henderson-intervals", "chisquare")
+    assert fast["intervals"]["method"] == "pivotal (chi-square)"
+    assert fast["components"]["sigma2_s"]["raw"] == auto["components"]["sigma2_s"]["raw"]
+    assert fast["components"]["sigma2_s"]["interval"] != auto["components"]["sigma2_s"]["interval"]
+
+
+def _two_generation_records(seed: int) -> pl.DataFrame:
+    """Incomplete ``s x i x j x r:sij`` records with a second generation on some of them."""
+    rng = np.random.default_rng(seed)
+    full = _records(rng, {"s": 5, "i": 12, "j": 3, "r": 2}, TRUTH)
+    records = _drop_cells(full, ["system_id", "item_id", "judge_id"], 0.2, rng)
+    extra = records.sample(fraction=0.3, seed=3).with_columns(pl.lit(1, dtype=pl.Int64).alias("generation"),
+                                                              (pl.col("score") + 1.0).alias("score"))
+    return pl.concat([records, extra])
+
+
+@pytest.mark.parametrize(("modes", "generations", "intervals"), [
+    (("average",), "average", "records"), (("average", "facet"), "average", "chisquare"),
+    (("average", "facet"), "facet", "records"),
+])
+def test_the_report_from_the_one_scan_sums_equals_the_report_from_the_records(
+    modes: tuple[str, ...], generations: str, intervals: str
+) -> None:
+    """Henderson's report from ``fit_chunks``' one-scan sums (a table) is the report from a scan of the records."""
+    from jurymeter.stats.blocks import fit_chunks
+    from jurymeter.stats.reliability import cells_from_sums, henderson_cells, henderson_report
+
+    records = _two_generation_records(11)
+    chunked = fit_chunks(records.lazy(), modes, scan_cells=10**9)  # type: ignore[arg-type]
+    sums = chunked.cell_sums()
+    assert sums is not None
+    request = GStudyRequest(item_set="sim", generations=generations, n_boot=N_BOOT,  # type: ignore[arg-type]
+                            henderson_intervals=intervals)  # type: ignore[arg-type]
+    table = cells_from_sums(sums, request.generations)
+    assert table is not None
+    read = henderson_cells(records.lazy(), request)
+    assert table.height == read.height
+    ours, theirs = henderson_report(table, request), henderson_report(read, request)
+    assert ours["design"] == theirs["design"]
+    assert ours["block"] == theirs["block"]
+    assert ours["dstudy_sizes"] == pytest.approx(theirs["dstudy_sizes"], abs=1e-12)
+    assert list(ours["system_means"]) == list(theirs["system_means"])
+    assert list(ours["system_means"].values()) == pytest.approx(list(theirs["system_means"].values()), abs=1e-12)
+    for name, component in theirs["components"].items():
+        mine = ours["components"][name]
+        assert mine["raw"] == pytest.approx(component["raw"], abs=1e-10), name
+        assert mine["df"] == pytest.approx(component["df"], abs=1e-10), name
+        for side in ("low", "high"):  # the same draws: the records in the same (sorted) order
+            assert mine["interval"][side] == pytest.approx(component["interval"][side], abs=1e-8), (name, side)
+    assert ours["grand_mean"] == pytest.approx(theirs["grand_mean"], abs=1e-12)
+
+
+def test_a_table_pattern_fits_as_the_records_do() -> None:
+    """``RecordPattern.of_table`` (present cells of a crossing) against ``RecordPattern.of`` on the same records."""
+    design = Design.parse("s x i x j x r:sij")
+    rng = np.random.default_rng(5)
+    records = _drop_cells(_records(rng, {"s": 4, "i": 9, "j": 3, "r": 3}, TRUTH),
+                          ["system_id", "item_id", "judge_id"], 0.3, rng)
+    records = records.filter(pl.Series(rng.random(records.height) >= 0.2))
+    present = np.zeros((4, 9, 3, 3), dtype=bool)
+    values = np.full(present.shape, np.nan)
+    for s_id, i_id, j_id, r, y in records.select("system_id", "item_id", "judge_id", "replicate", "score").iter_rows():
+        at = (int(s_id[1:]), int(i_id[1:]), int(j_id[1:]), int(r))
+        present[at], values[at] = True, y
+    table = RecordPattern.of_table(design, present, values).fit()
+    rows = henderson1(records, design)
+    np.testing.assert_allclose(table.sigma2, rows.sigma2, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(table.df, rows.df, rtol=0, atol=1e-10)
+    assert table.n_records == rows.n_records == records.height
+    assert table.dstudy_sizes == pytest.approx(rows.dstudy_sizes, abs=1e-12)
+    with pytest.raises(DesignError, match="one axis per facet"):
+        RecordPattern.of_table(design, present[..., 0], values[..., 0])

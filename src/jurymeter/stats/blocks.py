@@ -527,6 +527,15 @@ class FitChunks:
             for mode, plan in plans.items()
         }
 
+    def cell_sums(self) -> CellSums | None:
+        """The sums and counts of every cell when the records were read in one scan, else ``None``.
+
+        A consumer that fits every record (Henderson I) reads its cells from
+        these instead of scanning the records again; holding the result keeps
+        its memory (12 bytes a cell) after :meth:`parts` has let it go.
+        """
+        return self._whole
+
     def layout(self, mode: GenerationMode) -> BlockLayout | None:
         """The mode's layout; raises its rule's error; ``None`` where the polars path must run."""
         return _or_raise(self.layouts.get(mode))
@@ -830,8 +839,15 @@ def _improve(present: np.ndarray, state: _State, worth: Any) -> _State:
     n_s, _, n_j = present.shape
     swaps = (n_s + n_j) ** 2 * present.size <= SWAP_CELLS
     every_item = np.ones(present.shape[1], dtype=bool)
+    absent = ~present
     while True:
         ks, _, kj = state
+        # Missing cells of every (system, item) over the kept judges and of every
+        # (judge, item) over the kept systems: a single flip's items are then one
+        # O(items) sum, not a pass over the presence (the pairs below read it).
+        miss_si = absent[:, :, kj].sum(axis=2, dtype=np.int32)
+        miss_ji = absent[ks].sum(axis=0, dtype=np.int32).T
+        total = miss_si[ks].sum(axis=0)
         flips = [(0, k) for k in range(n_s)] + [(2, k) for k in range(n_j)]
         moves = [[f] for f in flips]
         if swaps:
@@ -844,7 +860,14 @@ def _improve(present: np.ndarray, state: _State, worth: Any) -> _State:
                 new[axis // 2][k] = not new[axis // 2][k]
             if not new[0].any() or not new[1].any():
                 continue
-            items = present[np.ix_(new[0], every_item, new[1])].all(axis=(0, 2))
+            if len(move) == 1:
+                axis, k = move[0]
+                # a system's own missing cells over the kept judges (or a judge's over the kept
+                # systems) leave or join the total; a joining judge's are over the kept systems too
+                change = miss_si[k] if axis == 0 else miss_ji[k]
+                items = total - change == 0 if (ks if axis == 0 else kj)[k] else total + change == 0
+            else:
+                items = present[np.ix_(new[0], every_item, new[1])].all(axis=(0, 2))
             candidate = (new[0], np.asarray(items), new[1])
             if worth(*_size(candidate)) > current and (best is None or worth(*_size(candidate)) > worth(*_size(best))):
                 best = candidate

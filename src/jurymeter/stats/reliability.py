@@ -10,7 +10,7 @@ the CLI's job). Paper symbols are spelled the same everywhere: ``sigma2_sj``,
 from __future__ import annotations
 
 import numbers
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, NoReturn
 
@@ -18,7 +18,17 @@ import numpy as np
 import polars as pl
 
 from jurymeter.errors import DesignError
-from jurymeter.stats.blocks import BalancedBlock, BlockLayout, GenerationMode, balanced_block
+from jurymeter.stats.blocks import (
+    FACET_KEYS as BLOCK_FACET_KEYS,
+)
+from jurymeter.stats.blocks import (
+    BalancedBlock,
+    BlockLayout,
+    CellSums,
+    GenerationMode,
+    averaged_cells,
+    balanced_block,
+)
 from jurymeter.stats.bootstrap import (
     DEFAULT_RESAMPLES,
     Interval,
@@ -55,11 +65,13 @@ from jurymeter.stats.dstudy import (
 )
 from jurymeter.stats.gstudy import GStudy, TermSums, fit_terms
 from jurymeter.stats.henderson import (
+    DEFAULT_COLUMNS,
     HENDERSON_INTERVALS,
     HendersonFit,
     HendersonIntervals,
     RecordPattern,
     chisquare_draws,
+    interval_draws_kind,
 )
 
 NOMOGRAM_JUDGES = (1, 2, 3, 4, 5, 6, 8, 10, 15, 20)
@@ -77,7 +89,9 @@ class GStudyRequest:
     ``judges`` and ``systems`` restrict the fit to a judge universe and a system
     population (``None`` = all in the data). ``henderson_intervals`` chooses the
     interval draws of a Henderson I fit: ``"records"`` (the record-pattern
-    bootstrap, default) or ``"chisquare"`` (fast; ``docs/henderson.md``).
+    bootstrap), ``"chisquare"`` (fast) or ``"auto"`` (default: the record
+    bootstrap up to a size, chi-square draws above it; :func:`~jurymeter.stats.henderson.interval_draws_kind`,
+    ``docs/henderson.md``).
 
     Raises
     ------
@@ -102,7 +116,7 @@ class GStudyRequest:
     fpr_simulations: int = 200
     interval_method: IntervalMethod = "pivotal"
     estimator: Estimator = "auto"
-    henderson_intervals: HendersonIntervals = "records"
+    henderson_intervals: HendersonIntervals = "auto"
 
     def __post_init__(self) -> None:
         if not isinstance(self.item_set, str) or not self.item_set:
@@ -158,6 +172,13 @@ def estimator(value: str) -> Estimator:
     """``value`` as an estimator, refused as :class:`GStudyRequest` refuses it."""
     if value not in ESTIMATORS:
         _refuse("estimator", value, f"one of {ESTIMATORS}")
+    return value
+
+
+def henderson_intervals(value: str) -> HendersonIntervals:
+    """``value`` as a Henderson interval choice, refused as :class:`GStudyRequest` refuses it."""
+    if value not in HENDERSON_INTERVALS:
+        _refuse("henderson_intervals", value, f"one of {HENDERSON_INTERVALS}")
     return value
 
 
@@ -1024,7 +1045,140 @@ def henderson_cells(records: pl.LazyFrame | pl.DataFrame, request: GStudyRequest
     )
 
 
-def block_dropped(layout: BlockLayout, cells: pl.DataFrame) -> list[str]:
+class CellTable:
+    """Henderson's cells as a table of the keys' full crossing: what a one-scan fit already holds.
+
+    Made by :func:`cells_from_sums`. ``present`` marks the cells holding at
+    least one record, ``means`` their mean scores and ``counts`` their records;
+    axes follow ``keys`` (:data:`AVERAGE_CELL_KEYS` or :data:`FACET_CELL_KEYS`)
+    and their sorted ``levels``. It answers what the report asks of the cells
+    (:class:`FrameCells` answers the same of a frame) without a row per cell.
+    """
+
+    def __init__(self, keys: tuple[str, ...], levels: list[list[Any]], sums: np.ndarray, counts: np.ndarray) -> None:
+        self.keys, self.levels, self.counts = keys, levels, counts
+        self.present = counts > 0
+        self.means = np.divide(sums, counts, out=np.zeros(counts.shape), where=self.present)
+        self.height = int(np.count_nonzero(self.present))
+
+    def _over(self, keys: Sequence[str]) -> np.ndarray:
+        """Present cells per combination of ``keys`` (summed over the other axes)."""
+        others = tuple(k for k, c in enumerate(self.keys) if c not in keys)
+        counted: np.ndarray = self.present.sum(axis=others, dtype=np.int64) if others else self.present.astype(np.int64)
+        return counted
+
+    def distinct(self, column: str) -> int:
+        """Levels of ``column`` with a record."""
+        return int(np.count_nonzero(self._over([column])))
+
+    def first_level(self, column: str) -> str:
+        """The first level of ``column`` with a record."""
+        return str(self.levels[self.keys.index(column)][int(np.flatnonzero(self._over([column]))[0])])
+
+    def max_rows(self, keys: Sequence[str]) -> int:
+        """The most cells of any combination of ``keys``."""
+        return int(self._over(keys).max())
+
+    def combinations(self, keys: Sequence[str]) -> int:
+        """Combinations of ``keys`` with a record."""
+        return int(np.count_nonzero(self._over(keys)))
+
+    def max_distinct(self, column: str, by: Sequence[str]) -> int:
+        """The most levels of ``column`` with a record within one combination of ``by``."""
+        within = self._over([*by, column]) > 0
+        axis = [c for c in self.keys if c in (*by, column)].index(column)
+        return int(within.sum(axis=axis).max())
+
+    def records_in(self) -> int:
+        return int(self.counts.sum())
+
+    def system_means(self) -> tuple[list[str], np.ndarray]:
+        """Each system's mean over its cells (raw), by sorted system id."""
+        others = tuple(range(1, len(self.keys)))
+        n = self.present.sum(axis=others)
+        total = self.means.sum(axis=others)
+        seen = n > 0
+        ids = [str(v) for v, ok in zip(self.levels[0], seen, strict=True) if ok]
+        return ids, total[seen] / n[seen]
+
+    def pattern(self, design: Design) -> RecordPattern:
+        """Henderson's record pattern of the present cells for ``design`` (its facets among the keys)."""
+        columns = {f: DEFAULT_COLUMNS[f] for f in design.facets}
+        axes = [self.keys.index(columns[f]) for f in design.facets]
+        others = tuple(k for k in range(len(self.keys)) if k not in axes)
+        present = self.present.sum(axis=others) if others else self.present.astype(np.int64)
+        if int(present.max()) > 1:
+            repeated = int((present - (present > 0)).sum())
+            msg = (
+                f"records: {repeated} record(s) repeat a level of every facet {design.label(design.effects[-1])!r} "
+                f"({[columns[f] for f in design.facets]}); the residual needs one record per level: add a "
+                "replicate facet (e.g. 'r:sij') or average the repeats first"
+            )
+            raise DesignError(msg)
+        values = self.means.sum(axis=others) if others else self.means
+        order = sorted(range(len(axes)), key=lambda k: axes[k])  # the kept axes in key order
+        position = [order.index(k) for k in range(len(axes))]  # design facet k is kept axis position[k]
+        return RecordPattern.of_table(design, np.transpose(present > 0, position), np.transpose(values, position))
+
+
+class FrameCells:
+    """:class:`CellTable`'s answers for cells as rows (:func:`henderson_cells`)."""
+
+    def __init__(self, frame: pl.DataFrame) -> None:
+        self.frame = frame
+        self.height = frame.height
+
+    def distinct(self, column: str) -> int:
+        return int(self.frame.get_column(column).n_unique())
+
+    def first_level(self, column: str) -> str:
+        return str(self.frame.get_column(column)[0])
+
+    def max_rows(self, keys: Sequence[str]) -> int:
+        return int(_rows_per_key(self.frame, list(keys)).max())
+
+    def combinations(self, keys: Sequence[str]) -> int:
+        return int(np.count_nonzero(_rows_per_key(self.frame, list(keys))))
+
+    def max_distinct(self, column: str, by: Sequence[str]) -> int:
+        most = self.frame.group_by(*by).agg(pl.col(column).n_unique().alias("n"))["n"].max()
+        return int(most) if isinstance(most, int) else 0
+
+    def records_in(self) -> int:
+        return int(self.frame.get_column("__n").sum())
+
+    def system_means(self) -> tuple[list[str], np.ndarray]:
+        by_system = self.frame.group_by("system_id").agg(pl.col("score").mean()).sort("system_id")
+        return [str(v) for v in by_system.get_column("system_id").to_list()], by_system.get_column("score").to_numpy()
+
+    def pattern(self, design: Design) -> RecordPattern:
+        return RecordPattern.of(self.frame, design)
+
+
+Cells = CellTable | FrameCells
+
+
+def cells_from_sums(sums: CellSums, generations: GenerationMode) -> CellTable | None:
+    """Henderson's cells from a fit's one-scan cell sums (no scan of the records); ``None`` if they cannot.
+
+    ``sums`` are :meth:`FitChunks.cell_sums <jurymeter.stats.blocks.FitChunks.cell_sums>`
+    of the fit's records (already those of its judges and systems, with no null
+    score: :func:`jurymeter.stats.blocks.fit_chunks` reads no sums otherwise):
+    the cells :func:`henderson_cells` reads from the records, as a table.
+    Generations averaged from facet-keyed sums are summed over that axis;
+    generations as a facet from averaged sums cannot be had (``None``).
+    """
+    if generations == "average":
+        sums = averaged_cells(sums)
+    elif sums.keys != BLOCK_FACET_KEYS:
+        return None
+    keys = AVERAGE_CELL_KEYS if generations == "average" else FACET_CELL_KEYS
+    if tuple(sums.keys) != keys:
+        return None
+    return CellTable(keys, sums.levels, sums.sums, sums.counts)
+
+
+def block_dropped(layout: BlockLayout, cells: pl.DataFrame | Cells) -> list[str]:
     """What the balanced block leaves out of ``cells`` (:func:`henderson_cells`), in words; empty when nothing."""
     found = [
         f"{len(ids)} {name}(s) ({', '.join(ids[:5])}{', ...' if len(ids) > 5 else ''})"
@@ -1057,7 +1211,7 @@ def _rows_per_key(cells: pl.DataFrame, keys: list[str]) -> np.ndarray:
     return counts
 
 
-def henderson_design(cells: pl.DataFrame, generations: GenerationMode) -> FittedDesign:
+def henderson_design(cells: pl.DataFrame | Cells, generations: GenerationMode) -> FittedDesign:
     """The design read from the cells Henderson I fits (the rule of :func:`fitted_design`, on every record).
 
     Systems and items are always facets (at least two of each, else
@@ -1066,7 +1220,8 @@ def henderson_design(cells: pl.DataFrame, generations: GenerationMode) -> Fitted
     as a facet, ``g:si`` when some (system, item) has two or more generations;
     the replicate ``r`` (nested in every other facet) when some cell has two or more.
     """
-    counts = {c: cells.get_column(c).n_unique() for c in ("system_id", "item_id", "judge_id")}
+    cells = FrameCells(cells) if isinstance(cells, pl.DataFrame) else cells
+    counts = {c: cells.distinct(c) for c in ("system_id", "item_id", "judge_id")}
     for column, name in (("system_id", "system"), ("item_id", "item")):
         if counts[column] < 2:
             msg = (
@@ -1080,7 +1235,7 @@ def henderson_design(cells: pl.DataFrame, generations: GenerationMode) -> Fitted
     if counts["judge_id"] >= 2:
         facets.append("j")
     else:
-        judge = str(cells.get_column("judge_id")[0])
+        judge = cells.first_level("judge_id")
         fixed["j"] = judge
         notes.append(
             f"one judge ({judge}) in the records: the judge facet is fixed; E rho^2, MDD and items-needed "
@@ -1089,14 +1244,14 @@ def henderson_design(cells: pl.DataFrame, generations: GenerationMode) -> Fitted
         )
     inner = ["system_id", "item_id", "judge_id"]
     if generations == "facet":
-        most = cells.group_by("system_id", "item_id").agg(pl.col("generation").n_unique().alias("g"))["g"].max()
-        if isinstance(most, int) and most >= 2:
+        most = cells.max_distinct("generation", ["system_id", "item_id"])
+        if most >= 2:
             facets.append("g")
             inner.append("generation")
         else:
             notes.append("one generation per system and item: the generation facet leaves the design")
-    replicates = int(_rows_per_key(cells, inner).max())
-    if isinstance(replicates, int) and replicates >= 2:
+    replicates = cells.max_rows(inner)
+    if replicates >= 2:
         facets.append("r")
     else:
         notes.append("one replicate per cell: the replicate facet is confounded with the residual")
@@ -1106,7 +1261,7 @@ def henderson_design(cells: pl.DataFrame, generations: GenerationMode) -> Fitted
 
 
 def henderson_report(
-    cells: pl.DataFrame,
+    cells: pl.DataFrame | Cells,
     request: GStudyRequest,
     *,
     layout: BlockLayout | None = None,
@@ -1119,26 +1274,27 @@ def henderson_report(
     ``None`` with ``balanced`` saying why there is none. The report has the
     keys of the balanced report: the components, the D-study at the harmonic-mean
     sizes (:attr:`HendersonFit.dstudy_sizes`), intervals from the parametric
-    bootstrap on the observed pattern (:meth:`RecordPattern.bootstrap`;
-    ``request.henderson_intervals == "chisquare"``: from
-    :func:`~jurymeter.stats.henderson.chisquare_draws`, no refit), the
+    bootstrap on the observed pattern (:meth:`RecordPattern.bootstrap`) or
+    from :func:`~jurymeter.stats.henderson.chisquare_draws` (no refit), as
+    :func:`~jurymeter.stats.henderson.interval_draws_kind` chooses from
+    ``request.henderson_intervals`` (``intervals.method_note`` says why), the
     leaderboard's system means (each system's mean over all its cells, raw:
     not adjusted for which items or judges it has); those that need a dense
     block (item diagnostics, the naive item bootstrap, ensembles, the nested
     split, the MDD false-positive check) are ``None`` with their reason.
     """
+    cells = FrameCells(cells) if isinstance(cells, pl.DataFrame) else cells
     fitted = henderson_design(cells, request.generations)
     design = fitted.design
     roles = PAPER_ROLES
     fixed = roles.judge_fixed(design)
-    pattern = RecordPattern.of(cells, design)
+    pattern = cells.pattern(design)
     fit = pattern.fit()
     native = {f: fit.dstudy_sizes[f] for f in design.facets if f != roles.system}
-    by_system = cells.group_by("system_id").agg(pl.col("score").mean()).sort("system_id")
-    system_ids = by_system.get_column("system_id").to_list()
-    system_means = by_system.get_column("score").to_numpy()
+    system_ids, system_means = cells.system_means()
     sd_means = float(np.std(system_means, ddof=1)) if len(system_means) > 1 else float("nan")
-    if request.henderson_intervals == "records":
+    kind, kind_note = interval_draws_kind(request.henderson_intervals, fit.n_records, request.n_boot)
+    if kind == "records":
         draws = pattern.bootstrap(fit, request.n_boot, request.seed, method=request.interval_method)
     else:
         draws = chisquare_draws(fit, request.n_boot, request.seed, method=request.interval_method)
@@ -1181,8 +1337,8 @@ def henderson_report(
             wrong_order_probability(fit, judges=judges, items=items_native, seed=request.seed),
             f"sigma2_delta = {float(delta):.4g} <= 0 {notes.where(n)} ({notes.negative(n)})",
         )
-    present = int(np.count_nonzero(_rows_per_key(cells, ["system_id", "item_id", "judge_id"])))
-    n_s, n_i, n_j = (cells.get_column(c).n_unique() for c in ("system_id", "item_id", "judge_id"))
+    present = cells.combinations(["system_id", "item_id", "judge_id"])
+    n_s, n_i, n_j = (cells.distinct(c) for c in ("system_id", "item_id", "judge_id"))
     dropped = block_dropped(layout, cells) if layout is not None else []
     if layout is None:
         notes.null_reasons["balanced_block"] = balanced or "no balanced block"
@@ -1204,7 +1360,7 @@ def henderson_report(
             "replicates": int(fit.sizes.get(roles.replicate or "r", 1)),
             "generations": int(fit.sizes.get(roles.generation or "g", 1)),
             "completeness": present / (n_s * n_i * n_j),
-            "records_in": int(cells.get_column("__n").sum()),
+            "records_in": cells.records_in(),
             "observations_used": fit.n_records,
             "dropped_systems": [], "dropped_items": [], "dropped_judges": [],
             "notes": [],
@@ -1227,7 +1383,8 @@ def henderson_report(
         "sd_of_system_means": sd_means,
         "system_means": dict(zip(system_ids, system_means.tolist(), strict=True)),
         "system_means_kind": "raw: each system's mean over all its cells (not adjusted for which items or judges)",
-        "intervals": {**intervals, "n_boot": boot.n_boot, "level": 0.95, "method": f"{boot.method} ({'records' if request.henderson_intervals == 'records' else 'chi-square'})"},
+        "intervals": {**intervals, "n_boot": boot.n_boot, "level": 0.95, "method": f"{boot.method} ({'records' if kind == 'records' else 'chi-square'})",
+                      "method_note": kind_note},
         "p_ceiling_at_least_0_8": p_ceiling,
         "naive_item_bootstrap": {
             "halfwidth": None, "mdd95_single_judge": single_native, "mdd95_over_halfwidth": None,

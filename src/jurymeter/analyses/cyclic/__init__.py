@@ -68,7 +68,8 @@ def _one_judge(judges: tuple[str, ...]) -> str:
     return (
         f"the balanced block has one judge{named}; CyclicJudge splits the variance "
         "between judges and allocates scenarios among them, so it needs at least two judges on the same "
-        "systems, scenarios and generations"
+        "systems, scenarios and generations: ingest a second judge's scores of them (the planner's round-robin "
+        "plan, `jurymeter plan`, says which judge scores what), or use the G-study, which fits one judge"
     )
 
 

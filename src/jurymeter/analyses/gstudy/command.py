@@ -62,17 +62,22 @@ def gstudy(
         str, typer.Option("--estimator", help="'auto' (default: every record by Henderson I when the balanced "
                           "block would drop any), 'henderson' or 'balanced'")
     ] = "auto",
+    henderson_intervals: Annotated[
+        str, typer.Option("--henderson-intervals", help="Intervals of an every-record fit: 'auto' (default: the "
+                          "record bootstrap up to 200M records x draws, chi-square draws above), 'records' or "
+                          "'chisquare'")
+    ] = "auto",
 ) -> None:
     """G-study and D-study of one pointwise item set, with bootstrap intervals."""
     run_command(_gstudy, item_set, store, storage_option, config, universe, population, generations,
-         boot, seed, target, as_json, screen_threshold, screened_out, interval, estimator)
+         boot, seed, target, as_json, screen_threshold, screened_out, interval, estimator, henderson_intervals)
 
 
 
 
 def _gstudy(item_set: str, store: str | None, storage_option: list[str] | None, config: Path | None, universe: str | None, population: str | None, generations: str,
             boot: int, seed: int, target: float, as_json: bool, screen_threshold: float = 1.0, screened_out: Path | None = None,
-            interval: str = "pivotal", estimator: str = "auto") -> None:
+            interval: str = "pivotal", estimator: str = "auto", henderson_intervals: str = "auto") -> None:
     from jurymeter.analyses.base import FitSettings
     from jurymeter.pipeline.fit import COMMAND_SCAN_CELLS, run_fit
     from jurymeter.pipeline.jobs import FitJob
@@ -90,7 +95,8 @@ def _gstudy(item_set: str, store: str | None, storage_option: list[str] | None, 
             systems=named_levels(settings, "populations", population),
             n_boot=boot, seed=seed, target=target, generations=generations, interval=interval,
         ),
-        analyses=(("gstudy", GStudyOptions(screen_threshold=screen_threshold, estimator=estimator)),),
+        analyses=(("gstudy", GStudyOptions(screen_threshold=screen_threshold, estimator=estimator,
+                                             henderson_intervals=henderson_intervals)),),
         inputs=(),
     )
     # The nightly run's own fit path (one scan, or item chunks: memory follows the
@@ -143,6 +149,9 @@ def print_gstudy(report: dict[str, Any]) -> None:
                       f"[{fmt(i.get('low'), 4)}, {fmt(i.get('high'), 4)}]")
     out.print(table)
     iv = report["intervals"]
+    if iv.get("method"):  # which draws gave the intervals (an every-record fit's choice and why)
+        out.print(f"intervals: {iv['method']}, {iv.get('n_boot')} draws"
+                  + (f"; {iv['method_note']}" if iv.get("method_note") else ""), markup=False)
     rows = [
         ("E rho^2 (native)", report["erho2"], iv["erho2"]),
         ("Phi (native)", report["phi"], iv["phi"]),
