@@ -385,6 +385,12 @@ def test_arena_nightly_summary_leaderboard_and_page(arena: dict[str, Any]) -> No
         assert "one judge" in published["null_reasons"][key], key
     assert ("Design s x i x g:si x r:sig: one judge (gpt-4) in the records: the judge facet is fixed; "
             "E rho^2, MDD and items-needed are for that judge, and the ceiling, judges-needed") in run["page"]
+    # ... and the D-study table gives each missing number its reason, beside the dash
+    dstudy = run["page"][run["page"].index("<h4>D-study</h4>"):]
+    dstudy = dstudy[: dstudy.index("</table>")]
+    row = dstudy[dstudy.index("<code>ceiling</code>"):]
+    row = row[: row.index("</tr>")]
+    assert "one judge" in row, row
     # CyclicJudge does not apply to one judge: skipped, with the reason, not a failed fit.
     cyclic = fit["analyses"]["cyclic"]
     assert cyclic["status"] == "skipped"

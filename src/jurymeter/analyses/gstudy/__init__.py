@@ -259,8 +259,9 @@ class GStudyAnalysis(Analysis[GStudyResult, GStudyOptions]):
         Table("components", {"component": pl.String, "estimate": pl.Float64, "share": pl.Float64,
                              "df": pl.Float64, "ms": pl.Float64, "low": pl.Float64, "high": pl.Float64},
               "variance components with bootstrap intervals"),
-        Table("dstudy", {"quantity": pl.String, "estimate": pl.Float64, "low": pl.Float64, "high": pl.Float64},
-              "D-study quantities with intervals"),
+        Table("dstudy", {"quantity": pl.String, "estimate": pl.Float64, "low": pl.Float64, "high": pl.Float64,
+                         "reason": pl.String},
+              "D-study quantities with intervals (a null estimate's reason)"),
         Table("ceilings", {"judges": pl.Int64, "ceiling": pl.Float64}, "E rho^2 with unlimited items by judge count"),
         Table("erho2_curve", {"judges": pl.Int64, "items": pl.Int64, "erho2": pl.Float64}, "figure 1"),
         Table("nomogram", {"judges": pl.Int64, "items": pl.Int64, "erho2": pl.Float64}, "figure 4"),
@@ -316,15 +317,17 @@ class GStudyAnalysis(Analysis[GStudyResult, GStudyOptions]):
             for name, c in report["components"].items()
         ]
         intervals = report["intervals"]
-        rows["dstudy"] = [
-            {
+        reasons = report.get("null_reasons") or {}
+        rows["dstudy"] = []
+        for q in DSTUDY_QUANTITIES:
+            estimate = _number(report.get(q, intervals.get(q, {}).get("estimate")))
+            rows["dstudy"].append({
                 "quantity": q,
-                "estimate": _number(report.get(q, intervals.get(q, {}).get("estimate"))),
+                "estimate": estimate,
                 "low": _number(intervals.get(q, {}).get("low")),
                 "high": _number(intervals.get(q, {}).get("high")),
-            }
-            for q in DSTUDY_QUANTITIES
-        ]
+                "reason": None if estimate is not None else (str(reasons[q]) if q in reasons else None),
+            })
         rows["ceilings"] = [{"judges": int(j), "ceiling": v} for j, v in report["ceiling_by_judges"].items()]
         rows["erho2_curve"] = list(report["erho2_curve"])
         nomo = report["nomogram"]

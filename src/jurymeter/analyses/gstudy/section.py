@@ -145,10 +145,12 @@ def _dstudy_html(rows: pl.DataFrame) -> str:
         return "\n".join(parts)
     cells = [
         [_e(DSTUDY_LABELS.get(r["quantity"], r["quantity"])), f"<code>{_e(r['quantity'])}</code>",
-         _e(_num(r.get("estimate"), inf="never")), _e(_interval(r.get("low"), r.get("high"), inf="never"))]
+         _e(_num(r.get("estimate"), inf="never")), _e(_interval(r.get("low"), r.get("high"), inf="never")),
+         _e(r.get("reason") or "")]  # why a quantity is not estimated (one judge: the ceiling, judges needed)
         for r in rows.iter_rows(named=True)
     ]
-    parts.append(_table(["quantity", "name", "estimate", "95 % interval"], cells, numeric=[False, False, True, True]))
+    parts.append(_table(["quantity", "name", "estimate", "95 % interval", "why none"], cells,
+                        numeric=[False, False, True, True, False]))
     return "\n".join(parts)
 
 
