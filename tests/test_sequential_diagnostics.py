@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import Counter
+from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
@@ -34,6 +35,7 @@ from jurymeter.errors import ConfigError, DesignError
 from jurymeter.stats.sequential.diagnostics import (
     ENTROPY_SCHEMA,
     TRANSITION_SCHEMA,
+    SerialDiagnostics,
     serial_diagnostics,
     serial_diagnostics_by,
 )
@@ -47,11 +49,21 @@ REPS = 300
 SIM_BATCHES, SIM_LENGTH, SIM_BOOT = 60, 12, 300
 
 
-def _brute(rows: list[tuple[str, int, float]], cats: list[float], max_lag: int) -> dict[str, object]:
+@dataclass(frozen=True)
+class _Ref:
+    entropies: list[float | None]
+    trans: dict[tuple[float, float], int]
+    prob: dict[tuple[float, float], float | None]
+    contrast: float | None
+    n_pairs: int
+    n_k: list[int]
+
+
+def _brute(rows: list[tuple[str, int, float]], cats: list[float], max_lag: int) -> _Ref:
     """Every statistic from the definitions, in plain loops."""
     batches: dict[str, dict[int, float]] = {}
-    for b, t, y in rows:
-        batches.setdefault(b, {})[t] = y
+    for batch, t, y in rows:
+        batches.setdefault(batch, {})[t] = y
     hist_counts: list[Counter[tuple[tuple[float, ...], float]]] = [Counter() for _ in range(max_lag + 1)]
     for seq in batches.values():
         for t, y in seq.items():
@@ -89,8 +101,8 @@ def _brute(rows: list[tuple[str, int, float]], cats: list[float], max_lag: int) 
             contrast = p_hi.count(hi) / len(p_hi) - p_lo.count(hi) / len(p_lo)
         else:
             contrast = statistics.linear_regression(prev, [b for _, b in pairs]).slope
-    return {"entropies": entropies, "trans": trans, "prob": prob, "contrast": contrast,
-            "n_pairs": len(pairs), "n_k": [sum(c.values()) for c in hist_counts]}
+    return _Ref(entropies=entropies, trans=trans, prob=prob, contrast=contrast,
+                n_pairs=len(pairs), n_k=[sum(c.values()) for c in hist_counts])
 
 
 def _frame(rows: list[tuple[str, int, float]]) -> pl.DataFrame:
@@ -113,23 +125,18 @@ def _random_rows(rng: np.random.Generator, n_batches: int, cats: list[float]) ->
     return [rows[i] for i in order]
 
 
-def _check_against_brute(d: object, ref: dict[str, object], cats: list[float]) -> None:
-    from jurymeter.stats.sequential.diagnostics import SerialDiagnostics
-
-    assert isinstance(d, SerialDiagnostics)
-    assert d.n_pairs == ref["n_pairs"]
+def _check_against_brute(d: SerialDiagnostics, ref: _Ref, cats: list[float]) -> None:
+    assert d.n_pairs == ref.n_pairs
     ent = d.entropies.sort("lag")
-    assert ent["n_positions"].to_list() == ref["n_k"]
-    for got, want in zip(ent["entropy"].to_list(), ref["entropies"], strict=True):  # type: ignore[call-overload]
+    assert ent["n_positions"].to_list() == ref.n_k
+    for got, want in zip(ent["entropy"].to_list(), ref.entropies, strict=True):
         if want is None:
             assert got is None
         else:
             assert got == pytest.approx(want, abs=EXACT)
     tr = d.transitions
     assert tr.height == len(cats) ** 2
-    trans, prob = ref["trans"], ref["prob"]
-    assert isinstance(trans, dict)
-    assert isinstance(prob, dict)
+    trans, prob = ref.trans, ref.prob
     for r in tr.iter_rows(named=True):
         key = (r["previous"], r["current"])
         assert r["count"] == trans[key]
@@ -138,7 +145,7 @@ def _check_against_brute(d: object, ref: dict[str, object], cats: list[float]) -
             assert r["reason"]
         else:
             assert r["probability"] == pytest.approx(prob[key], abs=EXACT)
-    want_c = ref["contrast"]
+    want_c = ref.contrast
     if want_c is None:
         assert d.serial_contrast.value is None
         assert d.serial_contrast.reason
@@ -247,7 +254,7 @@ def test_errors_name_the_fields() -> None:
     for bad in ({"n_boot": 0}, {"max_lag": 0}, {"level": 1.0}, {"seed": -1},
                 {"categories": [2.0, 1.0]}, {"categories": "01"}):
         with pytest.raises(ConfigError):
-            serial_diagnostics(frame, **bad)  # type: ignore[arg-type]
+            serial_diagnostics(frame, **bad)
     with pytest.raises(DesignError, match="grouping"):
         serial_diagnostics_by(frame, by=["judge_id"])
 
@@ -267,8 +274,8 @@ def test_bootstrap_matches_a_plain_loop(cats: list[float], seed: int) -> None:
     ids = sorted({b for b, _, _ in rows})
     weights = np.random.default_rng(boot_seed).multinomial(len(ids), [1 / len(ids)] * len(ids), size=n_boot)
     by_batch: dict[str, list[tuple[str, int, float]]] = {b: [] for b in ids}
-    for r in rows:
-        by_batch[r[0]].append(r)
+    for row in rows:
+        by_batch[row[0]].append(row)
     contrasts: list[float] = []
     ents: list[list[float]] = [[] for _ in range(4)]
     probs: dict[tuple[float, float], list[float]] = {}
@@ -276,12 +283,12 @@ def test_bootstrap_matches_a_plain_loop(cats: list[float], seed: int) -> None:
         sample = [(f"{b}#{copy}", t, y) for b, n in zip(ids, w, strict=True)
                   for copy in range(int(n)) for _, t, y in by_batch[b]]
         ref = _brute(sample, cats, 3)
-        if ref["contrast"] is not None:
-            contrasts.append(ref["contrast"])  # type: ignore[arg-type]
-        for k, e in enumerate(ref["entropies"]):  # type: ignore[arg-type]
+        if ref.contrast is not None:
+            contrasts.append(ref.contrast)
+        for k, e in enumerate(ref.entropies):
             if e is not None:
                 ents[k].append(e)
-        for key, p in ref["prob"].items():  # type: ignore[attr-defined]
+        for key, p in ref.prob.items():
             if p is not None:
                 probs.setdefault(key, []).append(p)
     lo, hi = _quantiles(contrasts, level)
@@ -291,10 +298,9 @@ def test_bootstrap_matches_a_plain_loop(cats: list[float], seed: int) -> None:
         lo, hi = _quantiles(ents[r["lag"]], level)
         assert (r["entropy_low"], r["entropy_high"]) == pytest.approx((lo, hi), abs=EXACT)
     for r in d.transitions.iter_rows(named=True):
-        key = (r["previous"], r["current"])
         if r["probability"] is None:
             continue
-        lo, hi = _quantiles(probs[key], level)
+        lo, hi = _quantiles(probs[(r["previous"], r["current"])], level)
         assert (r["probability_low"], r["probability_high"]) == pytest.approx((lo, hi), abs=EXACT)
 
 
@@ -312,7 +318,7 @@ def test_by_group_matches_brute_force_per_group() -> None:
     for judge in ("j1", "j2"):
         _check_against_brute(out.groups[(judge,)], refs[judge], [0.0, 1.0])
         got = out.contrasts.filter(pl.col("judge_id") == judge)["serial_contrast"].item()
-        assert got == pytest.approx(refs[judge]["contrast"], abs=EXACT)
+        assert got == pytest.approx(refs[judge].contrast, abs=EXACT)
     assert out.entropies.columns == ["judge_id", *ENTROPY_SCHEMA]
     assert out.transitions.height == 2 * 4
 
