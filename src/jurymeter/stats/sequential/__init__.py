@@ -1,0 +1,1 @@
+"""Sequential judging: serial dependence, batch plans."""
