@@ -107,6 +107,7 @@ from typing import Any, Literal
 import numpy as np
 import polars as pl
 from scipy.optimize import minimize
+from scipy.sparse import csr_matrix
 from scipy.special import expit
 
 from jurymeter.errors import ConfigError, DesignError, JurymeterError
@@ -131,7 +132,7 @@ Initial = Literal["condition", "wooldridge"]
 # Conditional modes: Newton steps until the largest is below this (z units, prior sd 1);
 # Newton converges quadratically, so the mode is then exact to rounding.
 MODE_TOLERANCE = 1e-10
-MODE_MAX_ITER = 60
+MODE_MAX_ITER = 200
 # The optimizer stops when the gradient norm of the log-likelihood is below this.
 GTOL = 1e-6
 MAX_ITER = 200
@@ -649,6 +650,7 @@ def _modes(d: _Design, eta: np.ndarray, sigma: float, a_up: np.ndarray, a_lo: np
     # g'(z) = sigma * sum(l') - z with |l'| < 1, so the root lies within sigma * n_b of 0.
     hi = abs(sigma) * d.n_in_batch + 1.0
     lo = -hi
+    dx_old = hi - lo
     for _ in range(MODE_MAX_ITER):
         e = eta + sigma * z[d.data.batch]
         fa_big, fa, _ = _logistic(a_up - e)
@@ -658,9 +660,11 @@ def _modes(d: _Design, eta: np.ndarray, sigma: float, a_up: np.ndarray, a_lo: np
         lo = np.where(g1 > 0.0, z, lo)
         hi = np.where(g1 < 0.0, z, hi)
         new = z - g1 / g2
-        outside = (new <= lo) | (new >= hi)
-        new = np.where(outside & (g1 != 0.0), 0.5 * (lo + hi), new)
-        step = float(np.abs(new - z).max())
+        # rtsafe: bisect where Newton leaves the bracket or does not halve the step
+        bisect = ((new <= lo) | (new >= hi) | (np.abs(2.0 * g1) > np.abs(dx_old * g2))) & (g1 != 0.0)
+        new = np.where(bisect, 0.5 * (lo + hi), new)
+        dx_old = np.abs(new - z)
+        step = float(dx_old.max())
         z = new
         if step < MODE_TOLERANCE:
             return z
@@ -786,7 +790,7 @@ def _state(
     )
 
 
-def _hessian(d: _Design, st: _State, random_intercept: bool) -> np.ndarray:
+def _hessian(d: _Design, st: _State, random_intercept: bool, pattern: _Pattern | None = None) -> np.ndarray:
     """Louis' Hessian of the quadrature with its nodes held fixed, in psi coordinates."""
     batch = d.data.batch
     x, e_up, e_lo = d.x, d.e_up, d.e_lo
@@ -822,19 +826,27 @@ def _hessian(d: _Design, st: _State, random_intercept: bool) -> np.ndarray:
     h[:p, -1] = x.T @ avg(zt * l2)
     h[p : p + na, -1] = e_up.T @ avg(zt * fa) + e_lo.T @ avg(zt * fb)
     h[-1, -1] = float(avg(zt**2 * l2).sum())
-    # the posterior variance of the complete-data score, node by node
-    n_q = st.pi.shape[1]
-    scores = np.empty((d.starts.size, n_q, size))
-    for q in range(n_q):
-        cols = np.hstack(
-            [l1[:, q, None] * x, a0[:, q, None] * e_up + b0[:, q, None] * e_lo, (zt[:, q] * l1[:, q])[:, None]]
-        )
-        scores[:, q, :] = _sum_b(d, cols)
-    mean = (st.pi[:, :, None] * scores).sum(axis=1)
-    centred = (scores - mean[:, None, :]) * np.sqrt(st.w[:, None] * st.pi)[:, :, None]
-    flat = centred.reshape(-1, size)
     h[p : p + na, :p] = h[:p, p : p + na].T
     h[-1, :-1] = h[:-1, -1]
+    # the posterior variance of the complete-data score: row (b, q) of a sparse matrix holds,
+    # at the columns of batch b's responses, the centred per-response coefficients times
+    # sqrt(w_b pi_bq); its products with [X | E_up | E_lo] are the centred scores.
+    scale = np.sqrt(st.w[:, None] * st.pi)[batch]
+
+    def centred(v: np.ndarray) -> np.ndarray:
+        mean = (pit * v).sum(axis=1, keepdims=True)
+        out: np.ndarray = (v - mean) * scale
+        return out
+
+    if pattern is None:
+        pattern = _score_pattern(d, st.pi.shape[1])
+
+    def rows(v: np.ndarray) -> csr_matrix:
+        return csr_matrix((centred(v).ravel()[pattern.perm], pattern.indices, pattern.indptr), shape=pattern.shape)
+
+    s_sigma = zt * l1
+    sig = np.bincount(pattern.row_of, weights=centred(s_sigma).ravel(), minlength=pattern.shape[0])
+    flat = np.hstack([rows(l1) @ x, rows(a0) @ e_up + rows(b0) @ e_lo, sig[:, None]])
     h = h + flat.T @ flat
     # to psi: beta as is, alpha -> delta, sigma (if estimated)
     n_psi = p + d.n_cut + (1 if random_intercept else 0)
@@ -850,6 +862,33 @@ def _hessian(d: _Design, st: _State, random_intercept: bool) -> np.ndarray:
         idx = p + np.arange(1, d.n_cut)
         out[idx, idx] += tail[1:] * inc
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class _Pattern:
+    """The sparsity of the (batch, node) x response matrix of the score variance."""
+
+    perm: np.ndarray  # position in the (n, Q) row-major array of each stored entry
+    indices: np.ndarray  # response (column) of each stored entry
+    indptr: np.ndarray
+    row_of: np.ndarray  # (n * Q,) row (b * Q + q) of each (t, q)
+    shape: tuple[int, int]
+
+
+def _score_pattern(d: _Design, n_q: int) -> _Pattern:
+    n = d.data.cat.size
+    batch = d.data.batch
+    t = np.arange(n)
+    row = (batch[:, None] * n_q + np.arange(n_q)[None, :]).ravel()  # (t, q) row-major
+    order = np.argsort(row, kind="stable")  # rows ascending, responses ascending within a row
+    counts = np.bincount(row, minlength=d.starts.size * n_q)
+    return _Pattern(
+        perm=order,
+        indices=np.repeat(t, n_q)[order],
+        indptr=np.r_[0, np.cumsum(counts)],
+        row_of=row,
+        shape=(d.starts.size * n_q, n),
+    )
 
 
 def _nodes(n_agq: int) -> tuple[np.ndarray, np.ndarray]:
@@ -891,6 +930,7 @@ def _solve(
     gtol: float,
 ) -> _Solution:
     nodes = _nodes(n_agq if random_intercept else 1)
+    pattern = _score_pattern(d, nodes[0].size)
     cache: dict[bytes, _State] = {}
 
     def state(psi: np.ndarray) -> _State:
@@ -907,7 +947,7 @@ def _solve(
         return -st.value, -st.grad
 
     def hess(psi: np.ndarray) -> np.ndarray:
-        return -_hessian(d, state(psi), random_intercept)
+        return -_hessian(d, state(psi), random_intercept, pattern)
 
     res = minimize(
         fun, start, jac=True, hess=hess, method="trust-exact", options={"gtol": gtol, "maxiter": max_iter}
@@ -915,7 +955,7 @@ def _solve(
     psi = np.asarray(res.x, dtype=np.float64)
     final = state(psi)
     norm = float(np.linalg.norm(final.grad))
-    decrement = _decrement(-_hessian(d, final, random_intercept), final.grad)
+    decrement = _decrement(-_hessian(d, final, random_intercept, pattern), final.grad)
     converged = bool(res.success) and norm <= gtol
     # Near the optimum of a large data set the predicted gains fall below the rounding of the
     # log-likelihood and trust-exact stops short of gtol; it has converged when Newton's step
