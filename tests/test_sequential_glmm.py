@@ -66,12 +66,15 @@ FD_RELATIVE = 1e-6
 
 # name, response, lags, initial condition, seed, parameters (U = L units per batch, 120 batches)
 CASES = [
-    ("binary_lag1", "binary", 1, "condition", 11, {"L": 8, "rho": [0.7], "sd": 0.8}),
-    ("binary_lag3", "binary", 3, "condition", 12, {"L": 10, "rho": [0.6, -0.3, 0.2], "sd": 1.0}),
+    ("binary_lag1", "binary", 1, "model", 11, {"L": 8, "rho": [0.7], "sd": 0.8}),
+    ("binary_lag3", "binary", 3, "model", 12, {"L": 10, "rho": [0.6, -0.3, 0.2], "sd": 1.0}),
+    ("binary_lag2_condition", "binary", 2, "condition", 16, {"L": 8, "rho": [0.5, 0.2], "sd": 1.0}),
     ("binary_lag2_wooldridge", "binary", 2, "wooldridge", 13, {"L": 8, "rho": [0.5, 0.2], "sd": 1.0}),
-    ("ordinal_lag1", "ordinal", 1, "condition", 14, {"L": 8, "rho": [0.4], "sd": 0.7, "cut": [-1.0, 0.5, 2.0]}),
-    ("ordinal_lag2", "ordinal", 2, "condition", 15,
+    ("ordinal_lag1", "ordinal", 1, "model", 14, {"L": 8, "rho": [0.4], "sd": 0.7, "cut": [-1.0, 0.5, 2.0]}),
+    ("ordinal_lag2_condition", "ordinal", 2, "condition", 15,
      {"L": 8, "rho": [0.3, 0.15], "sd": 0.8, "cut": [-1.5, -0.5, 0.5, 1.5]}),
+    ("ordinal_lag3", "ordinal", 3, "model", 17,
+     {"L": 8, "rho": [0.3, -0.1, 0.1], "sd": 0.8, "cut": [-1.5, 0.0, 1.5]}),
 ]
 IDS = [c[0] for c in CASES]
 COLUMNS = ("batch_id", "batch_position", "score")
@@ -114,7 +117,7 @@ needs_r = pytest.mark.skipif(
 )
 
 
-def _design(records: pl.DataFrame, lags: int, initial: G.Initial = "condition") -> G._Design:
+def _design(records: pl.DataFrame, lags: int, initial: G.Initial = "model") -> G._Design:
     data = G._prepare(records, lags=lags, unit=("item_id",), response="auto", position_effects=True,
                       columns=COLUMNS, initial=initial)
     return G._design(data)
@@ -161,8 +164,8 @@ def test_the_simulator_draws_the_cumulative_logit_probabilities() -> None:
 
 
 @pytest.mark.parametrize(("response", "lags", "initial"), [
-    ("binary", 1, "condition"), ("binary", 3, "condition"), ("ordinal", 1, "condition"),
-    ("ordinal", 3, "condition"), ("binary", 2, "wooldridge"), ("ordinal", 2, "wooldridge"),
+    ("binary", 1, "model"), ("binary", 3, "model"), ("ordinal", 1, "model"), ("ordinal", 3, "model"),
+    ("binary", 3, "condition"), ("binary", 2, "wooldridge"), ("ordinal", 2, "wooldridge"),
 ])
 def test_the_gradient_equals_finite_differences(response: str, lags: int, initial: G.Initial) -> None:
     d = _design(_small(response, lags), lags, initial)
@@ -194,15 +197,17 @@ def test_the_gradient_equals_finite_differences(response: str, lags: int, initia
 
 def _brute_force_log_marginal(batch: pl.DataFrame, theta: dict[str, float], pos: dict[int, float],
                               rho: list[float], cuts: list[float] | None, sigma: float) -> float:
-    """log of the integral over u of prod_t P(y_t | eta_t + u) N(u; 0, sigma^2), from the definitions."""
+    """log of the integral over u of prod_t P(y_t | eta_t + u) N(u; 0, sigma^2), from the definitions.
+
+    Every rating is a response; a lag before position 0 is 0 (initial condition "model").
+    """
     batch = batch.sort("batch_position")
-    y = dict(zip(batch["batch_position"].to_list(), batch["score"].to_list(), strict=True))
+    y = {t - 100: 0.0 for t in range(100)}  # the absent ratings before the batch's start
+    y |= dict(zip(batch["batch_position"].to_list(), batch["score"].to_list(), strict=True))
     unit = dict(zip(batch["batch_position"].to_list(), batch["item_id"].to_list(), strict=True))
     k = len(rho)
     terms = []
-    for t in sorted(y):
-        if not all(t - j in y for j in range(1, k + 1)):
-            continue  # a conditioning rating: a lag only
+    for t in sorted(p for p in y if p >= 0):
         eta = theta[unit[t]] + pos[t] + sum(rho[j - 1] * y[t - j] for j in range(1, k + 1))
         terms.append((eta, y[t]))
 
@@ -268,17 +273,18 @@ def test_estimates_are_unbiased_within_monte_carlo_error() -> None:
     assert np.all(np.abs(e.mean(axis=0) - truth) < 3 * mcse), (e.mean(axis=0), truth, mcse)
 
 
-def test_wooldridge_removes_the_initial_condition_bias_of_short_batches() -> None:
+def test_conditioning_on_the_first_ratings_biases_short_batches_and_modelling_them_does_not() -> None:
     # Lag 3 in batches of 8: conditioning on the first ratings as if independent of the batch
-    # intercept biases rho_1 up (measured: 0.99 against 0.6); the initial ratings as covariates do not.
-    plain, wool = [], []
+    # intercept biases rho_1 up (measured 0.99 for a true 0.6); modelling them from the
+    # batch's start is the generative model, and unbiased.
+    plain, model = [], []
     for r in range(16):
         rec, _ = _truth_data(2000 + r, batches=150, length=8, rho=[0.6, -0.3, 0.2], sd=0.8)
-        plain.append(fit_sequential_glmm(rec, lags=3).rho[0])
-        wool.append(fit_sequential_glmm(rec, lags=3, initial="wooldridge").rho[0])
-    p, w = np.array(plain), np.array(wool)
-    assert p.mean() - 0.6 > 4 * p.std(ddof=1) / 4.0
-    assert abs(w.mean() - 0.6) < 3 * w.std(ddof=1) / 4.0, w.mean()
+        plain.append(fit_sequential_glmm(rec, lags=3, initial="condition").rho[0])
+        model.append(fit_sequential_glmm(rec, lags=3).rho[0])
+    p, m = np.array(plain), np.array(model)
+    assert p.mean() - 0.6 > 4 * p.std(ddof=1) / 4.0, p.mean()
+    assert abs(m.mean() - 0.6) < 3 * m.std(ddof=1) / 4.0, m.mean()
 
 
 def test_batch_bootstrap_intervals_cover_the_truth() -> None:
@@ -393,7 +399,8 @@ def test_a_logistic_regression_without_the_batch_intercept_finds_spurious_state_
     # rho_1 of the GLMM has a sampling SD of about 0.09 here (measured over 8 data sets).
     rec, _ = _truth_data(11, batches=100, length=30, rho=[0.0], sd=2.0)
     glmm = fit_sequential_glmm(rec, lags=1)
-    plain = fit_sequential_glmm(rec, lags=1, random_intercept=False)
+    # the same responses as statsmodels' below: those with a predecessor
+    plain = fit_sequential_glmm(rec, lags=1, random_intercept=False, initial="condition")
     # statsmodels' logit of the same responses: lag, position and unit dummies, no batch term.
     lagged = rec.join(
         rec.select("batch_id", (pl.col("batch_position") + 1).alias("batch_position"), pl.col("score").alias("lag1")),

@@ -6,10 +6,11 @@
 #       tests/data/sequential_reference.json
 #
 # The CSV holds every case, one row per rating: case, response (binary|ordinal), lags (K),
-# initial (condition|wooldridge), batch_id, batch_position, item_id, score.
+# initial (model|condition|wooldridge), batch_id, batch_position, item_id, score.
 # `uv run python tests/test_sequential_glmm.py` draws it with jurymeter's simulator and then
 # runs this script. The lagged columns are built here, from the positions (lag k of a rating
-# is the rating at position - k of the same batch), and the rows without all K lags are
+# is the rating at position - k of the same batch; with initial "model" a lag before position
+# 0 is 0 and every rating is a response), and the rows without all K lags are
 # dropped before the factors are made, so the first modelled position is the reference level
 # of `pos`; `init1..initK` (Wooldridge's initial-condition covariates) are each batch's first
 # K ratings in position order. Fits:
@@ -40,7 +41,10 @@ for (name in unique(all$case)) {
   key <- paste(d$batch_id, d$batch_position)
   lag_names <- paste0("lag", seq_len(K))
   for (k in seq_len(K)) {
-    d[[lag_names[k]]] <- d$score[match(paste(d$batch_id, d$batch_position - k), key)]
+    lagged <- d$score[match(paste(d$batch_id, d$batch_position - k), key)]
+    # "model": a lag before the batch's start is 0 (the position factor absorbs it)
+    if (d$initial[1] == "model") lagged[d$batch_position - k < 0] <- 0
+    d[[lag_names[k]]] <- lagged
   }
   terms <- lag_names
   if (d$initial[1] == "wooldridge") {

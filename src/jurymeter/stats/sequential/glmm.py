@@ -32,14 +32,28 @@ compare with ``lme4::glmer`` and ``ordinal::clmm`` one for one):
   cutpoints are free (clmm's thresholds).
 
 Initial condition. The first :math:`K` ratings of a batch have fewer than
-:math:`K` predecessors. The likelihood conditions on them (Wooldridge's device
-in its simplest form): they enter as lags of later ratings, never as responses.
-More generally a rating is a *response* exactly when the ratings at positions
-:math:`t-1, \dots, t-K` of its batch are present; a missing rating (a gap in
-the positions, a null score) makes the next :math:`K` ratings conditioning ones.
-This is what ``glmer`` on lagged columns with the incomplete rows dropped fits.
-Where the batch intercept is correlated with the initial ratings, the device
-conditions that dependence away rather than modelling it.
+:math:`K` predecessors. Three choices (``initial``):
+
+- ``"model"`` (the default): the process starts with the batch, so the
+  first ratings are responses like the others, a lag that reaches before
+  position 0 contributing 0; the position effects of positions :math:`< K`
+  absorb that constant (the pattern of absent lags is a function of the
+  position). This is the simulator's generative model, so the fit is
+  consistent for it. Missing ratings inside a batch (a gap, a null score) make
+  the next :math:`K` ratings conditioning ones (lags only, not responses).
+- ``"condition"``: the first :math:`K` ratings are conditioned on (they
+  enter as lags, never as responses) and the batch intercept is taken as
+  independent of them: what ``glmer`` on lagged columns with the incomplete
+  rows dropped fits. The initial ratings carry information about the batch
+  intercept, so this biases :math:`\rho` up and :math:`\sigma` down in short
+  batches (``docs/sequential.md``: :math:`\hat\rho_1` 0.99 for a true 0.6 at
+  lag 3 in batches of 8; 0.92 for 0.8 at lag 1 in batches of 12); negligible
+  in batches of 30.
+- ``"wooldridge"``: as ``"condition"``, plus the batch's first :math:`K`
+  ratings as batch-level covariates (coefficients :math:`\gamma_k`,
+  ``initial_k``), so :math:`u_b \mid y_{b,0..K-1} \sim
+  N(\sum_k \gamma_k y_{b,k-1}, \sigma^2)` ([Wooldridge2005]_); ``batch_sd``
+  is then the conditional SD. It removes most of that bias.
 
 Likelihood. With :math:`u_b = \sigma z`, :math:`z \sim N(0, 1)`,
 
@@ -127,7 +141,7 @@ __all__ = [
 ]
 
 Response = Literal["auto", "binary", "ordinal"]
-Initial = Literal["condition", "wooldridge"]
+Initial = Literal["model", "condition", "wooldridge"]
 
 # Conditional modes: Newton steps until the largest is below this (z units, prior sd 1);
 # Newton converges quadratically, so the mode is then exact to rounding.
@@ -207,7 +221,7 @@ class SequentialGLMM:
     initial : tuple of float
         :math:`\gamma_1, \dots, \gamma_K`, the coefficients of the batch's
         first ``K`` ratings (``initial_condition == "wooldridge"``); ``()`` otherwise.
-    initial_condition : {"condition", "wooldridge"}
+    initial_condition : {"model", "condition", "wooldridge"}
         How the first ratings of a batch were handled (``fit_sequential_glmm``).
     categories : tuple of float
         The response categories (binary: ``(0.0, 1.0)``).
@@ -380,7 +394,7 @@ def _prepare(
     response: Response,
     position_effects: bool,
     columns: tuple[str, str, str],
-    initial: Initial = "condition",
+    initial: Initial = "model",
 ) -> _Data:
     batch_col, pos_col, score_col = columns
     missing_batch = [c for c in (batch_col, pos_col) if c not in records.columns]
@@ -438,6 +452,14 @@ def _prepare(
         shifted = frame.select("_b", (pl.col("_t") + k).alias("_t"), pl.col("_y").alias(f"_lag{k}"))
         lagged = lagged.join(shifted, on=["_b", "_t"], how="left")
     lag_names = [f"_lag{k}" for k in range(1, lags + 1)]
+    if initial == "model":
+        # a lag before the batch's start does not exist: it contributes 0 (the positions < K
+        # have their own effects, which absorb the constant); a missing rating inside the
+        # batch (a gap) still makes the next ones conditioning ratings
+        lagged = lagged.with_columns(
+            pl.when(pl.col("_t") < k).then(pl.col(f"_lag{k}").fill_null(0.0)).otherwise(pl.col(f"_lag{k}")).alias(f"_lag{k}")
+            for k in range(1, lags + 1)
+        )
     resp = lagged.filter(pl.all_horizontal(pl.col(n).is_not_null() for n in lag_names)).sort("_b", "_t")
     if resp.height == 0:
         msg = f"no rating has {lags} predecessor(s) in its batch: batches are too short for {lags} lag(s)"
@@ -641,33 +663,38 @@ def _sum_b(d: _Design, v: np.ndarray) -> np.ndarray:
     return out
 
 
-def _modes(d: _Design, eta: np.ndarray, sigma: float, a_up: np.ndarray, a_lo: np.ndarray) -> np.ndarray:
-    """Conditional modes of z per batch: bracketed Newton on the strictly concave g_b."""
+def _modes(
+    d: _Design, eta: np.ndarray, sigma: float, a_up: np.ndarray, a_lo: np.ndarray, z0: np.ndarray | None = None
+) -> np.ndarray:
+    """Conditional modes of z per batch: bracketed Newton on the strictly concave g_b (from z0, or 0)."""
     n_b = d.starts.size
-    z = np.zeros(n_b)
     if sigma == 0.0:
-        return z
+        return np.zeros(n_b)
     # g'(z) = sigma * sum(l') - z with |l'| < 1, so the root lies within sigma * n_b of 0.
     hi = abs(sigma) * d.n_in_batch + 1.0
     lo = -hi
+    z = np.zeros(n_b) if z0 is None else np.clip(z0, lo, hi)
     dx_old = hi - lo
     for _ in range(MODE_MAX_ITER):
         e = eta + sigma * z[d.data.batch]
-        fa_big, fa, _ = _logistic(a_up - e)
-        fb_big, fb, _ = _logistic(a_lo - e)
+        fa_big = expit(a_up - e)
+        fb_big = expit(a_lo - e)
         g1 = sigma * _sum_b(d, fa_big + fb_big - 1.0) - z
-        g2 = -(sigma**2) * _sum_b(d, fa + fb) - 1.0
+        # F(1 - F): the density to absolute rounding, all Newton needs (the root is set by g1)
+        g2 = -(sigma**2) * _sum_b(d, fa_big * (1.0 - fa_big) + fb_big * (1.0 - fb_big)) - 1.0
         lo = np.where(g1 > 0.0, z, lo)
         hi = np.where(g1 < 0.0, z, hi)
-        new = z - g1 / g2
-        # rtsafe: bisect where Newton leaves the bracket or does not halve the step
-        bisect = ((new <= lo) | (new >= hi) | (np.abs(2.0 * g1) > np.abs(dx_old * g2))) & (g1 != 0.0)
+        newton = -g1 / g2
+        if float(np.abs(newton).max()) < MODE_TOLERANCE:
+            return z + newton
+        # rtsafe: bisect where Newton leaves the bracket or does not halve the step (only where
+        # the step is not already negligible: rounding must not send a converged batch away)
+        new = z + newton
+        slow = np.abs(2.0 * g1) > np.abs(dx_old * g2)
+        bisect = ((new <= lo) | (new >= hi) | slow) & (np.abs(newton) >= MODE_TOLERANCE)
         new = np.where(bisect, 0.5 * (lo + hi), new)
         dx_old = np.abs(new - z)
-        step = float(dx_old.max())
         z = new
-        if step < MODE_TOLERANCE:
-            return z
     msg = f"the conditional modes of the batch intercepts did not converge in {MODE_MAX_ITER} Newton steps"
     raise GLMMConvergenceError(msg)
 
@@ -687,6 +714,7 @@ class _State:
     jac: np.ndarray
     delta: np.ndarray
     logl: np.ndarray  # (B,) per-batch log-likelihood
+    zhat: np.ndarray  # (B,) conditional modes
 
 
 def _unpack(d: _Design, psi: np.ndarray, random_intercept: bool) -> tuple[np.ndarray, np.ndarray, float]:
@@ -702,8 +730,9 @@ def _state(
     w: np.ndarray,
     nodes: tuple[np.ndarray, np.ndarray],
     random_intercept: bool,
+    z0: np.ndarray | None = None,
 ) -> _State:
-    """The quadrature log-likelihood at psi and its exact gradient."""
+    """The quadrature log-likelihood at psi and its exact gradient (z0: a start for the modes)."""
     xq, log_omega = nodes
     batch = d.data.batch
     beta, delta, sigma = _unpack(d, psi, random_intercept)
@@ -711,7 +740,7 @@ def _state(
     eta = d.x @ beta
     a_up = np.where(d.has_up, alpha[d.up], np.inf)
     a_lo = np.where(d.has_lo, alpha[d.lo], -np.inf)
-    zhat = _modes(d, eta, sigma, a_up, a_lo)
+    zhat = _modes(d, eta, sigma, a_up, a_lo, z0)
 
     # derivatives of log P in eta at the modes: l' = F(A) + F(B) - 1, l'' = -(f(A) + f(B)), l''' = f'(A) + f'(B)
     em = eta + sigma * zhat[batch]
@@ -787,6 +816,7 @@ def _state(
         jac=jac,
         delta=delta,
         logl=logl,
+        zhat=zhat,
     )
 
 
@@ -932,12 +962,15 @@ def _solve(
     nodes = _nodes(n_agq if random_intercept else 1)
     pattern = _score_pattern(d, nodes[0].size)
     cache: dict[bytes, _State] = {}
+    last: list[np.ndarray] = []  # the latest modes: a warm start for the next point's
 
     def state(psi: np.ndarray) -> _State:
         key = psi.tobytes()
         if key not in cache:
             cache.clear()
-            cache[key] = _state(d, psi, weights, nodes, random_intercept)
+            st = _state(d, psi, weights, nodes, random_intercept, last[0] if last else None)
+            cache[key] = st
+            last[:] = [st.zhat]
         return cache[key]
 
     def fun(psi: np.ndarray) -> tuple[float, np.ndarray]:
@@ -955,8 +988,8 @@ def _solve(
     psi = np.asarray(res.x, dtype=np.float64)
     final = state(psi)
     norm = float(np.linalg.norm(final.grad))
-    decrement = _decrement(-_hessian(d, final, random_intercept, pattern), final.grad)
     converged = bool(res.success) and norm <= gtol
+    decrement = 0.0 if converged else _decrement(-_hessian(d, final, random_intercept, pattern), final.grad)
     # Near the optimum of a large data set the predicted gains fall below the rounding of the
     # log-likelihood and trust-exact stops short of gtol; it has converged when Newton's step
     # would still gain almost nothing.
@@ -1089,7 +1122,7 @@ def fit_sequential_glmm(
     response: Response = "auto",
     position_effects: bool = True,
     random_intercept: bool = True,
-    initial: Initial = "condition",
+    initial: Initial = "model",
     n_agq: int = 10,
     max_iter: int = MAX_ITER,
     gtol: float = GTOL,
@@ -1118,16 +1151,21 @@ def fit_sequential_glmm(
     random_intercept : bool, default True
         ``False`` fits the same likelihood without the batch intercept
         (:math:`\sigma = 0`: plain logistic or cumulative-logit regression).
-    initial : {"condition", "wooldridge"}, default "condition"
-        The initial condition. ``"condition"``: the first ``lags`` ratings of a
+    initial : {"model", "condition", "wooldridge"}, default "model"
+        The initial condition. ``"model"``: every rating is a response; a lag
+        that reaches before the batch's first position contributes 0 (the
+        process starts with the batch: the first ratings have no predecessor,
+        none is unobserved), absorbed by the position effects of positions
+        ``< lags``. ``"condition"``: the first ``lags`` ratings of a
         batch are conditioned on (lags only) and the batch intercept is
-        independent of them. ``"wooldridge"``: also enter the batch's first
+        independent of them. ``"wooldridge"``: as ``"condition"``, and enter the batch's first
         ``lags`` ratings as batch-level covariates of every response
         (coefficients ``initial_k``), so the intercept is
         :math:`u_b \mid y_{b,0..K-1} \sim N(\sum_k \gamma_k y_{b,k-1}, \sigma^2)`
         ([Wooldridge2005]_); ``batch_sd`` is then the conditional SD. Use it for
         short batches, where the plain conditioning biases :math:`\rho` up and
-        :math:`\sigma` down (``docs/sequential.md`` has the measured sizes).
+        :math:`\sigma` down (``docs/sequential.md`` has the measured sizes;
+        ``"model"`` is the consistent choice when batches start at position 0).
     n_agq : int, default 10
         Adaptive Gauss-Hermite nodes per batch (1: Laplace).
     max_iter : int, default 200
@@ -1170,8 +1208,8 @@ def fit_sequential_glmm(
     ('binary', 60, 6, 1)
     """
     _check_options(lags, n_agq, max_iter, gtol, response)
-    if initial not in ("condition", "wooldridge"):
-        msg = f"initial must be 'condition' or 'wooldridge'; got {initial!r}"
+    if initial not in ("model", "condition", "wooldridge"):
+        msg = f"initial must be 'model', 'condition' or 'wooldridge'; got {initial!r}"
         raise ConfigError(msg)
     cols = _units(unit)
     data = _prepare(
@@ -1455,8 +1493,9 @@ def predictive_check(
     simulated set draws fresh batch intercepts :math:`u_b \sim N(0, \hat\sigma^2)`
     and then, position by position, each rating that the fit would treat as a
     response (one with :math:`K` present predecessors) from the fitted model;
-    the conditioning ratings (the first :math:`K` of a batch) keep their
-    observed values, the fit's initial condition. On the observed and on each
+    the conditioning ratings (the first :math:`K` of a batch unless the fit's
+    ``initial_condition`` is ``"model"``, and those after a gap) keep their
+    observed values. On the observed and on each
     simulated set it computes every transition term
     :math:`P(Y_t = a \mid Y_{t-1} = b)` (consecutive present ratings of one
     batch) and the plug-in conditional entropies
@@ -1529,7 +1568,8 @@ def predictive_check(
     u_code[b_code, t] = [unit_index.get(u, -1) for u in units]
     present = np.isfinite(y_obs)
     resp = present.copy()
-    resp[:, : fit.lags] = False
+    if fit.initial_condition != "model":
+        resp[:, : fit.lags] = False  # conditioning ratings keep their observed values
     for k in range(1, fit.lags + 1):
         resp[:, k:] &= present[:, :-k]
     if (u_code[resp] < 0).any():
