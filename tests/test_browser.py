@@ -422,10 +422,10 @@ def test_report_page_loads_clean_with_every_figure_drawn_and_no_overflow(
     assert inspection.screenshot.startswith(b"\x89PNG\r\n\x1a\n")
     assert all(p.stat().st_size > 10_000 for p in kept)
     assert inspection.measures["title"] == f"jurymeter run {RUN_ID}"
-    # Two pointwise fits, each with the E rho^2 curve, nomogram, budget, strategies and judge
-    # offsets; two pairwise fits, each with position bias, reversals, judge agreement, ratings
-    # and the family support matrix.
-    assert len(published_run.figures) == 20
+    # Two pointwise fits, each with the E rho^2 curve, nomogram, budget, strategies, judge
+    # offsets and serial dependence; two pairwise fits, each with position bias, reversals,
+    # judge agreement, ratings and the family support matrix.
+    assert len(published_run.figures) == 22
     assert len(inspection.measures["images"]) == len(published_run.figures)
     assert len(inspection.measures["tables"]) >= 10
     found = problems(inspection)

@@ -202,8 +202,8 @@ def test_a_fit_whose_blocks_assumed_no_hole_and_meet_one_starts_over_with_the_bl
     job = dataclasses.replace(job, analyses=tuple(a for a in job.analyses if a[0] == "gstudy"))
     scope_of = fit_module.fit_scope
 
-    def holey(job: object) -> object:
-        scope = scope_of(job)  # type: ignore[arg-type]
+    def holey(job: object, mapper: object = map) -> object:
+        scope = scope_of(job, mapper)  # type: ignore[arg-type]
         items = sorted(scope.records.select("item_id").unique().collect()["item_id"])
         hole = (pl.col("item_id") == items[0 if where == "first" else len(items) // 2]) & (pl.col("judge_id") == "judge-b")
         return dataclasses.replace(scope, records=scope.records.filter(~hole))
@@ -285,7 +285,7 @@ def _assert_close(a: object, b: object, path: str = "") -> None:
 
 Columns = list[tuple[str, pl.DataType | None]]
 # docs/results.md's type names.
-DOC_TYPES = {"str": pl.String, "f64": pl.Float64, "i64": pl.Int64, "bool": pl.Boolean}
+DOC_TYPES = {"str": pl.String, "f64": pl.Float64, "i64": pl.Int64, "bool": pl.Boolean, "list": pl.List(pl.String)}
 
 
 def _doc_columns(cell: str) -> Columns:
@@ -342,7 +342,7 @@ def test_the_documented_schemas_are_read_as_written() -> None:
     assert _doc_columns("`system_id`, `p_value`") == [("system_id", None), ("p_value", None)]
     lead, tables = _documented_schemas()
     assert lead == [("item_set", pl.String), ("universe", pl.String), ("population", pl.String)]
-    assert len(tables) == 19  # gstudy 8, cyclic 3, pairwise 8
+    assert len(tables) == 26  # gstudy 8, cyclic 3, pairwise 8, sequential 7
     assert tables["components"][:2] == [("component", pl.String), ("estimate", pl.Float64)]
 
 
@@ -362,8 +362,10 @@ def test_tables_have_the_documented_schemas(fitted, small_store: Store) -> None:
         for name, kind in want:
             if kind is not None:
                 assert frame.schema[name] == kind, (table, name, frame.schema[name], kind)
-        # CyclicJudge needs a crossed panel with generations, the pairwise G-study a common baseline.
-        if table not in ("cyclic_systems", "cyclic_strategies", "judge_offsets", "pairwise_gstudy"):
+        # CyclicJudge needs a crossed panel with generations, the pairwise G-study a common baseline,
+        # the sequential group contrast two groups named in the configuration.
+        if table not in ("cyclic_systems", "cyclic_strategies", "judge_offsets", "pairwise_gstudy",
+                         "sequential_groups"):
             assert frame.height > 0, table
     # The run folder's listing names the same tables.
     listed = re.findall(r"^\s+(\w+)\.parquet", (ROOT / "docs/results.md").read_text(), re.M)
@@ -512,7 +514,7 @@ def test_a_worker_draws_the_fits_report_figures_only_when_asked(fitted, small_st
 
     job, result = fitted
     fit = (job.item_set, job.universe, job.population)
-    kinds = {"erho2", "nomogram", "budget", "strategies", "judge-offsets"}
+    kinds = {"erho2", "nomogram", "budget", "strategies", "judge-offsets", "serial-dependence"}
     assert set(result.figures) == {figure_file_name(fit, kind) for kind in kinds}
     assert all(png.startswith(b"\x89PNG") for png in result.figures.values())
     assert fit_and_tabulate(job).figures is None

@@ -118,5 +118,6 @@ def test_cyclic_false_leaves_cyclicjudge_out_like_naming_the_other_analyses(tmp_
 
     path = tmp_path / "off.toml"
     path.write_text("[fit]\ncyclic = false\n")
-    assert [a.name for a in enabled_analyses(load_config(path, environ={}))] == ["gstudy", "pairwise"]
-    assert [a.name for a in enabled_analyses(load_config(None, environ={}))] == ["gstudy", "cyclic", "pairwise"]
+    assert [a.name for a in enabled_analyses(load_config(path, environ={}))] == ["gstudy", "pairwise", "sequential"]
+    assert [a.name for a in enabled_analyses(load_config(None, environ={}))] == [
+        "gstudy", "cyclic", "pairwise", "sequential"]

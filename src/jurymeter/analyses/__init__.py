@@ -21,6 +21,7 @@ BUILTIN = (
     "jurymeter.analyses.gstudy:GSTUDY",
     "jurymeter.analyses.cyclic:CYCLIC",
     "jurymeter.analyses.pairwise:PAIRWISE",
+    "jurymeter.analyses.sequential:SEQUENTIAL",
 )
 
 _registry: dict[str, Analysis[Any, Any]] = {}

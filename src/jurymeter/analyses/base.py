@@ -27,7 +27,7 @@ reason. Any other :class:`~jurymeter.errors.JurymeterError` fails the fit.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, TypeVar
 
@@ -45,6 +45,7 @@ Result = TypeVar("Result")
 Result_co = TypeVar("Result_co", covariant=True)  # a Fitting only gives its result
 Options = TypeVar("Options")
 HeadlineKind = Literal["number", "count", "text", "flag"]
+Mapper = Callable[[Callable[[Any], Any], Iterable[Any]], Iterable[Any]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +110,10 @@ class FitScope:
     # judge's failures (``jurymeter.io.info.judge_health``); read only when an analysis
     # of the fit sets ``reads_judge_health``, else None.
     judge_health: pl.DataFrame | None = None
+    # ``mapper(function, tasks)`` -> results in order: how a fit spreads independent work
+    # (bootstrap refits) over workers. The builtin ``map`` runs them here; the pipeline
+    # passes a Dask client's map when the fit runs on a cluster (``pipeline.fit.fit_mapper``).
+    mapper: Mapper = map
 
 
 class Fitting(Protocol[Result_co]):

@@ -30,6 +30,7 @@ from jurymeter.cli.common import (
     pairs,
     progress_bar,
     run_command,
+    write_table,
 )
 from jurymeter.errors import ConfigError, JurymeterError
 
@@ -363,17 +364,7 @@ def _plan(out_path: Path, store: str | None, storage_option: list[str] | None, c
         table = plan_round_robin(
             ids["items"], ids["systems"], ids["judges"], generations=generations, seed=seed
         )
-    suffix = out_path.suffix.lower()
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    if suffix == ".csv":
-        table.write_csv(out_path)
-    elif suffix in (".jsonl", ".ndjson"):
-        table.write_ndjson(out_path)
-    elif suffix == ".parquet":
-        table.write_parquet(out_path)
-    else:
-        msg = f"--out must end in .csv, .jsonl or .parquet, got {out_path.name!r}"
-        raise ConfigError(msg)
+    write_table(table, out_path)
     calls = table.group_by("judge_id").agg(pl.len().alias("calls")).sort("judge_id")
     out.print(
         f"wrote {table.height:,} assignments to {out_path} ({len(ids['systems'])} systems x "

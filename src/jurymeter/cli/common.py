@@ -21,10 +21,12 @@ from rich.console import Console
 from jurymeter.errors import ConfigError, JurymeterError, StrictModeError
 
 if TYPE_CHECKING:
+    import polars as pl
     from rich.progress import Progress
 
     from jurymeter.io.schema import Protocol
     from jurymeter.io.store import Store
+    from jurymeter.pipeline.jobs import FitJob
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -52,6 +54,8 @@ ConfigOpt = Annotated[
     Path | None,
     typer.Option("--config", help="TOML file with `store` and a \\[storage_options] table"),
 ]
+UniverseOpt = Annotated[str | None, typer.Option("--universe", help="Judge universe named in the config file")]
+PopulationOpt = Annotated[str | None, typer.Option("--population", help="System population named in the config file")]
 
 
 def pairs(values: list[str] | None, what: str) -> dict[str, str]:
@@ -175,3 +179,61 @@ def int_list(text: str | None, what: str) -> list[int] | None:
         raise ConfigError(msg) from None
 
 
+def write_table(table: pl.DataFrame, out_path: Path) -> None:
+    """Write a plan's table to ``out_path`` as its suffix says (.csv, .jsonl or .parquet)."""
+    suffix = out_path.suffix.lower()
+    if suffix not in (".csv", ".jsonl", ".ndjson", ".parquet"):
+        msg = f"--out must end in .csv, .jsonl or .parquet, got {out_path.name!r}"
+        raise ConfigError(msg)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    if suffix == ".csv":
+        table.write_csv(out_path)
+    elif suffix == ".parquet":
+        table.write_parquet(out_path)
+    else:
+        table.write_ndjson(out_path)
+
+
+def command_job(item_set: str, store: str | None, storage_option: list[str] | None, config: Path | None,
+                universe: str | None, population: str | None, analyses: tuple[tuple[str, Any], ...], *,
+                protocol: Protocol = "pointwise", **settings: Any) -> FitJob:
+    """The fit an analysis command runs: the store checked to hold the item set, the named universe and
+    population read from the config file, ``settings`` the rest of :class:`~jurymeter.analyses.base.FitSettings`."""
+    from jurymeter.analyses.base import FitSettings
+    from jurymeter.pipeline.jobs import FitJob
+
+    config_settings = load_config(config)
+    target_store = store_with_item_set(store, storage_option, config, item_set, protocol)
+    return FitJob(
+        store=target_store.url,
+        storage_options=tuple(sorted(target_store.storage_options.items())),
+        item_set=item_set, universe=universe or "all", population=population or "all",
+        settings=FitSettings(judges=named_levels(config_settings, "universes", universe),
+                             systems=named_levels(config_settings, "populations", population), **settings),
+        analyses=analyses, inputs=(), protocol=protocol,
+    )
+
+
+def command_report(job: FitJob, *, as_json: bool) -> dict[str, Any] | None:
+    """Run the job's one analysis through the nightly fit path and return its report (``item_set`` added).
+
+    With ``as_json`` the report is printed as JSON and ``None`` returned; an analysis that does not apply
+    raises :class:`~jurymeter.errors.DesignError` with its reason.
+    """
+    import orjson
+
+    from jurymeter.analyses import analysis as analysis_named
+    from jurymeter.errors import DesignError
+    from jurymeter.pipeline.fit import run_fit
+
+    ((name, _),) = job.analyses
+    outcome = run_fit(job)[name]
+    if outcome.result is None:
+        msg = f"the {name} analysis cannot run on {job.item_set}: {outcome.reason}"
+        raise DesignError(msg)
+    report = analysis_named(name).report(outcome.result)
+    report["item_set"] = job.item_set
+    if as_json:
+        sys.stdout.write(orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode() + "\n")
+        return None
+    return report

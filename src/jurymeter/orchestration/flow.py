@@ -25,6 +25,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.utilities.annotations import quote
 
 from jurymeter.io.store import Store
+from jurymeter.orchestration.tasks import cluster_map
 from jurymeter.pipeline.cache import FitOutcome, record, reuse
 from jurymeter.pipeline.config import DaskConfig, RunConfig, load_config
 from jurymeter.pipeline.fit import fit_and_tabulate, one_line
@@ -46,6 +47,8 @@ T = TypeVar("T")
 # a configuration error or a bug does not, since it would only fail again.
 IO_RETRIES = 2
 IO_RETRY_DELAY = 2.0
+
+
 
 
 def _transient(task: Task[..., Any], task_run: TaskRun, state: State[Any]) -> bool:
@@ -192,8 +195,8 @@ def fit_all(jobs: list[FitJob], config: RunConfig, force: bool) -> list[FitOutco
         with dask_client(config.dask) as client:
             started = {k: time.perf_counter() for k in todo}
             futures = {
-                client.submit(fit_and_tabulate, jobs[k], config.report, key=f"fit-{jobs[k].key()}-{k}",
-                              retries=config.dask.retries, pure=False): k
+                client.submit(fit_and_tabulate, jobs[k], config.report, cluster_map,
+                              key=f"fit-{jobs[k].key()}-{k}", retries=config.dask.retries, pure=False): k
                 for k in todo
             }
             for future in completed(list(futures), loop=client.loop):

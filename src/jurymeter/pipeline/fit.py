@@ -20,7 +20,7 @@ import polars as pl
 
 from jurymeter.analyses import analysis as analysis_named
 from jurymeter.analyses import registered
-from jurymeter.analyses.base import FitScope
+from jurymeter.analyses.base import FitScope, Mapper
 from jurymeter.errors import NotApplicableError
 from jurymeter.io.schema import SCHEMAS
 from jurymeter.io.store import Store
@@ -85,12 +85,14 @@ def import_meanwhile(modules: tuple[str, ...]) -> threading.Thread | None:
     return thread
 
 
-def fit_scope(job: FitJob) -> FitScope:
+def fit_scope(job: FitJob, mapper: Mapper = map) -> FitScope:
     """The fit's records (its universe and population applied) and metadata, opened where it runs.
 
     The records hold the protocol's columns and every ``record_columns`` an
     analysis of the job declares; the judge health is read when one of them
-    sets ``reads_judge_health``.
+    sets ``reads_judge_health``. ``mapper`` is how the fit spreads independent
+    tasks such as bootstrap refits (:attr:`FitScope.mapper`): the builtin ``map``
+    runs them here; the flow passes one that runs them on the cluster.
     """
     store = Store(job.store, dict(job.storage_options))
     analyses = [analysis_named(name) for name, _ in job.analyses]
@@ -113,10 +115,11 @@ def fit_scope(job: FitJob) -> FitScope:
         judge_health = read_judge_health(store, job.protocol)
     return FitScope(item_set=job.item_set, protocol=job.protocol, records=records,
                     systems=store.scan("systems").collect(), judges=store.scan("judges").collect(),
-                    settings=settings, judge_health=judge_health)
+                    settings=settings, judge_health=judge_health, mapper=mapper)
 
 
-def run_fit(job: FitJob, *, scan_cells: int | None = None) -> dict[str, AnalysisOutcome]:
+
+def run_fit(job: FitJob, *, scan_cells: int | None = None, mapper: Mapper = map) -> dict[str, AnalysisOutcome]:
     """Run every analysis of ``job`` and return their outcomes, by analysis name.
 
     ``scan_cells``: read up to this many cells and records in one scan even
@@ -140,7 +143,7 @@ def run_fit(job: FitJob, *, scan_cells: int | None = None) -> dict[str, Analysis
 
     analyses = [(analysis_named(name), options) for name, options in job.analyses]
     importing = import_meanwhile(tuple(m for a, _ in analyses for m in a.compute_modules))
-    scope = fit_scope(job)
+    scope = fit_scope(job, mapper)
     modes = tuple(dict.fromkeys(m for a, o in analyses for m in a.modes(job.settings, o)))
     chunked = fit_chunks(scope.records, modes, scan_cells=scan_cells) if modes else None
     if chunked is not None:
@@ -202,7 +205,7 @@ def summarize(outcomes: Mapping[str, AnalysisOutcome]) -> dict[str, Any]:
     return out
 
 
-def fit_and_tabulate(job: FitJob, figures: bool = False) -> FitResult:
+def fit_and_tabulate(job: FitJob, figures: bool = False, mapper: Mapper = map) -> FitResult:
     """Fit and tabulate one job, and draw its report figures if asked: what a Dask worker returns.
 
     A fit's own error comes back as a value (one line, and the traceback for
@@ -213,7 +216,7 @@ def fit_and_tabulate(job: FitJob, figures: bool = False) -> FitResult:
     """
     started = time.perf_counter()
     try:
-        outcomes = run_fit(job)
+        outcomes = run_fit(job, mapper=mapper)
         report: dict[str, Any] = {
             "analyses": {
                 name: analysis_named(name).report(o.result) if o.result is not None else {"skipped": o.reason}

@@ -74,8 +74,37 @@ def _matrix(frame: pl.DataFrame, rows: str, cols: str, value: str) -> tuple[list
     return row_labels, col_labels, z
 
 
+def _bars(rows: pl.DataFrame, value: str, low: str | None, high: str | None, *, label: str = "judge_id") -> tuple[list[str], np.ndarray, np.ndarray]:
+    """One row per ``label`` with a ``value``, sorted: labels, values and the (2, n) error bars to ``low``/``high``."""
+    finite = rows.filter(pl.col(value).is_not_null()).sort(label)
+    labels = [_mpl(j) for j in finite[label].to_list()]
+    y = finite[value].cast(pl.Float64).to_numpy()
+    if low and high and low in finite.columns and high in finite.columns:
+        lo = finite[low].cast(pl.Float64).fill_null(float("nan")).to_numpy()
+        hi = finite[high].cast(pl.Float64).fill_null(float("nan")).to_numpy()
+        err = np.vstack([np.clip(y - lo, 0, None), np.clip(hi - y, 0, None)])
+        err = np.nan_to_num(err)
+    else:
+        err = np.zeros((2, len(y)))
+    return labels, y, err
+
+
+def _horizontal(labels: list[str], title: str) -> tuple[Figure, Any]:
+    """A figure with one horizontal row per label, its left margin fitted to the longest label."""
+    left = 0.6 + 0.075 * max(map(len, labels), default=4)
+    height = max(2.4, 0.9 + 0.32 * len(labels))
+    width = max(6.0, left + 4.5)
+    fig = _new_figure(width, height)
+    fig.subplots_adjust(left=min(left / width, 0.55), right=0.96, bottom=min(0.7 / height, 0.4), top=1 - 0.4 / height)
+    ax = fig.add_subplot()
+    ax.set_title(_mpl(title))
+    return fig, ax
+
+
 mpl_text = _mpl
 new_figure = _new_figure
 png_bytes = _png
 draw = _draw
+interval_bars = _bars
+labelled_rows_figure = _horizontal
 matrix = _matrix

@@ -14,8 +14,10 @@ from rich.table import Table
 from jurymeter.analyses.gstudy import GStudyOptions, dropped_summary, dropped_text
 from jurymeter.cli.common import (
     ConfigOpt,
+    PopulationOpt,
     StorageOpt,
     StoreOpt,
+    UniverseOpt,
     err,
     fmt,
     fmt_bound,
@@ -36,12 +38,8 @@ def gstudy(
     store: StoreOpt = None,
     storage_option: StorageOpt = None,
     config: ConfigOpt = None,
-    universe: Annotated[
-        str | None, typer.Option("--universe", help="Judge universe named in the config file")
-    ] = None,
-    population: Annotated[
-        str | None, typer.Option("--population", help="System population named in the config file")
-    ] = None,
+    universe: UniverseOpt = None,
+    population: PopulationOpt = None,
     generations: Annotated[
         str, typer.Option("--generations", help="'average' (default) or 'facet'")
     ] = "average",

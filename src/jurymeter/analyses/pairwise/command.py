@@ -2,23 +2,22 @@
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
-import orjson
 import typer
 from rich.table import Table
 
 from jurymeter.cli.common import (
     ConfigOpt,
+    PopulationOpt,
     StorageOpt,
     StoreOpt,
+    UniverseOpt,
+    command_job,
+    command_report,
     fmt,
-    load_config,
-    named_levels,
     out,
     run_command,
-    store_with_item_set,
 )
 
 if TYPE_CHECKING:
@@ -34,10 +33,8 @@ def pairwise(
     store: StoreOpt = None,
     storage_option: StorageOpt = None,
     config: ConfigOpt = None,
-    universe: Annotated[str | None, typer.Option("--universe", help="Judge universe named in the config file")] = None,
-    population: Annotated[
-        str | None, typer.Option("--population", help="System population named in the config file")
-    ] = None,
+    universe: UniverseOpt = None,
+    population: PopulationOpt = None,
     boot: Annotated[int, typer.Option("--boot", help="Prompt-bootstrap resamples")] = 1000,
     permutations: Annotated[int, typer.Option("--permutations", help="Permutations of the family test")] = 1000,
     resample_judges: Annotated[
@@ -60,36 +57,14 @@ def pairwise(
 def _pairwise(item_set: str, store: str | None, storage_option: list[str] | None, config: Path | None,
               universe: str | None, population: str | None, boot: int, permutations: int, resample_judges: bool,
               anchor: str | None, baseline: str | None, seed: int, as_json: bool) -> None:
-    from jurymeter.analyses.base import FitSettings
     from jurymeter.analyses.pairwise import PairwiseOptions
-    from jurymeter.errors import DesignError
-    from jurymeter.pipeline.fit import run_fit
-    from jurymeter.pipeline.jobs import FitJob
-
-    settings = load_config(config)
-    target_store = store_with_item_set(store, storage_option, config, item_set, "pairwise")
     options = PairwiseOptions(n_boot=boot, n_perm=permutations, resample_judges=resample_judges,
                               anchor=anchor, baseline=baseline)
-    job = FitJob(
-        store=target_store.url,
-        storage_options=tuple(sorted(target_store.storage_options.items())),
-        item_set=item_set, universe=universe or "all", population=population or "all",
-        settings=FitSettings(judges=named_levels(settings, "universes", universe),
-                             systems=named_levels(settings, "populations", population), seed=seed),
-        analyses=(("pairwise", options),), inputs=(), protocol="pairwise",
-    )
-    outcome = run_fit(job)["pairwise"]  # the nightly run's own fit path
-    if outcome.result is None:
-        msg = f"the pairwise analysis cannot run on {item_set}: {outcome.reason}"
-        raise DesignError(msg)
-    from jurymeter.analyses.pairwise import PAIRWISE
-
-    report = PAIRWISE.report(outcome.result)
-    report["item_set"] = item_set
-    if as_json:
-        sys.stdout.write(orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode() + "\n")
-        return
-    _print(report)
+    job = command_job(item_set, store, storage_option, config, universe, population, (("pairwise", options),),
+                      protocol="pairwise", seed=seed)
+    report = command_report(job, as_json=as_json)
+    if report is not None:
+        _print(report)
 
 
 def _print(report: dict[str, Any]) -> None:

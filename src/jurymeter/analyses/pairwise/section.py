@@ -25,6 +25,8 @@ from matplotlib.colors import CenteredNorm, Normalize
 from matplotlib.figure import Figure
 
 from jurymeter.render.figures import draw as _draw
+from jurymeter.render.figures import interval_bars as _bars
+from jurymeter.render.figures import labelled_rows_figure as _horizontal
 from jurymeter.render.figures import matrix as _matrix
 from jurymeter.render.figures import mpl_text as _mpl
 from jurymeter.render.figures import new_figure as _new_figure
@@ -132,31 +134,6 @@ def _gstudy_html(rows: pl.DataFrame) -> str:
             "([Anand2026] table 3): components in win-rate units, ceiling and E&rho;&sup2; unitless.</p>")
     return lead + _table(["arm", *(f"<code>{c}</code>" for c in columns)], cells,
                          numeric=[False] + [c != "reason" for c in columns])
-
-
-def _bars(rows: pl.DataFrame, value: str, low: str | None, high: str | None) -> tuple[list[str], np.ndarray, np.ndarray]:
-    finite = rows.filter(pl.col(value).is_not_null()).sort("judge_id")
-    labels = [_mpl(j) for j in finite["judge_id"].to_list()]
-    y = finite[value].cast(pl.Float64).to_numpy()
-    if low and high and low in finite.columns and high in finite.columns:
-        lo = finite[low].cast(pl.Float64).fill_null(float("nan")).to_numpy()
-        hi = finite[high].cast(pl.Float64).fill_null(float("nan")).to_numpy()
-        err = np.vstack([np.clip(y - lo, 0, None), np.clip(hi - y, 0, None)])
-        err = np.nan_to_num(err)
-    else:
-        err = np.zeros((2, len(y)))
-    return labels, y, err
-
-
-def _horizontal(labels: list[str], title: str) -> tuple[Figure, Any]:
-    left = 0.6 + 0.075 * max(map(len, labels), default=4)
-    height = max(2.4, 0.9 + 0.32 * len(labels))
-    width = max(6.0, left + 4.5)
-    fig = _new_figure(width, height)
-    fig.subplots_adjust(left=min(left / width, 0.55), right=0.96, bottom=min(0.7 / height, 0.4), top=1 - 0.4 / height)
-    ax = fig.add_subplot()
-    ax.set_title(_mpl(title))
-    return fig, ax
 
 
 def _judge_bars(rows: pl.DataFrame, title: str, value: str, low: str, high: str, *, scale: float,

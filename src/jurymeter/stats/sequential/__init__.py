@@ -5,9 +5,14 @@ depends on the rated unit, its position in the batch, the previous ``K``
 ratings of the batch and a random batch intercept; fitted by maximum marginal
 likelihood with adaptive Gauss-Hermite quadrature, with batch-bootstrap
 intervals and the predictive check of the paper's figure 3. Its simulator is
-:mod:`~jurymeter.stats.sequential.simulate`. Every function takes polars frames
+:mod:`~jurymeter.stats.sequential.simulate`. The serial diagnostics are
+:mod:`~jurymeter.stats.sequential.diagnostics`, the batch plans (Williams squares)
+:mod:`~jurymeter.stats.sequential.plans`, the selection and group contrasts
+:mod:`~jurymeter.stats.sequential.compare`, the published tables' columns
+:mod:`~jurymeter.stats.sequential.schemas`. Every function takes polars frames
 or numpy arrays and returns frozen dataclasses and tidy polars frames; none
-reads a file.
+reads a file. The names below are imported on first use, so importing a
+submodule (the schemas, for the analysis's table declarations) stays light.
 
 References
 ----------
@@ -16,30 +21,30 @@ References
    (``papers/trustworthy-comparison-ai-judges.txt``).
 """
 
-from jurymeter.stats.sequential.glmm import (
-    BOOTSTRAP_SCHEMA,
-    CHECK_SCHEMA,
-    COEFFICIENT_SCHEMA,
-    GLMMBootstrap,
-    GLMMConvergenceError,
-    PredictiveCheck,
-    SequentialGLMM,
-    bootstrap_fits,
-    fit_sequential_glmm,
-    predictive_check,
-)
-from jurymeter.stats.sequential.simulate import simulate_sequential
+from __future__ import annotations
 
-__all__ = [
-    "BOOTSTRAP_SCHEMA",
-    "CHECK_SCHEMA",
-    "COEFFICIENT_SCHEMA",
-    "GLMMBootstrap",
-    "GLMMConvergenceError",
-    "PredictiveCheck",
-    "SequentialGLMM",
-    "bootstrap_fits",
-    "fit_sequential_glmm",
-    "predictive_check",
-    "simulate_sequential",
-]
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "BOOTSTRAP_SCHEMA": "glmm", "CHECK_SCHEMA": "glmm", "COEFFICIENT_SCHEMA": "glmm",
+    "GLMMBootstrap": "glmm", "GLMMConvergenceError": "glmm", "PredictiveCheck": "glmm",
+    "SequentialGLMM": "glmm", "bootstrap_fits": "glmm", "fit_sequential_glmm": "glmm",
+    "predictive_check": "glmm", "simulate_sequential": "simulate",
+    "serial_diagnostics": "diagnostics", "serial_diagnostics_by": "diagnostics",
+    "batch_plan": "plans", "williams_square": "plans",
+    "select_top": "compare", "compare_groups": "compare",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"jurymeter.stats.sequential.{_EXPORTS[name]}"), name)
+    msg = f"module 'jurymeter.stats.sequential' has no attribute {name!r}"
+    raise AttributeError(msg)
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -59,6 +59,8 @@ from scipy.stats import norm
 
 from jurymeter.errors import ConfigError, DesignError
 from jurymeter.stats.sequential.glmm import GLMMBootstrap, SequentialGLMM
+from jurymeter.stats.sequential.schemas import GROUP_CONTRAST_SCHEMA as CONTRAST_SCHEMA
+from jurymeter.stats.sequential.schemas import SELECTION_SCHEMA
 
 __all__ = [
     "CONTRAST_SCHEMA",
@@ -75,27 +77,6 @@ Outcome = Literal["correct", "inconclusive", "wrong"]
 
 ALPHA = 0.05
 """Significance level of the table-3 outcome ([LiDing2026]_ table 3: p < 0.05)."""
-
-SELECTION_SCHEMA: dict[str, pl.DataType] = {
-    "method": pl.String(),
-    "k": pl.Int64(),
-    "units": pl.List(pl.String()),
-    "stability": pl.Float64(),
-    "n_resamples": pl.Int64(),
-}
-"""Columns of :attr:`TopSelection.table`: one row per method and k."""
-
-CONTRAST_SCHEMA: dict[str, pl.DataType] = {
-    "method": pl.String(),
-    "estimate": pl.Float64(),
-    "se": pl.Float64(),
-    "z": pl.Float64(),
-    "p_value": pl.Float64(),
-    "outcome": pl.String(),
-    "n_resamples": pl.Int64(),
-    "reason": pl.String(),
-}
-"""Columns of :attr:`GroupComparison.table`: one row per method (naive, model)."""
 
 
 # --------------------------------------------------------------------------

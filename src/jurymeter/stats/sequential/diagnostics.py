@@ -92,6 +92,8 @@ import polars as pl
 from scipy.sparse import csr_matrix
 
 from jurymeter.errors import ConfigError, DesignError
+from jurymeter.stats.sequential.schemas import ENTROPY_SCHEMA, TRANSITION_SCHEMA
+from jurymeter.stats.sequential.schemas import SERIAL_CONTRAST_SCHEMA as CONTRAST_SCHEMA
 
 ENTROPY_UNIT = "bits"
 """The unit of every entropy here (logarithms to base 2)."""
@@ -104,33 +106,6 @@ _MAX_CELLS = 2**62
 
 BATCH_FIELDS = ("batch_id", "batch_position")
 """The stored fields every serial statistic needs."""
-
-ENTROPY_SCHEMA: dict[str, pl.DataType] = {
-    "lag": pl.Int64(),
-    "n_positions": pl.Int64(),
-    "n_histories": pl.Int64(),
-    "entropy": pl.Float64(),
-    "entropy_low": pl.Float64(),
-    "entropy_high": pl.Float64(),
-    "reason": pl.String(),
-}
-TRANSITION_SCHEMA: dict[str, pl.DataType] = {
-    "previous": pl.Float64(),
-    "current": pl.Float64(),
-    "count": pl.Int64(),
-    "n_previous": pl.Int64(),
-    "probability": pl.Float64(),
-    "probability_low": pl.Float64(),
-    "probability_high": pl.Float64(),
-    "reason": pl.String(),
-}
-CONTRAST_SCHEMA: dict[str, pl.DataType] = {
-    "n_pairs": pl.Int64(),
-    "serial_contrast": pl.Float64(),
-    "serial_contrast_low": pl.Float64(),
-    "serial_contrast_high": pl.Float64(),
-    "reason": pl.String(),
-}
 
 
 @dataclass(frozen=True, slots=True)

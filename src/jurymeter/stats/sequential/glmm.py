@@ -125,6 +125,7 @@ from scipy.sparse import csr_matrix
 from scipy.special import expit
 
 from jurymeter.errors import ConfigError, DesignError, JurymeterError
+from jurymeter.stats.sequential.schemas import BOOTSTRAP_SCHEMA, CHECK_SCHEMA, COEFFICIENT_SCHEMA
 from jurymeter.stats.sequential.simulate import draw_sequences
 
 __all__ = [
@@ -150,42 +151,18 @@ MODE_MAX_ITER = 200
 # The optimizer stops when the gradient norm of the log-likelihood is below this.
 GTOL = 1e-6
 MAX_ITER = 200
-# ... or when a Newton step would raise the log-likelihood by less than this (see _solve).
-DECREMENT = 1e-10
+# ... or when a Newton step would raise the log-likelihood by less than this (see _solve): a
+# gain far below the likelihood's sampling scale (O(1)). Checked at every iteration, so a fit
+# whose batch SD sits at its boundary 0 (a flat likelihood in sigma, where trust-exact crawls
+# and the gradient norm never reaches gtol) stops there instead of running out of iterations.
+DECREMENT = 1e-6
 # An estimate this large (logits) means the likelihood has no finite maximum in that direction.
 DIVERGED = 30.0
 START_SIGMA = 0.5
+# The smallest batch SD a warm start takes (_psi_from).
+SIGMA_FLOOR = 0.1
 _SQRT2 = math.sqrt(2.0)
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
-
-COEFFICIENT_SCHEMA: dict[str, pl.DataType] = {
-    "name": pl.String(),
-    "term": pl.String(),
-    "level": pl.String(),
-    "estimate": pl.Float64(),
-    "fixed": pl.Boolean(),
-}
-BOOTSTRAP_SCHEMA: dict[str, pl.DataType] = {
-    "name": pl.String(),
-    "term": pl.String(),
-    "level": pl.String(),
-    "estimate": pl.Float64(),
-    "se": pl.Float64(),
-    "low": pl.Float64(),
-    "high": pl.Float64(),
-}
-CHECK_SCHEMA: dict[str, pl.DataType] = {
-    "statistic": pl.String(),
-    "name": pl.String(),
-    "order": pl.Int64(),
-    "previous": pl.String(),
-    "current": pl.String(),
-    "observed": pl.Float64(),
-    "sim_mean": pl.Float64(),
-    "low": pl.Float64(),
-    "high": pl.Float64(),
-    "outside": pl.Boolean(),
-}
 
 
 class GLMMConvergenceError(JurymeterError):
@@ -979,12 +956,29 @@ def _solve(
             return math.inf, np.zeros_like(psi)
         return -st.value, -st.grad
 
-    def hess(psi: np.ndarray) -> np.ndarray:
-        return -_hessian(d, state(psi), random_intercept, pattern)
+    latest: list[np.ndarray] = []  # the objective's Hessian at the latest point asked for
+    stopped: list[bool] = []  # the callback ended the iteration (a Newton step gains < DECREMENT)
 
-    res = minimize(
-        fun, start, jac=True, hess=hess, method="trust-exact", options={"gtol": gtol, "maxiter": max_iter}
-    )
+    def hess(psi: np.ndarray) -> np.ndarray:
+        h = -_hessian(d, state(psi), random_intercept, pattern)
+        latest[:] = [h]
+        return h
+
+    def stop(intermediate_result: Any) -> None:
+        """End the iteration once a Newton step would gain less than DECREMENT."""
+        st = state(np.asarray(intermediate_result.x, dtype=np.float64))
+        if latest and np.all(np.isfinite(st.grad)) and _decrement(latest[0], st.grad) <= DECREMENT:
+            stopped.append(True)
+            raise StopIteration
+
+    try:
+        res = minimize(
+            fun, start, jac=True, hess=hess, method="trust-exact", callback=stop,
+            options={"gtol": gtol, "maxiter": max_iter},
+        )
+    except (ValueError, np.linalg.LinAlgError) as exc:  # a Hessian that overflowed far from the optimum
+        msg = f"the Markov GLMM fit did not converge: the optimizer met a non-finite curvature ({exc})"
+        raise GLMMConvergenceError(msg) from exc
     psi = np.asarray(res.x, dtype=np.float64)
     final = state(psi)
     norm = float(np.linalg.norm(final.grad))
@@ -993,7 +987,7 @@ def _solve(
     # Near the optimum of a large data set the predicted gains fall below the rounding of the
     # log-likelihood and trust-exact stops short of gtol; it has converged when Newton's step
     # would still gain almost nothing.
-    converged = converged or decrement <= DECREMENT
+    converged = converged or bool(stopped) or decrement <= DECREMENT
     if not converged or not np.isfinite(final.value):
         msg = (
             f"the Markov GLMM fit did not converge in {max_iter} iteration(s) "
@@ -1037,7 +1031,9 @@ def _psi_from(d: _Design, coef: np.ndarray, random_intercept: bool) -> np.ndarra
     pos = coef[n_u + 1 : n_u + n_p]
     rho = coef[n_u + n_p : n_u + n_p + k]
     cuts = _pack_cuts(coef[n_u + n_p + k : -1]) if d.n_cut else np.zeros(0)
-    sigma = [max(float(coef[-1]), 1e-3)] if random_intercept else []
+    # Not from 0 or near it: the likelihood is even in sigma, so its gradient vanishes at 0 and a
+    # refit started there crawls off the saddle (a resample's optimum may have sigma > 0).
+    sigma = [max(float(coef[-1]), SIGMA_FLOOR)] if random_intercept else []
     return _stack(theta, pos, rho, cuts, sigma)
 
 

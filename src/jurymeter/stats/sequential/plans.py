@@ -65,17 +65,10 @@ import numpy as np
 import polars as pl
 
 from jurymeter.errors import ConfigError, DesignError
+from jurymeter.stats.sequential.schemas import BATCH_PLAN_SCHEMA
 
 Design = Literal["williams", "random"]
 """The order designs :func:`batch_plan` knows."""
-
-BATCH_PLAN_SCHEMA: dict[str, pl.DataType] = {
-    "batch_id": pl.String(),
-    "batch_position": pl.Int64(),
-    "item_id": pl.String(),
-    "judge_id": pl.String(),
-}
-"""The columns of :func:`batch_plan`'s table (``item_id`` renamed when ``unit`` says so)."""
 
 
 def _id_list(name: str, ids: Sequence[str], *, minimum: int) -> tuple[str, ...]:
