@@ -1,0 +1,257 @@
+r"""Batch plans for sequential judging: Williams-square and randomized orders.
+
+A judge that rates :math:`V` items in one batch (call, session) rates them in
+some order, and a rating leans on the one before it and on its position
+([LiDing2026]_). A plan fixes the order of every batch. Under a *Williams
+square* each item appears at each position equally often and each item
+immediately follows every other item equally often over a full cycle of the
+square's rows, so position effects and first-order carry-over are balanced
+across items; [LiDing2026]_ (table 1, table S1) compares it with randomized
+orders for top-1 selection and group comparison.
+
+Construction ([Williams1949]_; [JonesKenward2014]_ section 4.2). For :math:`V`
+items coded :math:`0..V-1` the first row is
+
+.. math::
+
+    0, 1, V-1, 2, V-2, 3, V-3, \dots
+
+(position :math:`p` holds :math:`(p+1)/2` for odd :math:`p` and :math:`V - p/2`
+for even :math:`p > 0`), and row :math:`i` adds :math:`i` modulo :math:`V` to every
+entry of the first row. Every row and column is a permutation (a Latin square).
+For even :math:`V` the successive differences of the first row,
+:math:`1, -2, 3, -4, \dots`, are distinct and nonzero modulo :math:`V`, so in the
+:math:`V` rows each ordered pair :math:`(a, b)` of distinct items is adjacent
+(:math:`a` immediately followed by :math:`b`) exactly once. For odd :math:`V` no
+single square does this; the square and its mirror (every row reversed) give
+:math:`2V` rows in which each ordered pair is adjacent exactly twice.
+
+The plan. Batch :math:`b = 0, 1, \dots` is rated by judge :math:`b \bmod K` (round
+robin over the :math:`K` judges, in the order given), and a judge's
+:math:`m`-th batch (:math:`m = \lfloor b/K \rfloor`) takes row
+:math:`\pi(m \bmod R)` of the square, :math:`R = V` (even) or :math:`2V` (odd),
+with :math:`\pi` a seeded permutation of the rows. So every judge walks through
+the square's rows in the same seeded order, and when :math:`KR` divides the
+number of batches every judge's batches are complete squares (balanced for
+positions and adjacencies); otherwise a judge's last cycle is its first
+:math:`n_j \bmod R` rows of :math:`\pi` and the balance holds only over its
+complete cycles. The items are relabelled per seed (square code :math:`s`
+becomes ``items[sigma[s]]``, :math:`\sigma` a seeded permutation), so the square
+is not always the same one. To have each judge rate :math:`N` batches, plan
+:math:`N K` batches.
+
+The randomized design gives every batch an independent uniform permutation of
+the items (the "randomize" of randomize-and-average, [LiDing2026]_), judges
+round robin as above.
+
+References
+----------
+.. [LiDing2026] T. Li and J. Ding, "Trustworthy Method Comparison with AI Judges:
+   Estimation and Design under Order, Batch, and Aggregation Effects", 2026
+   (``papers/trustworthy-comparison-ai-judges.txt``).
+.. [Williams1949] E. J. Williams, "Experimental designs balanced for the
+   estimation of residual effects of treatments", Australian Journal of
+   Scientific Research, Series A 2(2), 149-168, 1949.
+.. [JonesKenward2014] B. Jones and M. G. Kenward, *Design and Analysis of
+   Cross-Over Trials*, 3rd ed., Chapman and Hall/CRC, 2014 (Williams designs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal, get_args
+
+import numpy as np
+import polars as pl
+
+from jurymeter.errors import ConfigError, DesignError
+
+Design = Literal["williams", "random"]
+"""The order designs :func:`batch_plan` knows."""
+
+BATCH_PLAN_SCHEMA: dict[str, pl.DataType] = {
+    "batch_id": pl.String(),
+    "batch_position": pl.Int64(),
+    "item_id": pl.String(),
+    "judge_id": pl.String(),
+}
+"""The columns of :func:`batch_plan`'s table (``item_id`` renamed when ``unit`` says so)."""
+
+
+def _id_list(name: str, ids: Sequence[str], *, minimum: int) -> tuple[str, ...]:
+    if isinstance(ids, str):
+        msg = f"{name} must be a sequence of ids, got the string {ids!r}"
+        raise DesignError(msg)
+    try:
+        out = tuple(ids)
+    except TypeError:
+        msg = f"{name} must be a sequence of ids, got {type(ids).__name__}"
+        raise DesignError(msg) from None
+    if len(out) < minimum:
+        msg = f"{name} must name at least {minimum} id(s), got {len(out)}"
+        raise DesignError(msg)
+    bad = [v for v in out if not isinstance(v, str) or not v]
+    if bad:
+        msg = f"{name} must be non-empty strings, got {bad[:3]!r}"
+        raise DesignError(msg)
+    if len(set(out)) != len(out):
+        dupes = sorted({v for v in out if out.count(v) > 1})
+        msg = f"{name} repeats id(s) {dupes}"
+        raise DesignError(msg)
+    return out
+
+
+def _count(name: str, value: object, *, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
+        msg = f"{name} must be an integer >= {minimum}, got {value!r}"
+        raise DesignError(msg)
+    return int(value)
+
+
+def williams_square(n_items: int) -> np.ndarray:
+    r"""The textbook Williams design for ``n_items`` treatments (items coded ``0..V-1``).
+
+    Parameters
+    ----------
+    n_items
+        :math:`V \ge 2`.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(R, V)`` int64 array, one order per row: :math:`R = V` rows for even
+        :math:`V` (the square), :math:`R = 2V` for odd :math:`V` (the square, then
+        its mirror: row :math:`V + i` is row :math:`i` reversed).
+
+    Raises
+    ------
+    DesignError
+        ``n_items < 2``.
+
+    Notes
+    -----
+    First row :math:`0, 1, V-1, 2, V-2, \dots`; row :math:`i` is the first plus
+    :math:`i` modulo :math:`V` ([Williams1949]_; [JonesKenward2014]_). Each ordered
+    pair of distinct items is adjacent once (even :math:`V`) or twice (odd
+    :math:`V`) over the rows, and each item is at each position once (even) or
+    twice (odd).
+
+    Examples
+    --------
+    >>> williams_square(4).tolist()
+    [[0, 1, 3, 2], [1, 2, 0, 3], [2, 3, 1, 0], [3, 0, 2, 1]]
+    >>> williams_square(3).shape
+    (6, 3)
+    """
+    v = _count("n_items", n_items, minimum=2)
+    p = np.arange(v)
+    first = np.where(p % 2 == 1, (p + 1) // 2, (v - p // 2) % v)
+    square = (first[None, :] + p[:, None]) % v
+    if v % 2 == 1:
+        square = np.vstack([square, square[:, ::-1]])
+    out: np.ndarray = square.astype(np.int64)
+    return out
+
+
+def batch_plan(
+    items: Sequence[str],
+    n_batches: int,
+    judges: Sequence[str],
+    *,
+    design: Design = "williams",
+    seed: int = 0,
+    unit: str = "item_id",
+    batch_prefix: str = "b",
+) -> pl.DataFrame:
+    r"""Orders of ``n_batches`` batches, each rating every item once, and the judge of each.
+
+    Parameters
+    ----------
+    items
+        The :math:`V \ge 2` rated units (item ids, or ids of rated outputs).
+    n_batches
+        Batches in all, :math:`\ge 1`; judges take them round robin.
+    judges
+        The judges, in round-robin order.
+    design : {"williams", "random"}, default "williams"
+        Williams-square orders (see the module notes) or an independent uniform
+        permutation per batch.
+    seed : int, default 0
+        Seed of the item relabelling and the row order (``"williams"``) or of
+        the permutations (``"random"``); the same seed gives the same table.
+    unit : str, default "item_id"
+        Name of the column of the rated units.
+    batch_prefix : str, default "b"
+        Batch ids are the prefix and the batch number, zero-padded to the width of
+        the largest (``b0``..``b9``; ``b00``..``b11``), so they sort in batch order.
+
+    Returns
+    -------
+    polars.DataFrame
+        ``batch_id`` (String), ``batch_position`` (Int64, 0-based), ``unit`` (String),
+        ``judge_id`` (String): :math:`V` rows per batch, batches in order, positions
+        in order within a batch.
+
+    Raises
+    ------
+    DesignError
+        Fewer than 2 items, no judge, empty, non-string or repeated ids, or
+        ``n_batches < 1``.
+    ConfigError
+        An unknown ``design``, a negative or non-integer ``seed``, or a ``unit``
+        that clashes with the other columns.
+
+    Notes
+    -----
+    Batch :math:`b` goes to judge :math:`b \bmod K`; under ``"williams"`` it takes
+    row :math:`\pi(\lfloor b/K \rfloor \bmod R)` of :func:`williams_square`, the
+    codes mapped to ``items[sigma[code]]``, with :math:`\sigma` then :math:`\pi`
+    drawn by ``numpy.random.default_rng(seed).permutation``. Every complete cycle
+    of :math:`R` batches of a judge is a full Williams design ([Williams1949]_).
+
+    Examples
+    --------
+    >>> plan = batch_plan(["x", "y", "z", "w"], 8, ["j1", "j2"], seed=1)
+    >>> plan.columns
+    ['batch_id', 'batch_position', 'item_id', 'judge_id']
+    >>> plan.group_by("judge_id").agg(pl.col("batch_id").n_unique()).sort("judge_id").rows()
+    [('j1', 4), ('j2', 4)]
+    """
+    item_ids = _id_list("items", items, minimum=2)
+    judge_ids = _id_list("judges", judges, minimum=1)
+    v = len(item_ids)
+    n = _count("n_batches", n_batches, minimum=1)
+    if design not in get_args(Design):
+        msg = f"design must be one of {list(get_args(Design))}, got {design!r}"
+        raise ConfigError(msg)
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+        msg = f"seed must be an integer >= 0, got {seed!r}"
+        raise ConfigError(msg)
+    others = [c for c in BATCH_PLAN_SCHEMA if c != "item_id"]
+    if not isinstance(unit, str) or not unit or unit in others:
+        msg = f"unit must be a column name other than {others}, got {unit!r}"
+        raise ConfigError(msg)
+    if not isinstance(batch_prefix, str):
+        msg = f"batch_prefix must be a string, got {batch_prefix!r}"
+        raise ConfigError(msg)
+    rng = np.random.default_rng(int(seed))
+    k = len(judge_ids)
+    b = np.arange(n)
+    if design == "williams":
+        sigma = rng.permutation(v)
+        square = sigma[williams_square(v)]
+        rows = rng.permutation(square.shape[0])
+        orders = square[rows[(b // k) % square.shape[0]]]
+    else:
+        orders = rng.permuted(np.tile(np.arange(v), (n, 1)), axis=1)
+    width = len(str(n - 1))
+    batch_ids = [f"{batch_prefix}{i:0{width}d}" for i in range(n)]
+    return pl.DataFrame(
+        {
+            "batch_id": np.repeat(np.asarray(batch_ids, dtype=object), v).tolist(),
+            "batch_position": np.tile(np.arange(v, dtype=np.int64), n),
+            unit: np.asarray(item_ids, dtype=object)[orders.reshape(-1)].tolist(),
+            "judge_id": np.repeat(np.asarray(judge_ids, dtype=object)[b % k], v).tolist(),
+        },
+        schema={(unit if c == "item_id" else c): t for c, t in BATCH_PLAN_SCHEMA.items()},
+    )
