@@ -26,7 +26,7 @@ import pytest
 
 from jurymeter.errors import ConfigError, DesignError
 from jurymeter.stats.sequential import bootstrap_fits, fit_sequential_glmm, simulate_sequential
-from jurymeter.stats.sequential.compare import compare_groups, select_top
+from jurymeter.stats.sequential.compare import compare_groups, naive_group_contrast, select_top
 from jurymeter.stats.sequential.glmm import GLMMBootstrap, SequentialGLMM
 
 EXACT = 1e-12  # the same arithmetic in another order: rounding only
@@ -185,6 +185,10 @@ def test_compare_groups_against_loops(
     assert cmp.naive.se is not None
     assert abs(cmp.naive.se - se) < 1e-10
     assert cmp.naive.n_resamples == len(boots)
+    alone = naive_group_contrast(records, a, b, n_boot=80, seed=2, reference="A")  # no fit needed
+    assert abs(alone.estimate - full) < EXACT
+    assert alone.se is not None
+    assert abs(alone.se - se) < 1e-10
     z = full / se
     assert cmp.naive.z is not None
     assert abs(cmp.naive.z - z) < 1e-9
@@ -368,6 +372,10 @@ def test_refusals(case: tuple[pl.DataFrame, SequentialGLMM, GLMMBootstrap]) -> N
         compare_groups(records, fit, boot, ["u00"], ["u01"], reference="C")  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="alpha"):
         compare_groups(records, fit, boot, ["u00"], ["u01"], alpha=1.5)
+    with pytest.raises(DesignError, match=r"share unit\(s\) \['u01'\]"):
+        naive_group_contrast(records, ["u01"], ["u01"])
+    with pytest.raises(DesignError, match=r"does not know: \['q'\]"):
+        naive_group_contrast(records, ["q"], ["u01"])
     with pytest.raises(ConfigError, match="unit"):
         select_top(records, fit, boot, unit="system_id")
     with pytest.raises(ConfigError, match="k must be"):
