@@ -159,7 +159,10 @@ def group_replicate(task: GroupTask) -> GroupOut:
                 g_rej = cmp.model.p_value is not None and cmp.model.p_value < 0.05
         except JurymeterError:
             failed = True
-        except (ValueError, np.linalg.LinAlgError) as exc:  # not a library error: a GLMM bug, reported
+        except (
+            ValueError,
+            np.linalg.LinAlgError,
+        ) as exc:  # not a library error: a GLMM bug, reported
             failed = True
             crash = f"{type(exc).__name__}: {exc}"
     return GroupOut(
@@ -240,11 +243,24 @@ def top_replicates(task: TopTask) -> TopOut:
             except JurymeterError:
                 failed += 1
                 glmm_hits.append(0.0)
-            except (ValueError, np.linalg.LinAlgError) as exc:  # not a library error: a GLMM bug, reported
+            except (
+                ValueError,
+                np.linalg.LinAlgError,
+            ) as exc:  # not a library error: a GLMM bug, reported
                 failed += 1
                 glmm_hits.append(0.0)
-                crashes.append(f"{task.setting} N={task.n} {task.design} rep {rep}: {type(exc).__name__}: {exc}")
-    return TopOut(task.setting, task.n, task.design, tuple(naive_hits), tuple(glmm_hits), failed, tuple(crashes))
+                crashes.append(
+                    f"{task.setting} N={task.n} {task.design} rep {rep}: {type(exc).__name__}: {exc}"
+                )
+    return TopOut(
+        task.setting,
+        task.n,
+        task.design,
+        tuple(naive_hits),
+        tuple(glmm_hits),
+        failed,
+        tuple(crashes),
+    )
 
 
 # ------------------------------------------------------------------ driver
@@ -406,7 +422,9 @@ def main() -> None:
             f"(gain {100 * gain:+.1f} ± {100 * gain_se:.1f}) | {p[2]} | {_fmt(got['random'][1])} | {p[3]} | "
             f"{_fmt(got['williams'][1])} | {fails['random']}, {fails['williams']} |"
         )
-    crashes = [f"group N={g.n} {g.design}: {g.crash}" for g in group if g.crash] + [c for o in tops for c in o.crashes]
+    crashes = [f"group N={g.n} {g.design}: {g.crash}" for g in group if g.crash] + [
+        c for o in tops for c in o.crashes
+    ]
     lines += [
         "",
         f"GLMM fits that raised a non-library exception (a bug in `glmm.py`, counted as failed above): {len(crashes)}"
