@@ -33,7 +33,7 @@ _EXPORTS = {
     "predictive_check": "glmm", "simulate_sequential": "simulate",
     "serial_diagnostics": "diagnostics", "serial_diagnostics_by": "diagnostics",
     "batch_plan": "plans", "williams_square": "plans",
-    "select_top": "compare", "compare_groups": "compare",
+    "select_top": "compare", "compare_groups": "compare", "naive_group_contrast": "compare",
 }
 
 __all__ = sorted(_EXPORTS)

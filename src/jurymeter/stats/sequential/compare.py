@@ -69,6 +69,7 @@ __all__ = [
     "GroupComparison",
     "TopSelection",
     "compare_groups",
+    "naive_group_contrast",
     "select_top",
 ]
 
@@ -221,12 +222,17 @@ def _unit_columns(unit: str | Sequence[str], fit: SequentialGLMM) -> tuple[str, 
     return cols
 
 
-def _cells(records: pl.DataFrame, fit: SequentialGLMM, cols: tuple[str, ...]) -> _Cells:
-    """Sum and count of the non-null scores per (batch, unit), as dense arrays over the fit's units."""
-    batch_col, _, score_col = fit.columns
+def _cells(
+    records: pl.DataFrame,
+    units: tuple[str, ...] | None,
+    cols: tuple[str, ...],
+    batch_col: str,
+    score_col: str,
+) -> _Cells:
+    """Sum and count of the non-null scores per (batch, unit), dense over ``units`` (default: those found)."""
     missing = [c for c in (batch_col, score_col, *cols) if c not in records.columns]
     if missing:
-        msg = f"records lack the column(s) {missing}; the fit used {[batch_col, score_col, *cols]}"
+        msg = f"records lack the column(s) {missing}; needed: {[batch_col, score_col, *cols]}"
         raise DesignError(msg)
     label = (
         pl.col(cols[0]).cast(pl.String)
@@ -239,9 +245,14 @@ def _cells(records: pl.DataFrame, fit: SequentialGLMM, cols: tuple[str, ...]) ->
         pl.col(score_col).cast(pl.Float64).alias("_y"),
     ).filter(pl.col("_y").is_not_null() & pl.col("_y").is_not_nan() & pl.col("_b").is_not_null())
     found = set(frame["_u"].unique().to_list())
-    if found != set(fit.units):
-        extra = sorted(str(u) for u in found - set(fit.units))
-        absent = sorted(set(fit.units) - found)
+    if units is None:
+        units = tuple(sorted(found))
+        if not units:
+            msg = "records hold no rating with a non-null score"
+            raise DesignError(msg)
+    if found != set(units):
+        extra = sorted(str(u) for u in found - set(units))
+        absent = sorted(set(units) - found)
         msg = f"records must be the ones the fit was fitted to: units not in the fit {extra[:5]}, fit units without a rating {absent[:5]}"
         raise DesignError(msg)
     batches = tuple(sorted(frame["_b"].unique().to_list()))
@@ -250,14 +261,14 @@ def _cells(records: pl.DataFrame, fit: SequentialGLMM, cols: tuple[str, ...]) ->
         .replace_strict(dict(zip(batches, range(len(batches)), strict=True)), return_dtype=pl.Int64)
         .to_numpy()
     )
-    u_index = {u: i for i, u in enumerate(fit.units)}
+    u_index = {u: i for i, u in enumerate(units)}
     u_code = frame["_u"].replace_strict(u_index, return_dtype=pl.Int64).to_numpy()
-    n_b, n_u = len(batches), len(fit.units)
+    n_b, n_u = len(batches), len(units)
     flat = b_code * n_u + u_code
     y = frame["_y"].to_numpy()
     sums = np.bincount(flat, weights=y, minlength=n_b * n_u).reshape(n_b, n_u)
     counts = np.bincount(flat, minlength=n_b * n_u).reshape(n_b, n_u).astype(np.float64)
-    return _Cells(units=fit.units, batches=batches, sums=sums, counts=counts)
+    return _Cells(units=units, batches=batches, sums=sums, counts=counts)
 
 
 def _weights(n_batches: int, n_boot: int, seed: int) -> np.ndarray:
@@ -395,7 +406,7 @@ def select_top(
     cols = _unit_columns(unit, fit)
     n_b = _check_boot(n_boot, seed, boot)
     ks = _ks(k, len(fit.units))
-    cells = _cells(records, fit, cols)
+    cells = _cells(records, fit.units, cols, fit.columns[0], fit.columns[2])
     naive = cells.sums.sum(axis=0) / cells.counts.sum(axis=0)
     w = _weights(len(cells.batches), n_b, seed)
     num, den = w @ cells.sums, w @ cells.counts
@@ -488,6 +499,117 @@ def _wald(
     return Contrast(method, estimate, se, float(z), p, outcome, n, None)
 
 
+def _naive_contrast(
+    cells: _Cells, ia: list[int], ib: list[int], n_boot: int, seed: int
+) -> tuple[float, np.ndarray]:
+    """The naive contrast and its resampled values (resamples rating both groups)."""
+    s_a, c_a = cells.sums[:, ia].sum(axis=1), cells.counts[:, ia].sum(axis=1)
+    s_b, c_b = cells.sums[:, ib].sum(axis=1), cells.counts[:, ib].sum(axis=1)
+    estimate = float(s_a.sum() / c_a.sum() - s_b.sum() / c_b.sum())
+    w = _weights(len(cells.batches), n_boot, seed)
+    den_a, den_b = w @ c_a, w @ c_b
+    ok = (den_a > 0) & (den_b > 0)
+    return estimate, (w @ s_a)[ok] / den_a[ok] - (w @ s_b)[ok] / den_b[ok]
+
+
+def _check_test(reference: object, alpha: object) -> None:
+    if reference not in ("A", "B", None):
+        msg = f"reference must be 'A', 'B' or None; got {reference!r}"
+        raise ConfigError(msg)
+    if isinstance(alpha, bool) or not (isinstance(alpha, float | int) and 0.0 < alpha < 1.0):
+        msg = f"alpha must be in (0, 1); got {alpha!r}"
+        raise ConfigError(msg)
+
+
+def _groups(
+    group_a: Sequence[str], group_b: Sequence[str], units: tuple[str, ...]
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    a = _group("group_a", group_a, units)
+    b = _group("group_b", group_b, units)
+    shared = sorted(set(a) & set(b))
+    if shared:
+        msg = f"group_a and group_b share unit(s) {shared[:10]}; the groups must be disjoint"
+        raise DesignError(msg)
+    return a, b
+
+
+def naive_group_contrast(
+    records: pl.DataFrame,
+    group_a: Sequence[str],
+    group_b: Sequence[str],
+    *,
+    unit: str | Sequence[str] = "item_id",
+    reference: Literal["A", "B"] | None = None,
+    alpha: float = ALPHA,
+    n_boot: int = 200,
+    seed: int = 0,
+    batch: str = "batch_id",
+    score: str = "score",
+) -> Contrast:
+    r"""The naive contrast alone (no model fit): mean rating of group A minus group B, with its Wald test.
+
+    The same estimate, batch-bootstrap standard error, Wald test and outcome as
+    ``compare_groups(...).naive`` (module docstring for the resample weights);
+    the units are those of ``records`` (sorted labels).
+
+    Parameters
+    ----------
+    records : polars.DataFrame
+        One judge's ratings: ``batch``, the unit column(s) and ``score``.
+    group_a, group_b : sequence of str
+        Disjoint unit ids.
+    unit : str or sequence of str, default "item_id"
+        The unit column(s) (values joined with ``"/"`` when several).
+    reference : {"A", "B"}, optional
+        The group a reference answer says is better.
+    alpha : float, default 0.05
+        Level of the outcome.
+    n_boot : int, default 200
+        Resamples.
+    seed : int, default 0
+        Seed of the resample weights.
+    batch, score : str
+        Column names.
+
+    Returns
+    -------
+    Contrast
+
+    Raises
+    ------
+    DesignError
+        As :func:`compare_groups` (groups, columns).
+    ConfigError
+        As :func:`compare_groups` (options).
+
+    Examples
+    --------
+    >>> records = pl.DataFrame({"batch_id": ["b0", "b0", "b1", "b1"], "item_id": ["x", "y", "y", "x"],
+    ...                         "score": [1.0, 0.0, 1.0, 1.0]})
+    >>> naive_group_contrast(records, ["x"], ["y"], n_boot=10).estimate
+    0.5
+    """
+    cols = (unit,) if isinstance(unit, str) else tuple(unit)
+    if not cols or not all(isinstance(c, str) for c in cols):
+        msg = f"unit must be a column name or a non-empty sequence of them; got {unit!r}"
+        raise ConfigError(msg)
+    if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot < 2:
+        msg = f"n_boot must be an integer >= 2; got {n_boot!r}"
+        raise ConfigError(msg)
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        msg = f"seed must be an integer >= 0; got {seed!r}"
+        raise ConfigError(msg)
+    _check_test(reference, alpha)
+    cells = _cells(records, None, cols, batch, score)
+    a, b = _groups(group_a, group_b, cells.units)
+    index = {u: i for i, u in enumerate(cells.units)}
+    estimate, resampled = _naive_contrast(
+        cells, [index[u] for u in a], [index[u] for u in b], n_boot, seed
+    )
+    why = f"fewer than 2 of {n_boot} naive resamples rated both groups"
+    return _wald("naive", estimate, resampled, reference, float(alpha), why)
+
+
 def compare_groups(
     records: pl.DataFrame,
     fit: SequentialGLMM,
@@ -565,28 +687,12 @@ def compare_groups(
     """
     cols = _unit_columns(unit, fit)
     n_b = _check_boot(n_boot, seed, boot)
-    if reference not in ("A", "B", None):
-        msg = f"reference must be 'A', 'B' or None; got {reference!r}"
-        raise ConfigError(msg)
-    if not (isinstance(alpha, float | int) and 0.0 < alpha < 1.0):
-        msg = f"alpha must be in (0, 1); got {alpha!r}"
-        raise ConfigError(msg)
-    a = _group("group_a", group_a, fit.units)
-    b = _group("group_b", group_b, fit.units)
-    shared = sorted(set(a) & set(b))
-    if shared:
-        msg = f"group_a and group_b share unit(s) {shared[:10]}; the groups must be disjoint"
-        raise DesignError(msg)
-    cells = _cells(records, fit, cols)
+    _check_test(reference, alpha)
+    a, b = _groups(group_a, group_b, fit.units)
+    cells = _cells(records, fit.units, cols, fit.columns[0], fit.columns[2])
     index = {u: i for i, u in enumerate(fit.units)}
     ia, ib = [index[u] for u in a], [index[u] for u in b]
-    s_a, c_a = cells.sums[:, ia].sum(axis=1), cells.counts[:, ia].sum(axis=1)
-    s_b, c_b = cells.sums[:, ib].sum(axis=1), cells.counts[:, ib].sum(axis=1)
-    naive_est = float(s_a.sum() / c_a.sum() - s_b.sum() / c_b.sum())
-    w = _weights(len(cells.batches), n_b, seed)
-    den_a, den_b = w @ c_a, w @ c_b
-    ok = (den_a > 0) & (den_b > 0)
-    naive_boot = (w @ s_a)[ok] / den_a[ok] - (w @ s_b)[ok] / den_b[ok]
+    naive_est, naive_boot = _naive_contrast(cells, ia, ib, n_b, seed)
     theta = np.asarray(fit.theta, dtype=np.float64)
     draws = _theta_draws(fit, boot)
     model_est = float(theta[ia].mean() - theta[ib].mean())
