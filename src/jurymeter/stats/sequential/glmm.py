@@ -151,11 +151,14 @@ MODE_MAX_ITER = 200
 # The optimizer stops when the gradient norm of the log-likelihood is below this.
 GTOL = 1e-6
 MAX_ITER = 200
-# ... or when a Newton step would raise the log-likelihood by less than this (see _solve): a
-# gain far below the likelihood's sampling scale (O(1)). Checked at every iteration, so a fit
-# whose batch SD sits at its boundary 0 (a flat likelihood in sigma, where trust-exact crawls
-# and the gradient norm never reaches gtol) stops there instead of running out of iterations.
-DECREMENT = 1e-6
+# ... or when a Newton step would raise the log-likelihood by less than this (see _solve) ...
+DECREMENT = 1e-10
+# ... or move no parameter by more than this: checked at every iteration, so a fit whose batch
+# SD sits at its boundary 0 (a flat likelihood in sigma, where trust-exact crawls and the
+# gradient norm never reaches gtol) stops there instead of running out of iterations, while a
+# flat direction elsewhere is still resolved to this accuracy (a gain rule alone, 1e-6, left
+# coefficients 0.1 from glmer's on the bench's data).
+STEP_TOL = 1e-6
 # An estimate this large (logits) means the likelihood has no finite maximum in that direction.
 DIVERGED = 30.0
 START_SIGMA = 0.5
@@ -956,18 +959,21 @@ def _solve(
             return math.inf, np.zeros_like(psi)
         return -st.value, -st.grad
 
-    latest: list[np.ndarray] = []  # the objective's Hessian at the latest point asked for
-    stopped: list[bool] = []  # the callback ended the iteration (a Newton step gains < DECREMENT)
+    hessians: dict[bytes, np.ndarray] = {}  # the objective's Hessian at the latest point (the callback's is reused)
+    stopped: list[bool] = []  # the callback ended the iteration (_newton_done)
 
     def hess(psi: np.ndarray) -> np.ndarray:
-        h = -_hessian(d, state(psi), random_intercept, pattern)
-        latest[:] = [h]
-        return h
+        key = psi.tobytes()
+        if key not in hessians:
+            hessians.clear()
+            hessians[key] = -_hessian(d, state(psi), random_intercept, pattern)
+        return hessians[key]
 
     def stop(intermediate_result: Any) -> None:
-        """End the iteration once a Newton step would gain less than DECREMENT."""
-        st = state(np.asarray(intermediate_result.x, dtype=np.float64))
-        if latest and np.all(np.isfinite(st.grad)) and _decrement(latest[0], st.grad) <= DECREMENT:
+        """End the iteration once a Newton step at the new point would gain < DECREMENT or move < STEP_TOL."""
+        psi = np.asarray(intermediate_result.x, dtype=np.float64)
+        st = state(psi)
+        if np.all(np.isfinite(st.grad)) and np.isfinite(st.value) and _newton_done(hess(psi), st.grad):
             stopped.append(True)
             raise StopIteration
 
@@ -1012,6 +1018,17 @@ def _decrement(info: np.ndarray, grad: np.ndarray) -> float:
         return math.inf
     half = np.linalg.solve(chol, grad)
     return 0.5 * float(half @ half)
+
+
+def _newton_done(info: np.ndarray, grad: np.ndarray) -> bool:
+    """A Newton step in the metric ``info`` would gain less than DECREMENT or move no parameter by STEP_TOL."""
+    try:
+        chol = np.linalg.cholesky(info)
+    except np.linalg.LinAlgError:
+        return False
+    half = np.linalg.solve(chol, grad)
+    step = np.linalg.solve(chol.T, half)
+    return 0.5 * float(half @ half) <= DECREMENT or float(np.abs(step).max(initial=0.0)) <= STEP_TOL
 
 
 def _coefficients(d: _Design, psi: np.ndarray, random_intercept: bool) -> np.ndarray:
@@ -1280,37 +1297,42 @@ class _BootTask:
 
 
 # A resample's refit first takes Newton steps with the full data's information matrix held
-# fixed (no Hessian per step: one gradient evaluation each); it falls back to the full
-# optimizer when these do not reach DECREMENT within this many steps.
-FIXED_METRIC_STEPS = 12
+# fixed (no Hessian per step: one gradient evaluation each); when these have not met the
+# stopping rule within this many steps, the full optimizer finishes from where they got.
+FIXED_METRIC_STEPS = 20
 
 
 def _fixed_metric_refit(
     d: _Design, start: np.ndarray, weights: np.ndarray, info: np.ndarray, n_agq: int, random_intercept: bool,
-) -> np.ndarray | None:
-    r"""A resample's maximum by Newton steps in the full data's metric, or ``None`` when they do not converge.
+) -> tuple[np.ndarray, bool]:
+    r"""A resample's maximum by Newton steps in the full data's metric, and whether they converged.
+
+    When they did not (within :data:`FIXED_METRIC_STEPS`), the point they reached
+    is returned for the full optimizer to finish from (a start much nearer the
+    resample's maximum than the full fit's; the original start when a step failed).
 
     :math:`\psi_{k+1} = \psi_k + t_k I_0^{-1} g_k(\psi_k)`, :math:`I_0` the full fit's
     information (minus the Hessian of its log-likelihood) and :math:`g_k` the
     resample's exact gradient, :math:`t_k` halved until the log-likelihood does not
     fall. A resample's information is :math:`I_0` up to :math:`O(n^{-1/2})`, so the
-    iteration contracts by about that factor per step; it stops when half the
-    decrement :math:`g' I_0^{-1} g` is below :data:`DECREMENT`, the stopping rule of
-    :func:`_solve` in this metric.
+    iteration contracts by about that factor per step; it stops by the rule of
+    :func:`_solve` in this metric (:func:`_newton_done`).
     """
     nodes = _nodes(n_agq if random_intercept else 1)
-    try:
-        chol = np.linalg.cholesky(info)
-    except np.linalg.LinAlgError:
-        return None
+    # The metric must be positive-definite: where the start sits near the saddle of sigma at 0
+    # (a full fit with sigma ~ 0 starts refits at SIGMA_FLOOR), the curvatures' absolute values.
+    values, vectors = np.linalg.eigh(0.5 * (info + info.T))
+    floor = 1e-8 * float(np.abs(values).max(initial=1.0))
+    chol = np.linalg.cholesky((vectors * np.maximum(np.abs(values), floor)) @ vectors.T)
     psi = start.copy()
     st = _state(d, psi, weights, nodes, random_intercept)
     for _ in range(FIXED_METRIC_STEPS):
         if not (np.isfinite(st.value) and np.all(np.isfinite(st.grad))):
-            return None
-        step = np.linalg.solve(chol.T, np.linalg.solve(chol, st.grad))
-        if 0.5 * float(st.grad @ step) <= DECREMENT:
-            return psi
+            return start, False
+        half = np.linalg.solve(chol, st.grad)
+        step = np.linalg.solve(chol.T, half)
+        if 0.5 * float(half @ half) <= DECREMENT or float(np.abs(step).max(initial=0.0)) <= STEP_TOL:
+            return psi, True
         t = 1.0
         for _ in range(20):
             trial = _state(d, psi + t * step, weights, nodes, random_intercept, st.zhat)
@@ -1318,9 +1340,9 @@ def _fixed_metric_refit(
                 break
             t /= 2
         else:
-            return None
+            return start, False
         psi, st = psi + t * step, trial
-    return None
+    return psi, False
 
 
 def _bootstrap_chunk(task: _BootTask) -> list[np.ndarray | str]:
@@ -1329,8 +1351,9 @@ def _bootstrap_chunk(task: _BootTask) -> list[np.ndarray | str]:
     n_b = d.starts.size
     start = _psi_from(d, task.coef, task.random_intercept)
     nodes = _nodes(task.n_agq if task.random_intercept else 1)
+    pattern = _score_pattern(d, nodes[0].size)
     full = _state(d, start, np.ones(n_b), nodes, task.random_intercept)
-    info = -_hessian(d, full, task.random_intercept, _score_pattern(d, nodes[0].size))
+    info = -_hessian(d, full, task.random_intercept, pattern)
     out: list[np.ndarray | str] = []
     for ss in task.seeds:
         rng = np.random.default_rng(ss)
@@ -1339,14 +1362,14 @@ def _bootstrap_chunk(task: _BootTask) -> list[np.ndarray | str]:
         if problem is not None:
             out.append(problem)
             continue
-        quick = _fixed_metric_refit(d, start, weights, info, task.n_agq, task.random_intercept)
-        if quick is not None:
-            out.append(_coefficients(d, quick, task.random_intercept))
+        nearer, converged = _fixed_metric_refit(d, start, weights, info, task.n_agq, task.random_intercept)
+        if converged:
+            out.append(_coefficients(d, nearer, task.random_intercept))
             continue
         try:
             sol = _solve(
                 d,
-                start=start,
+                start=nearer,
                 weights=weights,
                 n_agq=task.n_agq,
                 random_intercept=task.random_intercept,
