@@ -90,6 +90,7 @@ def test_the_judge_who_leans_on_the_previous_rating_is_found(sequential_store: S
     assert lean["top_model"] == SYSTEMS[-1]
     assert lean["check"]["n_outside"] <= 2  # the data follow the fitted model: few terms outside
     assert lean["reasons"]["groups"].startswith("no groups given")
+    assert "; " not in lean["reasons"]["groups"]  # the page splits a judge's reasons by line, not by "; "
 
 
 def test_the_command_prints_one_row_per_judge(sequential_store: Store) -> None:
@@ -203,3 +204,22 @@ def test_published_tables_follow_the_declared_schemas(sequential_store: Store) -
     summary = SEQUENTIAL.summarize(result)
     assert set(summary) == {h.key for h in SEQUENTIAL.headline}
     assert summary["max_rho_1"] == max((j.glmm.rho[0] for j in result.judges if j.glmm), key=abs)
+
+
+def test_the_section_says_each_judges_missing_parts_once_and_the_missing_groups_once(sequential_store: Store) -> None:
+    from jurymeter.analyses.base import FitScope, FitSettings
+    from jurymeter.analyses.sequential import SequentialOptions
+    from jurymeter.render.html import SectionBuilder
+
+    scope = FitScope(item_set="seq", protocol="pointwise", records=sequential_store.scan("pointwise", "seq"),
+                     systems=pl.DataFrame(), judges=pl.DataFrame(), settings=FitSettings())
+    result = SEQUENTIAL.start(scope, None, SequentialOptions(n_boot=20, n_sim=20)).finish()
+    names = {"item_set": "seq", "universe": "all", "population": "all"}
+    tables = {name: pl.DataFrame([{**names, **row} for row in rows]) if rows else pl.DataFrame()
+              for name, rows in SEQUENTIAL.tabulate(result).items()}
+    page = SectionBuilder(tables, ("seq", "all", "all"), None, {}, {})
+    SEQUENTIAL.section(page)
+    html = page.html()
+    assert html.count("No group comparison") == 1
+    assert "--group-a, --group-b)" not in html  # no fragment of a reason split apart
+    assert 'src="data:image/png' in html or "serial-dependence" in html

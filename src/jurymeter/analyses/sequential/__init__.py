@@ -276,7 +276,7 @@ class _SequentialFitting:
                         modelled, glmm, bootstrap, group_a, group_b, unit=unit,
                         reference=_reference(options.reference), seed=seed))
                 else:
-                    reasons["groups"] = "no groups given ([fit.sequential] group_a and group_b; --group-a, --group-b)"
+                    reasons["groups"] = "no groups given ([fit.sequential] group_a and group_b, or --group-a and --group-b)"
         return JudgeSequence(
             judge_id=judge, ratings=records.height, batches=records.get_column("batch_id").n_unique(),
             diagnostics=diagnostics, glmm=glmm, bootstrap=bootstrap, check=check, selection=selection,
@@ -342,7 +342,8 @@ def _judge_row(j: JudgeSequence) -> dict[str, Any]:
         "check_outside": None if j.check is None else j.check.n_outside,
         "check_terms": None if j.check is None else j.check.table.height,
         "top_naive": top_naive, "top_model": top_model, "pooled": j.pooled,
-        "reasons": "; ".join(f"{k}: {v}" for k, v in j.reasons.items()) or None,
+        # one line per part (a reason may itself hold "; ")
+        "reasons": "\n".join(f"{k}: {v}" for k, v in j.reasons.items()) or None,
     }
 
 

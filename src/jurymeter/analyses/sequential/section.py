@@ -75,7 +75,7 @@ def _judges_html(rows: pl.DataFrame) -> str:
     # Each judge's parts that could not be estimated; "no groups given" is one setting, said once.
     notes, no_groups = [], False
     for r in rows.sort("judge_id").iter_rows(named=True):
-        parts = [p for p in (r.get("reasons") or "").split("; ") if p]
+        parts = [p for p in (r.get("reasons") or "").split("\n") if p]
         no_groups = no_groups or any(p.startswith("groups: no groups given") for p in parts)
         parts = [p for p in parts if not p.startswith("groups: no groups given")]
         if parts:
