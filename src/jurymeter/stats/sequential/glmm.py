@@ -156,8 +156,7 @@ DECREMENT = 1e-10
 # ... or move no parameter by more than this: checked at every iteration, so a fit whose batch
 # SD sits at its boundary 0 (a flat likelihood in sigma, where trust-exact crawls and the
 # gradient norm never reaches gtol) stops there instead of running out of iterations, while a
-# flat direction elsewhere is still resolved to this accuracy (a gain rule alone, 1e-6, left
-# coefficients 0.1 from glmer's on the bench's data).
+# flat direction elsewhere is still resolved to this accuracy.
 STEP_TOL = 1e-6
 # An estimate this large (logits) means the likelihood has no finite maximum in that direction.
 DIVERGED = 30.0
