@@ -60,6 +60,7 @@ import polars as pl
 
 from jurymeter.cyclic.components import VarianceComponents
 from jurymeter.errors import DesignError
+from jurymeter.stats.ids import count, id_list
 
 PLAN_SCHEMA = {
     "system_id": pl.Utf8,
@@ -71,32 +72,6 @@ PLAN_SCHEMA = {
 _TOL = 1e-12
 # Node limit of the exact allocation search; beyond it the best allocation found is returned.
 MAX_NODES = 200_000
-
-
-def _id_list(name: str, ids: Sequence[str]) -> tuple[str, ...]:
-    if isinstance(ids, str):
-        msg = f"{name} must be a sequence of ids, got the string {ids!r}"
-        raise DesignError(msg)
-    out = tuple(ids)
-    if not out:
-        msg = f"{name} must name at least one id"
-        raise DesignError(msg)
-    bad = [v for v in out if not isinstance(v, str)]
-    if bad:
-        msg = f"{name} must be strings, got {bad[:3]!r}"
-        raise DesignError(msg)
-    if len(set(out)) != len(out):
-        dupes = sorted({v for v in out if out.count(v) > 1})
-        msg = f"{name} repeats id(s) {dupes}"
-        raise DesignError(msg)
-    return out
-
-
-def _count(name: str, value: object, *, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
-        msg = f"{name} must be an integer >= {minimum}, got {value!r}"
-        raise DesignError(msg)
-    return int(value)
 
 
 def _layout(order: np.ndarray, total: int) -> tuple[np.ndarray, np.ndarray]:
@@ -135,7 +110,7 @@ def _frame(
 
 
 def _shuffle(n_items: int, n_judges: int, seed: int) -> tuple[np.ndarray, int]:
-    rng = np.random.default_rng(_count("seed", seed, minimum=0))
+    rng = np.random.default_rng(count("seed", seed, minimum=0))
     order = rng.permutation(n_items)
     start = int(rng.integers(n_judges))
     return order, start
@@ -184,10 +159,10 @@ def plan_round_robin(
     >>> plan.group_by("judge_id").len().sort("judge_id")["len"].to_list()
     [2, 2]
     """
-    item_ids = _id_list("items", items)
-    system_ids = _id_list("systems", systems)
-    judge_ids = _id_list("judges", judges)
-    m = _count("generations", generations, minimum=1)
+    item_ids = id_list("items", items, allow_empty=True)
+    system_ids = id_list("systems", systems, allow_empty=True)
+    judge_ids = id_list("judges", judges, allow_empty=True)
+    m = count("generations", generations, minimum=1)
     order, start = _shuffle(len(item_ids), len(judge_ids), seed)
     total = len(item_ids) * m
     item, generation = _layout(order, total)
@@ -438,7 +413,7 @@ def allocate_calls(
     if not np.isfinite(budget) or budget < c.sum() * (1 - _TOL):
         msg = f"budget must cover one call of every judge ({c.sum():g}), got {budget!r}"
         raise DesignError(msg)
-    max_nodes = _count("max_nodes", max_nodes, minimum=1)
+    max_nodes = count("max_nodes", max_nodes, minimum=1)
     cont = _relaxed(v, c, budget)
     calls = np.maximum(np.floor(cont * (1 + _TOL)), 1.0)
     while float(c @ calls) > budget * (1 + _TOL):  # rounding overshoot: drop from the largest spend
@@ -574,9 +549,9 @@ def plan_cost_weighted(
     >>> plan.calls_per_item, plan.uniform_calls_per_item
     ({'a': 10, 'b': 5}, 6)
     """
-    item_ids = _id_list("items", items)
-    system_ids = _id_list("systems", systems)
-    judge_ids = _id_list("judges", judges)
+    item_ids = id_list("items", items, allow_empty=True)
+    system_ids = id_list("systems", systems, allow_empty=True)
+    judge_ids = id_list("judges", judges, allow_empty=True)
     missing = [j for j in judge_ids if j not in prices]
     if missing:
         msg = f"prices has no price for judge(s) {missing}"

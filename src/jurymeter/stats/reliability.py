@@ -229,6 +229,20 @@ def _interval(i: Interval) -> dict[str, float | None]:
     return i.to_json()
 
 
+def _components(fit: GStudy, boot: Any) -> dict[str, dict[str, Any]]:
+    """The report's ``components``: each effect's raw estimate, share, df, mean square and interval."""
+    return {
+        f"sigma2_{label.replace(':', '_')}": {
+            "raw": float(fit.sigma2[k]),
+            "share": float(fit.shares[k]),
+            "df": float(fit.df[k]),
+            "ms": float(fit.ms[k]),
+            "interval": _interval(boot.sigma2[label]),
+        }
+        for k, label in enumerate(fit.effects)
+    }
+
+
 @dataclass(frozen=True, slots=True)
 class FittedDesign:
     """The design a block is fitted with: the block's, less every facet with one level.
@@ -915,16 +929,7 @@ def _report(chunks: GStudyChunks) -> dict[str, Any]:
         "fixed_facets": dict(chunks.fitted.fixed),
         "block": block.summary(),
         "grand_mean": fit.grand_mean,
-        "components": {
-            f"sigma2_{label.replace(':', '_')}": {
-                "raw": float(fit.sigma2[k]),
-                "share": float(fit.shares[k]),
-                "df": float(fit.df[k]),
-                "ms": float(fit.ms[k]),
-                "interval": _interval(boot.sigma2[label]),
-            }
-            for k, label in enumerate(fit.effects)
-        },
+        "components": _components(fit, boot),
         **summary,
         "mdd95_in_sd_of_system_means": mdd_sd,
         "sd_of_system_means": sd_means,
@@ -1368,16 +1373,7 @@ def henderson_report(
         "balanced_block": None if layout is None else layout.summary(),
         "balanced_block_drops": dropped,
         "grand_mean": fit.grand_mean,
-        "components": {
-            f"sigma2_{label.replace(':', '_')}": {
-                "raw": float(fit.sigma2[k]),
-                "share": float(fit.shares[k]),
-                "df": float(fit.df[k]),
-                "ms": float(fit.ms[k]),
-                "interval": _interval(boot.sigma2[label]),
-            }
-            for k, label in enumerate(fit.effects)
-        },
+        "components": _components(fit, boot),
         **summary,
         "mdd95_in_sd_of_system_means": mdd_sd,
         "sd_of_system_means": sd_means,

@@ -92,6 +92,7 @@ import polars as pl
 from scipy.sparse import csr_matrix
 
 from jurymeter.errors import ConfigError, DesignError
+from jurymeter.stats.pairwise.position import Estimate
 from jurymeter.stats.sequential.schemas import ENTROPY_SCHEMA, TRANSITION_SCHEMA
 from jurymeter.stats.sequential.schemas import SERIAL_CONTRAST_SCHEMA as CONTRAST_SCHEMA
 
@@ -106,16 +107,6 @@ _MAX_CELLS = 2**62
 
 BATCH_FIELDS = ("batch_id", "batch_position")
 """The stored fields every serial statistic needs."""
-
-
-@dataclass(frozen=True, slots=True)
-class Estimate:
-    """A point estimate with its percentile interval; ``None`` values say why in ``reason``."""
-
-    value: float | None
-    low: float | None
-    high: float | None
-    reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

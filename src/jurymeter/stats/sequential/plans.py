@@ -64,41 +64,12 @@ from typing import Literal, get_args
 import numpy as np
 import polars as pl
 
-from jurymeter.errors import ConfigError, DesignError
+from jurymeter.errors import ConfigError
+from jurymeter.stats.ids import count, id_list
 from jurymeter.stats.sequential.schemas import BATCH_PLAN_SCHEMA
 
 Design = Literal["williams", "random"]
 """The order designs :func:`batch_plan` knows."""
-
-
-def _id_list(name: str, ids: Sequence[str], *, minimum: int) -> tuple[str, ...]:
-    if isinstance(ids, str):
-        msg = f"{name} must be a sequence of ids, got the string {ids!r}"
-        raise DesignError(msg)
-    try:
-        out = tuple(ids)
-    except TypeError:
-        msg = f"{name} must be a sequence of ids, got {type(ids).__name__}"
-        raise DesignError(msg) from None
-    if len(out) < minimum:
-        msg = f"{name} must name at least {minimum} id(s), got {len(out)}"
-        raise DesignError(msg)
-    bad = [v for v in out if not isinstance(v, str) or not v]
-    if bad:
-        msg = f"{name} must be non-empty strings, got {bad[:3]!r}"
-        raise DesignError(msg)
-    if len(set(out)) != len(out):
-        dupes = sorted({v for v in out if out.count(v) > 1})
-        msg = f"{name} repeats id(s) {dupes}"
-        raise DesignError(msg)
-    return out
-
-
-def _count(name: str, value: object, *, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
-        msg = f"{name} must be an integer >= {minimum}, got {value!r}"
-        raise DesignError(msg)
-    return int(value)
 
 
 def williams_square(n_items: int) -> np.ndarray:
@@ -136,7 +107,7 @@ def williams_square(n_items: int) -> np.ndarray:
     >>> williams_square(3).shape
     (6, 3)
     """
-    v = _count("n_items", n_items, minimum=2)
+    v = count("n_items", n_items, minimum=2)
     p = np.arange(v)
     first = np.where(p % 2 == 1, (p + 1) // 2, (v - p // 2) % v)
     square = (first[None, :] + p[:, None]) % v
@@ -210,10 +181,10 @@ def batch_plan(
     >>> plan.group_by("judge_id").agg(pl.col("batch_id").n_unique()).sort("judge_id").rows()
     [('j1', 4), ('j2', 4)]
     """
-    item_ids = _id_list("items", items, minimum=2)
-    judge_ids = _id_list("judges", judges, minimum=1)
+    item_ids = id_list("items", items, minimum=2)
+    judge_ids = id_list("judges", judges, minimum=1)
     v = len(item_ids)
-    n = _count("n_batches", n_batches, minimum=1)
+    n = count("n_batches", n_batches, minimum=1)
     if design not in get_args(Design):
         msg = f"design must be one of {list(get_args(Design))}, got {design!r}"
         raise ConfigError(msg)
