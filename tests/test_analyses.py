@@ -38,6 +38,7 @@ from jurymeter.pipeline.publish import publish_run
 from jurymeter.pipeline.tables import frame, schemas
 from jurymeter.render.page import render_report
 from jurymeter.simulate import SimulationParams, simulate_dump, write_dump
+from report_pages import report_text
 
 ANALYSES = registered()
 IDS = [a.name for a in ANALYSES]
@@ -142,7 +143,7 @@ def test_its_report_section_is_on_the_page(analysis: Analysis[Any, Any], store: 
     job = _job(store, tmp_path, analysis.name)
     [outcome] = run_fits(store, [job], figures=False, force=True)
     summary = {"run_id": "r", "fits": [{**job.names, "status": "fitted", "analyses": outcome.summary}]}
-    page = render_report(outcome.tables or {}, summary).html
+    page = render_report(outcome.tables or {}, summary).text()
     assert f"<h3>{analysis.title}</h3>" in page
 
 
@@ -269,7 +270,7 @@ def test_a_registered_toy_analysis_reaches_summary_tables_cache_and_page(store: 
         assert toy.columns == ["item_set", "universe", "population", "system_id", "mean", "records"]
         got = dict(zip(toy["system_id"].to_list(), toy["mean"].to_list(), strict=True))
         assert got == pytest.approx(dict(expected.select("system_id", "mean").iter_rows()))
-        page = (folder / "report" / "index.html").read_text()
+        page = report_text(folder / "report")
         assert "<h3>Toy system means</h3>" in page
         assert f"toy section: {toy.height} systems, spread {spread:.6f}" in page
         assert "toy spread" in page  # its headline column in the Fits table

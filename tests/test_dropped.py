@@ -24,6 +24,7 @@ from typer.testing import CliRunner
 from ingest_util import run_ingest, write_jsonl
 from jurymeter.cli import app
 from jurymeter.io.store import Store
+from report_pages import report_text
 
 SYSTEMS = [f"sys-{k}" for k in range(5)]
 ITEMS = [f"item-{k:02d}" for k in range(30)]
@@ -94,7 +95,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return {
         "store": store, "expected": _by_hand(records)[0], "sizes": _by_hand(records)[1], "printed": printed.get(),
         "summary": orjson.loads((folder / "summary.json").read_bytes()),
-        "page": html.unescape((folder / "report" / "index.html").read_text()),
+        "page": html.unescape(report_text(folder / "report")),
     }
 
 

@@ -20,6 +20,7 @@ from jurymeter.io.ingest import ingest
 from jurymeter.io.sources import discover_sources
 from jurymeter.io.store import Store
 from jurymeter.io.validate import ValidationOptions
+from report_pages import report_text
 from samples import SAMPLES
 from test_pairwise_position import _raw_games
 
@@ -135,7 +136,7 @@ def test_the_nightly_page_keeps_a_pointwise_and_a_pairwise_item_set_of_one_name_
     fits = {(f["protocol"], f["item_set"]) for f in summary["fits"]}
     assert {("pairwise", s) for s in PAIRWISE_SETS} <= fits
     assert ("pointwise", "mt-bench") in fits  # MT-Bench's single files: the same name
-    page = (Path(store.root) / "results" / "samples" / "report" / "index.html").read_text()
+    page = report_text(Path(store.root) / "results" / "samples" / "report")
     assert page.count("<h2>mt-bench (pairwise) / all / all</h2>") == 1
     pointwise = next(o for o in outcomes if (o.job.protocol, o.job.item_set) == ("pointwise", "mt-bench"))
     if pointwise.error is None:

@@ -44,6 +44,7 @@ from typer.testing import CliRunner
 from ingest_util import run_ingest, write_jsonl
 from jurymeter.cli import app
 from jurymeter.io.store import Store
+from report_pages import report_text
 
 Z = 1.959963984540054
 BOOT = 40  # bootstrap resamples per fit: the intervals are not what these tests check
@@ -170,7 +171,7 @@ def _nightly(store: Store, root: Path, run_id: str, fit: str) -> dict[str, Any]:
         "report": fit_report["analyses"],
         "summary": orjson.loads((folder / "summary.json").read_bytes()),
         "leaderboard": pl.read_parquet(folder / "leaderboard.parquet"),
-        "page": html.unescape((folder / "report" / "index.html").read_text()),
+        "page": html.unescape(report_text(folder / "report")),
         "printed": printed.get(),
     }
 

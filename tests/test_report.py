@@ -214,13 +214,27 @@ def parse(page: str) -> Page:
     return parser
 
 
+def parse_all(rendered: RenderedReport) -> Page:
+    """Every page of a report parsed (each must be well formed), their tags and element texts together.
+
+    The title is the index page's (the first page)."""
+    merged = Page()
+    for n, text in enumerate([rendered.html, *rendered.pages.values()]):
+        page = parse(text)
+        merged.tags.extend(page.tags)
+        merged.text_by_id.update(page.text_by_id)
+        if n == 0:
+            merged.title = page.title
+    return merged
+
+
 def test_page_is_well_formed_and_inlines_each_figure_once_as_png(run) -> None:
     rendered, _, _, pyplot_before = run
-    page = parse(rendered.html)
+    page = parse_all(rendered)
     images = [attrs for tag, attrs in page.tags if tag == "img"]
     sources = [str(attrs["src"]) for attrs in images]
     assert all(src.startswith("data:image/png;base64,") for src in sources)
-    assert rendered.html.count('<img src="data:image/png;base64,') == len(rendered.figures) == len(sources)
+    assert rendered.text().count('<img src="data:image/png;base64,') == len(rendered.figures) == len(sources)
     # Two complete fits with CyclicJudge rows: five figures each, in page order.
     assert len(rendered.figures) == 2 * len(KINDS)
     inlined = [base64.b64decode(src.split(",", 1)[1], validate=True) for src in sources]
@@ -239,11 +253,13 @@ def test_page_is_well_formed_and_inlines_each_figure_once_as_png(run) -> None:
 
 def test_hostile_names_appear_only_escaped(run) -> None:
     rendered, _, _, _ = run
-    text = rendered.html
+    text = rendered.text()
     for raw in (SCRIPT, ATTRIBUTE_BREAKOUT, ERROR, RUN_ID, "<b>no judges</b>"):
         assert raw not in text, raw
         assert html.escape(raw, quote=True) in text, raw
-    page = parse(text)
+    for download in rendered.downloads.values():  # the CSV files hold the names as they are (no markup there)
+        assert b"&lt;" not in download
+    page = parse_all(rendered)
     # Nothing from the data became a tag or an attribute; the title round-trips exactly.
     assert not [a for _, a in page.tags if "onerror" in a]
     assert [t for t, _ in page.tags].count("img") == len(rendered.figures)
@@ -311,24 +327,27 @@ def test_case_and_punctuation_variants_render_to_separate_files() -> None:
     assert len(rendered.figures) == 3
     assert len({name.lower() for name in rendered.figures}) == 3
     # Fits found only in the tables are still shown, each with its own section.
-    page = parse(rendered.html)
+    page = parse_all(rendered)
     assert sum(1 for k in page.text_by_id if k.startswith("fit-")) == 3
+    assert len(rendered.pages) == 3
 
 
 def test_failed_fit_is_listed_at_the_top_with_its_error(run) -> None:
     rendered, _, _, _ = run
-    page = parse(rendered.html)
+    page = parse_all(rendered)
     failed = page.text_by_id["failed"]
     assert "broken / u / p" in failed
     assert ERROR in failed
-    # Listed before any fit section, and given no section of its own.
-    assert rendered.html.index('id="failed"') < rendered.html.index('id="fit-')
+    # An alert at the top of the index, and given no page of its own.
+    assert ERROR in page.text_by_id["alerts"]
+    assert rendered.html.index('id="alerts"') < rendered.html.index('id="headlines"') < rendered.html.index('id="failed"')
     assert not [k for k in page.text_by_id if k.startswith("fit-broken")]
+    assert not [p for p in rendered.pages if p.startswith("fits/broken")]
 
 
 def test_summary_leaderboard_and_tables(run) -> None:
     rendered, tables, _, _ = run
-    page = parse(rendered.html)
+    page = parse_all(rendered)
     summary = page.text_by_id["summary"]
     assert "1 fitted, 1 reused, 1 failed" in summary
     assert all(v in summary for v in ("1,000", "990", "7", "3", "balanced"))
@@ -338,7 +357,7 @@ def test_summary_leaderboard_and_tables(run) -> None:
     real = page.text_by_id[f"fit-{fit_token(REAL_FIT)}"]
     assert f"differ by less than the MDD ({mdd:.3g} points) and should not be ranked against each other" in real
     # Rows are shaded by group parity, with a border where a new group starts.
-    section = rendered.html.split('id="fit-sim-chat', 1)[1].split("<h4>Variance components", 1)[0]
+    section = rendered.text().split('id="fit-sim-chat', 1)[1].split("<h4>Variance components", 1)[0]
     classes = re.findall(r'<tr class="([^"]+)"><td class="n">(\d+)</td>', section)
     assert [int(rank) for _, rank in classes] == board["rank"].to_list()
     for (cls, _), group, previous in zip(classes, board["tie_group"], [None, *board["tie_group"][:-1]], strict=True):
@@ -347,7 +366,7 @@ def test_summary_leaderboard_and_tables(run) -> None:
     # Components with shares in percent and intervals; D-study with inf printed as "never".
     assert "sigma2_sj" in real
     assert " %" in real
-    hostile = rendered.html.split('id="fit-script-alert-1-script', 1)[1]
+    hostile = rendered.text().split('id="fit-script-alert-1-script', 1)[1]
     assert re.search(r"<code>items_needed</code></td><td class=\"n\">never</td>", hostile)
     assert "<h3>CyclicJudge</h3>" in hostile
 
@@ -375,7 +394,7 @@ def test_figures_drawn_per_fit_are_embedded_as_given(run) -> None:
     given = dict.fromkeys(per_fit, marker)
     again = render_report(tables, summary, given)
     assert all(again.figures[n] == marker for n in per_fit)
-    assert again.html.count(base64.b64encode(marker).decode()) == len(per_fit)
+    assert again.text().count(base64.b64encode(marker).decode()) == len(per_fit)
     # Figures of the other fits were still drawn.
     others = set(rendered.figures) - set(per_fit)
     assert others

@@ -32,6 +32,7 @@ from jurymeter.stats.dstudy import (
 )
 from jurymeter.stats.gstudy import simulate_design
 from jurymeter.stats.reliability import GStudyRequest, assess_item_set
+from report_pages import report_text
 
 DESIGN = Design.parse("s x i x j")
 TRUTH = {"s": 0.3, "i": 0.3, "j": 0.1, "si": 0.05, "sj": 0.02, "ij": 0.05, "sij": 0.4}
@@ -262,6 +263,6 @@ def test_the_cli_and_the_nightly_path_print_and_publish_small_data_without_warni
         assert headline[key] is None or 0.0 <= headline[key] <= 1.0, (key, headline[key])
     ceilings = pl.read_parquet(tmp_path / "store" / "results" / "small-run" / "ceilings.parquet")
     assert ceilings["ceiling"].drop_nulls().is_between(0.0, 1.0).all()
-    page = (tmp_path / "store" / "results" / "small-run" / "report" / "index.html").read_text()
+    page = report_text(tmp_path / "store" / "results" / "small-run" / "report")
     assert "G-study and D-study" in page
     orjson.loads((tmp_path / "store" / "results" / "small-run" / "summary.json").read_bytes())

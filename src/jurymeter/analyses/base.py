@@ -84,6 +84,20 @@ class FitSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class HeadlineContext:
+    """What a headline sentence may need beyond an analysis's own summary entry."""
+
+    scale: tuple[float, float] | None = None  # the run's declared score range (``scale`` in the configuration)
+
+    def points(self) -> str:
+        """The unit of a score difference: "points (1-10 scale)" when the scale is declared, else "points"."""
+        if self.scale is None:
+            return "points"
+        low, high = (f"{v:g}" for v in self.scale)
+        return f"points ({low}-{high} scale)"
+
+
+@dataclass(frozen=True, slots=True)
 class ItemSet:
     """What planning knows of an item set before any fit: its protocol and name."""
 
@@ -203,6 +217,15 @@ class Analysis(ABC, Generic[Result, Options]):
     @abstractmethod
     def register_command(self, app: typer.Typer) -> None:
         """Add this analysis's command to the CLI."""
+
+    def sentence(self, part: Mapping[str, Any], context: HeadlineContext) -> str | None:
+        """This analysis's clause of a fit's headline (the index page, ``jurymeter run``'s last lines).
+
+        Built from ``part`` (its summary entry: the keys of :attr:`headline`,
+        the same numbers as the fit's JSON) and said in words and units, e.g.
+        "MDD 0.46 points (1-10 scale)"; ``None`` when it has nothing to say.
+        """
+        return None
 
     # ------------------------------------------------------------ helpers
 

@@ -557,6 +557,23 @@ def print_run_summary(summary: dict[str, Any], *, ingest_printed: bool = False) 
     if "report" in timings:
         out.print(f"report: {folder}/report/index.html", markup=False)
     out.print(f"results: {folder}/ (summary.json and tables)", markup=False)
+    print_headlines(summary)
+
+
+def print_headlines(summary: dict[str, Any]) -> None:
+    """The index page's alerts and one headline per fit (``summary.json`` ``headlines``; said again for older runs)."""
+    from jurymeter.analyses.headlines import run_headlines
+
+    headlines = summary.get("headlines") or run_headlines(summary)
+    alerts = headlines.get("alerts") or []
+    if alerts:
+        out.print(f"alerts ({len(alerts)}):", style="bold red", markup=False)
+        for alert in alerts:
+            out.print(f"  ! {alert}", markup=False)
+    else:
+        out.print("alerts: none", markup=False)
+    for fit in headlines.get("fits") or []:
+        out.print(f"{fit['label']}: {fit['sentence']}", markup=False)
 
 
 @app.command()
@@ -565,12 +582,16 @@ def report(
     store: StoreOpt = None,
     storage_option: StorageOpt = None,
     config: ConfigOpt = None,
+    summary: Annotated[
+        bool, typer.Option("--summary", help="Print the run's alerts and headlines; rebuild nothing")
+    ] = False,
 ) -> None:
-    """Rebuild the HTML report of a run from its results folder."""
-    run_command(_report, results, store, storage_option, config)
+    """Rebuild every page of a run's report (index, one page per fit, run history) from its results folder."""
+    run_command(_report, results, store, storage_option, config, summary)
 
 
-def _report(results: str, store: str | None, storage_option: list[str] | None, config: Path | None) -> str:
+def _report(results: str, store: str | None, storage_option: list[str] | None, config: Path | None,
+            summary_only: bool = False) -> str:
     from jurymeter.pipeline.publish import read_run, write_report
 
     target = open_store(store, storage_option, config)
@@ -588,6 +609,15 @@ def _report(results: str, store: str | None, storage_option: list[str] | None, c
             folder = folder[len(target.root) + 1 :]
         if not folder.startswith("results/"):
             folder = f"results/{folder}"
+    if summary_only:
+        try:
+            summary = orjson.loads(target.fs.cat_file(target.path(f"{folder}/summary.json")))
+        except FileNotFoundError as exc:
+            msg = f"not a complete run folder: {target.path(folder)} (no summary.json)"
+            raise ConfigError(msg) from exc
+        out.print(f"run {summary.get('run_id')}: {summary.get('status')}", markup=False)
+        print_headlines(summary)
+        return str(target.path(f"{folder}/report/index.html"))
     try:
         tables, summary = read_run(target, folder)
     except FileNotFoundError as exc:

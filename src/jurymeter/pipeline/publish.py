@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 import polars as pl
 
+from jurymeter.analyses.headlines import run_headlines
 from jurymeter.io.store import Store
 from jurymeter.pipeline.cache import FAILED, FitOutcome, dumps, tables_of
 from jurymeter.pipeline.tables import combine_tables, schemas
@@ -81,7 +82,9 @@ def publish_run(
         "skipped": [asdict(s) for s in skipped or []],
         "judges": _judge_health(store),
         "timings": timings,
+        "scale": list(config.scale) if config.scale else None,
     }
+    summary["headlines"] = run_headlines(summary)
     if config.report:
         clock = time.perf_counter()
         figures = {name: png for o in outcomes for name, png in (o.figures or {}).items()}
@@ -113,9 +116,8 @@ def write_report(
     from jurymeter.render.page import render_report
 
     rendered = render_report(tables, summary, figures)
-    for name, png in rendered.figures.items():
-        store.write_bytes(f"{folder}/report/{name}", png)
-    store.write_bytes(f"{folder}/report/index.html", rendered.html.encode())
+    for name, data in rendered.files().items():  # the index last: a reader following it finds every page
+        store.write_bytes(f"{folder}/report/{name}", data)
     return store.path(f"{folder}/report/index.html")
 
 

@@ -44,6 +44,8 @@ tr.group-start td{border-top:2px solid #6a8fbf}
 .status-failed{color:#a12}.status-reused{color:#666}.note{color:#555;font-size:.9rem}
 figure{margin:1rem 0}figure img{max-width:100%;height:auto;border:1px solid #eee}
 figcaption{font-size:.85rem;color:#555}code{font-size:.85em}
+p.lead{font-size:1rem;margin:.4rem 0 .6rem}p.nav{font-size:.9rem}p.csv{margin:-.3rem 0 .8rem;font-size:.8rem}
+#alerts ul{margin:.3rem 0;padding-left:1.2rem}
 """
 
 

@@ -35,14 +35,19 @@ References
 
 from __future__ import annotations
 
+import csv
+import html
+import io
+import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import polars as pl
 
 from jurymeter.analyses import registered
 from jurymeter.analyses.base import dropped_line
+from jurymeter.analyses.headlines import run_headlines
 from jurymeter.render.html import (
     CSS,
     FIT_COLUMNS,
@@ -54,34 +59,67 @@ from jurymeter.render.html import (
     _fit_token,
     _has_rows,
     _num,
+    _slug,
     _table,
 )
 
 
 @dataclass(frozen=True, slots=True)
 class RenderedReport:
-    """The rendered page and its figures.
+    """The rendered pages, their figures and their tables as CSV.
 
     Attributes
     ----------
     html : str
-        One self-contained HTML page (CSS inline, every figure inlined as a
-        ``data:image/png;base64,...`` URI).
+        The run's index page (``report/index.html``): alerts, one headline row
+        per fit linking to its page, the run's facts, the run history.
+    pages : dict[str, str]
+        One page per fit, by path relative to ``report/``
+        (``fits/<token>.html``; the token is :func:`jurymeter.render.html.fit_token`'s).
     figures : dict[str, bytes]
         File name (safe: no path separator, no ``..``) to the same figure's
-        PNG bytes, in page order.
+        PNG bytes, in page order. Every page is self-contained: its figures
+        are also inlined as ``data:image/png;base64,...`` URIs.
+    downloads : dict[str, bytes]
+        Every table of every page as CSV, by path relative to ``report/``
+        (``csv/<page>__<n>-<heading>.csv``); each table links to its file.
     """
 
     html: str
     figures: dict[str, bytes]
+    pages: dict[str, str] = field(default_factory=dict)
+    downloads: dict[str, bytes] = field(default_factory=dict)
+
+    def files(self) -> dict[str, bytes]:
+        """Every file of the report folder by path relative to ``report/``, the index last."""
+        out: dict[str, bytes] = dict(self.figures)
+        out.update(self.downloads)
+        out.update({path: page.encode() for path, page in self.pages.items()})
+        out["index.html"] = self.html.encode()
+        return out
+
+    def text(self) -> str:
+        """The index and every fit page, one after the other (what a reader of the whole report sees)."""
+        return "\n".join([self.html, *self.pages.values()])
+
+
+@dataclass(frozen=True, slots=True)
+class IndexParts:
+    """What the run history adds to the index page (rendered by :mod:`jurymeter.render.history`)."""
+
+    since_last_run: str = ""  # HTML: what changed since the last published run
+    history: str = ""  # HTML: the run history section, its figures inlined
+    alerts: tuple[str, ...] = ()  # plain text: changes larger than the intervals allow
+    figures: Mapping[str, bytes] = field(default_factory=dict)  # the history's PNGs by file name
 
 
 def render_report(
     tables: Mapping[str, pl.DataFrame],
     summary: Mapping[str, Any],
     figures: Mapping[str, bytes] | None = None,
+    index: IndexParts | None = None,
 ) -> RenderedReport:
-    r"""Render a nightly run's tables and summary as one HTML page with figures.
+    r"""Render a nightly run's tables and summary as an index page and one page per fit.
 
     Parameters
     ----------
@@ -92,16 +130,19 @@ def render_report(
         page out.
     summary : Mapping[str, Any]
         The run's ``summary.json`` (``run_id``, ``started``, ``finished``,
-        ``status``, ``ingest``, ``fits``, ...). Fits whose ``status`` is
-        ``"failed"`` are listed at the top with their one-line error.
+        ``status``, ``ingest``, ``fits``, ...; ``headlines`` when the run
+        wrote them, else they are said again from ``fits``). Fits whose
+        ``status`` is ``"failed"`` are alerts at the top with their one-line error.
     figures : Mapping[str, bytes], optional
         PNGs already drawn (by :func:`fit_figures`, on the workers), by file
         name; a figure found here is embedded as it is, the others are drawn.
+    index : IndexParts, optional
+        The run history's parts of the index page.
 
     Returns
     -------
     RenderedReport
-        The page and the figures (file name to PNG bytes).
+        The index, the fit pages, the figures (file name to PNG bytes) and the tables as CSV.
 
     Notes
     -----
@@ -119,33 +160,139 @@ def render_report(
     >>> "<title>jurymeter run &lt;r1&gt;</title>" in page.html, page.figures
     (True, {})
     """
+    index = index or IndexParts()
     fits = _fits(tables, summary)
     drawn = dict(figures or {})
     used: dict[str, bytes] = {}
-    sections = []
-    for fit, entry in fits:
-        if entry is not None and entry.get("status") == "failed" and not _has_rows(tables, fit[0]):
-            continue
-        sections.append(_fit_section(tables, fit, entry, used, drawn))
     run_id = str(summary.get("run_id", ""))
+    pages: dict[str, str] = {}
+    downloads: dict[str, bytes] = {}
+    for fit, entry in fits:
+        if not _has_page(tables, fit, entry):
+            continue
+        path = fit_page_path(fit)
+        body = "\n".join([
+            f'<p class="nav"><a href="../index.html">\u2190 run {_e(run_id)}: every fit</a></p>',
+            _fit_section(tables, fit, entry, used, drawn),
+        ])
+        page, csv = _with_downloads(_document(f"jurymeter {_page_label(fit)} (run {run_id})", body), path)
+        pages[path], downloads = page, {**downloads, **csv}
+    used.update(index.figures)
+    headlines = summary.get("headlines") or run_headlines(summary, index.alerts)
     body = "\n".join(
         [
             f"<h1>jurymeter run {_e(run_id)}</h1>",
+            _lead_line(summary),
+            _alerts_section(headlines.get("alerts") or []),
+            _headlines_section(fits, headlines, tables),
+            index.since_last_run,
             _summary_section(summary),
             _failed_section(summary),
             _skipped_section(summary),
             _judges_section(summary),
             _fit_index(fits, tables),
-            *sections,
+            index.history,
         ]
     )
-    page = (
+    page, csv = _with_downloads(_document(f"jurymeter run {run_id}", body), "index.html")
+    downloads.update(csv)
+    return RenderedReport(html=page, figures=used, pages=pages, downloads=downloads)
+
+
+def _document(title: str, body: str) -> str:
+    return (
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-        f"<title>jurymeter run {_e(run_id)}</title>\n<style>{CSS}</style>\n</head>\n"
+        f"<title>{_e(title)}</title>\n<style>{CSS}</style>\n</head>\n"
         f"<body>\n{body}\n</body>\n</html>\n"
     )
-    return RenderedReport(html=page, figures=used)
+
+
+def fit_page_path(fit: PageFit) -> str:
+    """A fit's page, relative to ``report/``: ``fits/<token>.html`` (a safe file name)."""
+    return f"fits/{_page_token(fit)}.html"
+
+
+def _has_page(tables: Mapping[str, pl.DataFrame], fit: PageFit, entry: Mapping[str, Any] | None) -> bool:
+    """A failed fit with no rows has nothing to show but its error (an alert on the index)."""
+    return not (entry is not None and entry.get("status") == "failed" and not _has_rows(tables, fit[0]))
+
+
+_TABLE = re.compile(r"<table>.*?</table>", re.DOTALL)
+_ROW = re.compile(r"<tr[^>]*>(.*?)</tr>", re.DOTALL)
+_CELL = re.compile(r"<t[hd][^>]*>(.*?)</t[hd]>", re.DOTALL)
+_TAG = re.compile(r"<[^>]+>")
+_HEADING = re.compile(r"<h[1-4][^>]*>(.*?)</h[1-4]>", re.DOTALL)
+
+
+def _with_downloads(page: str, path: str) -> tuple[str, dict[str, bytes]]:
+    """Every table of ``page`` also as a CSV file, linked under the table.
+
+    The CSV holds what the table shows (cells as text: tags dropped,
+    entities unescaped), so it is every table, whichever analysis wrote it.
+    The page's tables come from :func:`jurymeter.render.html.table_html`,
+    whose cells hold only escaped text and markup, so the cells are found
+    exactly. Files are ``csv/<page>__<n>-<heading>.csv``, ``<heading>`` the
+    slug of the heading above the table.
+    """
+    stem = path.removesuffix(".html").replace("/", "__")
+    up = "../" * path.count("/")
+    files: dict[str, bytes] = {}
+    out: list[str] = []
+    last = 0
+    for n, match in enumerate(_TABLE.finditer(page), start=1):
+        headings = _HEADING.findall(page, 0, match.start())
+        heading = _slug(html.unescape(_TAG.sub("", headings[-1]))) if headings else "table"
+        name = f"csv/{stem}__{n:02d}-{heading}.csv"
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\n")
+        for row in _ROW.findall(match.group(0)):
+            writer.writerow([html.unescape(_TAG.sub("", cell)).strip() for cell in _CELL.findall(row)])
+        files[name] = buffer.getvalue().encode()
+        out.append(page[last : match.end()])
+        out.append(f'<p class="csv"><a href="{up}{_e(name)}" download>CSV</a></p>')
+        last = match.end()
+    out.append(page[last:])
+    return "".join(out), files
+
+
+def _lead_line(summary: Mapping[str, Any]) -> str:
+    fits = summary.get("fits") or []
+    counts = {s: sum(1 for f in fits if f.get("status") == s) for s in ("fitted", "reused", "failed")}
+    return (f'<p class="lead">Run {_e(summary.get("status", "unknown"))}: {len(fits)} fits '
+            f"({counts['fitted']} fitted, {counts['reused']} reused from an earlier run, {counts['failed']} failed). "
+            "Alerts come first; each fit's row says which systems can be told apart and what it would take "
+            "to tell the rest apart, and links to its page.</p>")
+
+
+def _alerts_section(alerts: Sequence[str]) -> str:
+    if not alerts:
+        return '<section id="alerts"><p class="note">No alerts: no fit failed, no judge changed more than its intervals allow, nothing was dropped.</p></section>'
+    items = "".join(f"<li>{_e(a)}</li>" for a in alerts)
+    return f'<section id="alerts" class="failed"><h2>Alerts ({len(alerts)})</h2><ul>{items}</ul></section>'
+
+
+def _headlines_section(
+    fits: Sequence[tuple[PageFit, dict[str, Any] | None]],
+    headlines: Mapping[str, Any],
+    tables: Mapping[str, pl.DataFrame],
+) -> str:
+    """One row per fit: its link, status and headline sentence (``summary.json`` ``headlines``)."""
+    said = {
+        ((str(h.get("item_set", "")), str(h.get("universe", "")), str(h.get("population", ""))), str(h.get("protocol") or "")): h
+        for h in headlines.get("fits") or []
+    }
+    rows = []
+    for fit, entry in fits:
+        h = said.get(fit) or {}
+        status = str((entry or {}).get("status", "unknown"))
+        label = _e(_page_label(fit))
+        link = f'<a href="{_e(fit_page_path(fit))}">{label}</a>' if _has_page(tables, fit, entry) else label
+        rows.append([link, f'<span class="status-{_e(status)}">{_e(status)}</span>', _e(h.get("sentence") or "")])
+    if not rows:
+        return ""
+    return ('<section id="headlines"><h2>Headlines</h2>'
+            + _table(["fit (item set / universe / population)", "status", "headline"], rows) + "</section>")
 
 
 def fit_figures(tables: Mapping[str, pl.DataFrame], fit: FitName, protocol: str = "") -> dict[str, bytes]:
@@ -310,7 +457,7 @@ def _fit_index(fits: Sequence[tuple[PageFit, dict[str, Any] | None]], tables: Ma
         for name, e in members:
             status = str(e.get("status", "unknown"))
             shown = status != "failed" or _has_rows(tables, name[0])
-            link = (f'<a href="#fit-{_e(_page_token(name))}">{_e(_page_label(name))}</a>' if shown
+            link = (f'<a href="{_e(fit_page_path(name))}">{_e(_page_label(name))}</a>' if shown
                     else _e(_page_label(name)))
             cells = [link, f'<span class="status-{_e(status)}">{_e(status)}</span>']
             for analysis, h in columns:

@@ -20,7 +20,14 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from jurymeter.analyses.base import Analysis, FitScope, FitSettings, Headline, Table
+from jurymeter.analyses.base import (
+    Analysis,
+    FitScope,
+    FitSettings,
+    Headline,
+    HeadlineContext,
+    Table,
+)
 from jurymeter.errors import JurymeterError, NotApplicableError
 
 if TYPE_CHECKING:
@@ -197,6 +204,12 @@ class CyclicAnalysis(Analysis[CyclicResult, CyclicOptions]):
         from jurymeter.analyses.cyclic.section import cyclic_section
 
         cyclic_section(page)
+
+    def sentence(self, part: Mapping[str, Any], context: HeadlineContext) -> str | None:
+        """The largest judge offset on one system (CyclicJudge's offsets are per system)."""
+        if part.get("strongest_offset") is None:
+            return None
+        return f"largest judge offset on one system {part['strongest_offset']:.2f} points"
 
     def register_command(self, app: typer.Typer) -> None:
         from jurymeter.analyses.cyclic.command import register

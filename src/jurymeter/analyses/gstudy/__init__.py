@@ -21,7 +21,14 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from jurymeter.analyses.base import Analysis, FitScope, FitSettings, Headline, Table
+from jurymeter.analyses.base import (
+    Analysis,
+    FitScope,
+    FitSettings,
+    Headline,
+    HeadlineContext,
+    Table,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -350,6 +357,35 @@ class GStudyAnalysis(Analysis[GStudyResult, GStudyOptions]):
         from jurymeter.analyses.gstudy.section import gstudy_section
 
         gstudy_section(page)
+
+    def sentence(self, part: Mapping[str, Any], context: HeadlineContext) -> str | None:
+        """Which systems can be told apart, the MDD, what one judge and more judges reach, the judges' offsets."""
+        clauses = []
+        systems, groups = part.get("systems"), part.get("groups")
+        if systems is not None and groups is not None:
+            if groups == systems:
+                clauses.append(f"all {systems} systems can be told apart")
+            elif groups == 1:
+                clauses.append(f"none of the {systems} systems can be told apart")
+            else:
+                clauses.append(f"{systems} systems in {groups} groups that cannot be told apart")
+        elif systems is not None:
+            clauses.append(f"{systems} systems")
+        if part.get("mdd95") is not None:
+            clauses.append(f"MDD {part['mdd95']:.2f} {context.points()}")
+        if part.get("erho2") is not None:
+            clauses.append(f"E\u03c1\u00b2 {part['erho2']:.2f} with {part.get('judges')} judge(s) and {part.get('items')} items")
+        reach = []
+        if part.get("ceiling") is not None:
+            reach.append(f"one judge's ceiling {part['ceiling']:.2f}")
+        if part.get("judges_needed") is not None and part.get("target") is not None:
+            reach.append(f"{part['judges_needed']} judges reach E\u03c1\u00b2 {part['target']:g} at 30 items")
+        if reach:
+            clauses.append(", ".join(reach))
+        if part.get("lenient_offset") is not None and part.get("harsh_offset") is not None:
+            clauses.append(f"most lenient judge {part.get('lenient_judge')} {part['lenient_offset']:+.2f}, "
+                           f"harshest {part.get('harsh_judge')} {part['harsh_offset']:+.2f} points")
+        return "; ".join(clauses) or None
 
     def register_command(self, app: typer.Typer) -> None:
         from jurymeter.analyses.gstudy.command import register

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from jurymeter.analyses.base import Analysis, FitScope, Headline, Table
+from jurymeter.analyses.base import Analysis, FitScope, Headline, HeadlineContext, Table
 from jurymeter.errors import JurymeterError, NotApplicableError
 
 if TYPE_CHECKING:
@@ -378,6 +378,19 @@ class PairwiseAnalysis(Analysis[PairwiseResult, PairwiseOptions]):
         from jurymeter.analyses.pairwise.section import pairwise_section
 
         pairwise_section(page)
+
+    def sentence(self, part: Mapping[str, Any], context: HeadlineContext) -> str | None:
+        """Position bias, order reversals, how much wider honest intervals are, same-family preference."""
+        clauses = []
+        if part.get("slot_a_advantage") is not None:
+            clauses.append(f"position bias {part['slot_a_advantage']:.1f} points (slot A's win rate over slot B's)")
+        if part.get("max_reversal_rate") is not None:
+            clauses.append(f"up to {100 * part['max_reversal_rate']:.0f}% of verdicts flip when the order flips")
+        if part.get("interval_ratio") is not None:
+            clauses.append(f"prompt-clustered rating intervals {part['interval_ratio']:.2f}x the battle ones")
+        if part.get("fps") is not None:
+            clauses.append(f"same-family preference {part['fps']:+.3f}")
+        return "; ".join(clauses) or None
 
     def register_command(self, app: typer.Typer) -> None:
         from jurymeter.analyses.pairwise.command import register

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import polars as pl
 
-from jurymeter.analyses.base import Analysis, FitScope, Headline, Table
+from jurymeter.analyses.base import Analysis, FitScope, Headline, HeadlineContext, Table
 from jurymeter.errors import ConfigError, JurymeterError, NotApplicableError
 from jurymeter.stats.sequential import schemas
 
@@ -437,6 +437,17 @@ class SequentialAnalysis(Analysis[SequentialResult, SequentialOptions]):
         from jurymeter.analyses.sequential.section import sequential_section
 
         sequential_section(page)
+
+    def sentence(self, part: Mapping[str, Any], context: HeadlineContext) -> str | None:
+        """Carry-over from the previous rating in a batch, and whether it changes a judge's top system."""
+        if part.get("max_rho_1") is None:
+            return None
+        clause = f"carry-over from the previous rating up to {part['max_rho_1']:+.2f} logit"
+        differ = part.get("top_disagree")
+        if differ is not None:
+            clause += (", the same top system by the average and by the model for every judge" if differ == 0
+                       else f", a different top system by the average and by the model for {differ} judge(s)")
+        return clause
 
     def register_command(self, app: typer.Typer) -> None:
         from jurymeter.analyses.sequential.command import register

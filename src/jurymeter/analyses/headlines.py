@@ -1,0 +1,97 @@
+"""A run's headlines: one sentence per fit and the alerts that come first (issue 16, points 1 and 5).
+
+Built from ``summary.json`` alone (each fit's entry holds every analysis's
+headline numbers, the same numbers as the fit's JSON), so the index page, the
+end of ``jurymeter run`` and ``jurymeter report latest --summary`` say the
+same thing, and an old run's summary can be said again without its tables.
+Each fit's sentence is the clauses of the registered analyses that ran on it
+(:meth:`jurymeter.analyses.base.Analysis.sentence`), in registry order; no
+analysis is named here.
+
+Alerts, in this order: fits that failed; judges whose change since the last
+run is larger than the intervals allow (given by the run history,
+``extra_alerts``); judges with a large share of failed judgments; what a fit
+left out (``dropped_*`` headlines).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from jurymeter.analyses import registered
+from jurymeter.analyses.base import HeadlineContext, dropped_line
+
+# A judge whose judgments failed this often is an alert even on a first run: every
+# analysis of its item sets sees that much less of it (a choice; the issue names none).
+FAILED_SHARE_ALERT = 0.05
+
+
+def fit_label(entry: Mapping[str, Any]) -> str:
+    """``item set / universe / population`` (pairwise item sets marked: a name may be both)."""
+    item_set = str(entry.get("item_set", ""))
+    if entry.get("protocol") == "pairwise":
+        item_set += " (pairwise)"
+    return " / ".join([item_set, str(entry.get("universe", "")), str(entry.get("population", ""))])
+
+
+def fit_sentence(entry: Mapping[str, Any], context: HeadlineContext) -> str:
+    """One fit's headline: its analyses' clauses joined by "; ", or why there is none."""
+    if entry.get("status") == "failed":
+        error = str(entry.get("error") or "no error message").splitlines()[0]
+        return f"failed: {error}"
+    parts = entry.get("analyses") or {}
+    clauses = []
+    for analysis in registered():
+        part = parts.get(analysis.name)
+        if part is None or part.get("status") == "skipped":
+            continue
+        clause = analysis.sentence(part, context)
+        if clause:
+            clauses.append(clause)
+    return "; ".join(clauses) or "no headline numbers"
+
+
+def run_alerts(summary: Mapping[str, Any], extra_alerts: Sequence[str] = ()) -> list[str]:
+    """The alerts of a run, most urgent first (see the module docstring)."""
+    alerts = []
+    for entry in summary.get("fits") or []:
+        if entry.get("status") == "failed":
+            error = str(entry.get("error") or "no error message").splitlines()[0]
+            alerts.append(f"fit failed: {fit_label(entry)}: {error}")
+    alerts.extend(extra_alerts)
+    for judge in summary.get("judges") or []:
+        share = judge.get("failed_share")
+        if share is not None and share >= FAILED_SHARE_ALERT:
+            total = int(judge.get("stored", 0)) + int(judge.get("failed", 0))
+            alerts.append(f"judge {judge.get('judge_id')}: {100 * share:.1f}% of its judgments failed "
+                          f"({int(judge.get('failed', 0)):,} of {total:,})")
+    for entry in summary.get("fits") or []:
+        for analysis in registered():
+            line = dropped_line(analysis.headline, (entry.get("analyses") or {}).get(analysis.name) or {})
+            if line:
+                alerts.append(f"{fit_label(entry)} ({analysis.title}) dropped: {line}")
+    return alerts
+
+
+def run_headlines(summary: Mapping[str, Any], extra_alerts: Sequence[str] = ()) -> dict[str, Any]:
+    """The run's headlines, JSON-ready (``summary.json`` ``headlines``).
+
+    Returns
+    -------
+    dict
+        ``alerts``: list of str; ``fits``: one dict per fit in summary order
+        (``item_set``, ``universe``, ``population``, ``protocol``, ``status``,
+        ``label``, ``sentence``).
+    """
+    scale = summary.get("scale")
+    context = HeadlineContext(scale=(float(scale[0]), float(scale[1])) if scale else None)
+    fits = [
+        {
+            "item_set": entry.get("item_set"), "universe": entry.get("universe"),
+            "population": entry.get("population"), "protocol": entry.get("protocol") or "",
+            "status": entry.get("status"), "label": fit_label(entry), "sentence": fit_sentence(entry, context),
+        }
+        for entry in summary.get("fits") or []
+    ]
+    return {"alerts": run_alerts(summary, extra_alerts), "fits": fits}
