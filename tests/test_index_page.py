@@ -1,0 +1,194 @@
+"""The index page, the fit pages, their CSV files and the terminal's headlines (issue 16, points 1, 2 and 5).
+
+A small run is published by the library (``tests/published.py``). The
+headline sentence is checked against each fit's own JSON (``fits/<key>.json``,
+read here, not the summary the sentence is built from); the CSV files against
+the tables of the pages, parsed with the standard library's HTML parser (the
+report cuts tables with regular expressions).
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import io
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from published import publish_small_run
+from typer.testing import CliRunner
+
+from jurymeter.analyses.headlines import FAILED_SHARE_ALERT, run_alerts
+from jurymeter.cli import app
+
+RUN_ID = "20260102T021500Z"
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = publish_small_run(tmp_path_factory.mktemp("index"), RUN_ID)
+    return root / "results" / RUN_ID
+
+
+def _json(path: Path) -> Any:
+    return orjson.loads(path.read_bytes())
+
+
+class Tables(HTMLParser):
+    """Every ``<table>`` of a page as rows of cell texts, and each CSV link that follows a table."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tables: list[list[list[str]]] = []
+        self.links: list[str] = []
+        self.headline_rows: list[list[str]] = []
+        self._cell: list[str] | None = None
+        self._in_table = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "table":
+            self.tables.append([])
+            self._in_table = True
+        elif tag == "tr" and self._in_table:
+            self.tables[-1].append([])
+        elif tag in ("td", "th") and self._in_table:
+            self._cell = []
+        elif tag == "a" and "download" in dict(attrs):
+            self.links.append(str(dict(attrs)["href"]))
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "table":
+            self._in_table = False
+        elif tag in ("td", "th") and self._cell is not None:
+            self.tables[-1][-1].append("".join(self._cell).strip())
+            self._cell = None
+
+    def handle_data(self, data: str) -> None:
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def _tables(page: Path) -> Tables:
+    parser = Tables()
+    parser.feed(page.read_text())
+    return parser
+
+
+def test_every_fit_has_a_page_linked_from_its_headline_row(run: Path) -> None:
+    summary = _json(run / "summary.json")
+    index = (run / "report" / "index.html").read_text()
+    pages = sorted((run / "report" / "fits").glob("*.html"))
+    assert len(pages) == len(summary["fits"]) == 4
+    for page in pages:
+        assert f'href="fits/{page.name}"' in index
+        assert 'href="../index.html"' in page.read_text()
+    # Alerts first, then the headlines, then the run's facts.
+    assert index.index('id="alerts"') < index.index('id="headlines"') < index.index('id="summary"')
+
+
+def test_headline_numbers_equal_the_fits_own_json(run: Path) -> None:
+    summary = _json(run / "summary.json")
+    index = html.unescape((run / "report" / "index.html").read_text())
+    for entry in summary["fits"]:
+        fit = _json(run / "fits" / f"{entry['key']}.json")["analyses"]
+        [said] = [h["sentence"] for h in summary["headlines"]["fits"]
+                  if (h["item_set"], h["universe"], h["protocol"]) == (entry["item_set"], entry["universe"], entry["protocol"])]
+        assert said in index  # the row on the page is the summary's sentence
+        if entry["protocol"] == "pointwise":
+            g = fit["gstudy"]
+            assert f"MDD {g['mdd95']:.2f} points (1-10 scale)" in said
+            assert f"E\u03c1\u00b2 {g['erho2']:.2f} with {g['sizes']['j']} judge(s)" in said or \
+                f"E\u03c1\u00b2 {g['erho2']:.2f}" in said
+            assert f"one judge's ceiling {g['ceiling']:.2f}" in said
+            if g["judges_needed"] is not None:
+                assert f"{g['judges_needed']} judges reach E\u03c1\u00b2 {g['target']:g} at 30 items" in said
+            offsets = [abs(v) for row in fit["cyclic"]["judge_system_offsets"].values() for v in row.values()]
+            assert f"largest judge offset on one system {max(offsets):.2f} points" in said
+            rho = [j["rho_1"] for j in fit["sequential"]["judges"].values() if j["rho_1"] is not None]
+            assert f"up to {max(rho, key=abs):+.2f} logit" in said
+        else:
+            p = fit["pairwise"]
+            assert f"position bias {p['position']['slot_a_advantage']['value']:.1f} points" in said
+            reversal = max(j["reversal_rate"] for j in p["judges"].values() if j["reversal_rate"] is not None)
+            assert f"up to {100 * reversal:.0f}% of verdicts flip" in said
+
+
+def test_every_table_of_every_page_is_also_a_csv_file_with_the_same_cells(run: Path) -> None:
+    report = run / "report"
+    pages = [report / "index.html", *sorted((report / "fits").glob("*.html"))]
+    count = 0
+    for page in pages:
+        parsed = _tables(page)
+        assert len(parsed.links) == len(parsed.tables) > 0, page.name
+        for table, link in zip(parsed.tables, parsed.links, strict=True):
+            target = (page.parent / link).resolve()
+            assert target.is_relative_to(report.resolve()) and target.suffix == ".csv"
+            rows = list(csv.reader(io.StringIO(target.read_text())))
+            assert rows == table, (page.name, link)
+            count += 1
+    assert count >= 20
+
+
+def test_alerts_come_in_order_failed_fits_changes_failing_judges_then_drops() -> None:
+    summary = {
+        "fits": [
+            {"item_set": "a", "universe": "all", "population": "all", "protocol": "pointwise", "status": "fitted",
+             "analyses": {"gstudy": {"dropped_systems": 1, "dropped_items": 0, "dropped_judges": 0,
+                                     "dropped_system_ids": "s9"}}},
+            {"item_set": "<b>", "universe": "all", "population": "all", "protocol": "pointwise",
+             "status": "failed", "error": "boom\ntraceback line"},
+        ],
+        "judges": [
+            {"judge_id": "j1", "stored": 95, "failed": 5, "failed_share": FAILED_SHARE_ALERT},
+            {"judge_id": "j2", "stored": 99, "failed": 1, "failed_share": 0.01},
+        ],
+    }
+    alerts = run_alerts(summary, ["judge j3: offset changed"])
+    assert alerts[0] == "fit failed: <b> / all / all: boom"
+    assert alerts[1] == "judge j3: offset changed"
+    assert alerts[2].startswith("judge j1: 5.0% of its judgments failed (5 of 100)")
+    assert alerts[3].startswith("a / all / all (G-study") and "s9" in alerts[3]
+    assert len(alerts) == 4  # j2's 1% is no alert
+
+
+def test_report_summary_prints_the_alerts_and_headlines_and_report_rebuilds_every_page(run: Path) -> None:
+    store = str(run.parents[1])
+    summary = _json(run / "summary.json")
+    printed = CliRunner().invoke(app, ["report", "latest", "--store", store, "--summary"])
+    assert printed.exit_code == 0, printed.output
+    lines = printed.output.splitlines()
+    assert lines[0] == f"run {RUN_ID}: complete"
+    assert "alerts: none" in lines[1]
+    text = " ".join(printed.output.split())  # rich wraps long lines
+    for h in summary["headlines"]["fits"]:
+        assert " ".join(f"{h['label']}: {h['sentence']}".split()) in text
+    # `jurymeter report` rebuilds every page and CSV from the run folder.
+    before = {p.relative_to(run): p.read_bytes() for p in (run / "report").rglob("*") if p.is_file()}
+    for p in (run / "report").rglob("*.html"):
+        p.unlink()
+    rebuilt = CliRunner().invoke(app, ["report", RUN_ID, "--store", store])
+    assert rebuilt.exit_code == 0, rebuilt.output
+    after = {p.relative_to(run): p.read_bytes() for p in (run / "report").rglob("*") if p.is_file()}
+    assert set(after) == set(before)
+    # The same pages, except the run's timings (and the finish time), which the rebuild knows in full
+    # (the run's own report is written before its report and finish times are).
+    def settled(data: bytes) -> bytes:
+        return re.sub(rb"<tr><td>(timings \(s\)|finished)</td><td>[^<]*</td></tr>|(timings \(s\)|finished),[^\n]*\n", b"", data)
+
+    assert [k for k in before if settled(after[k]) != settled(before[k])] == []
+
+
+def test_the_run_printout_ends_with_the_alerts_and_the_headlines(run: Path) -> None:
+    from jurymeter.cli.app import print_run_summary
+    from jurymeter.cli.common import out
+
+    summary = _json(run / "summary.json")
+    with out.capture() as captured:
+        print_run_summary(summary, ingest_printed=True)
+    said = " ".join(captured.get().split("results: ", 1)[1].split())
+    assert "alerts: none" in said
+    assert " ".join(f"{summary['headlines']['fits'][-1]['label']}: {summary['headlines']['fits'][-1]['sentence']}".split()) in said
