@@ -268,7 +268,9 @@ class GStudyAnalysis(Analysis[GStudyResult, GStudyOptions]):
         Table("budget", {"budget": pl.Int64, "judges": pl.Int64, "items": pl.Int64, "replicates": pl.Int64,
                          "mdd95": pl.Float64, "optimal": pl.Boolean}, "appendix figure 2"),
         Table("leaderboard", {"system_id": pl.String, "mean": pl.Float64, "rank": pl.Int64,
-                              "tie_group": pl.Int64, "mdd95": pl.Float64}, "system means and tie groups"),
+                              "rank_low": pl.Int64, "rank_high": pl.Int64,
+                              "tie_group": pl.Int64, "mdd95": pl.Float64},
+              "system means, rank ranges and tie groups"),
         Table("items", {"item_id": pl.String, "discrimination": pl.Float64, "screened": pl.Boolean},
               "item discrimination and screen"),
     )
