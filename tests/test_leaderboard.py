@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 
@@ -55,7 +56,7 @@ def test_tie_groups_equal_the_rule_written_as_a_loop(means: dict[str, float], md
 def test_groups_are_chains_closer_than_the_mdd_and_apart_from_each_other(means: dict[str, float], mdd: float) -> None:
     table = tie_groups(means, mdd)
     rows = list(table.select("mean", "tie_group").iter_rows())
-    for (m1, g1), (m2, g2) in zip(rows, rows[1:], strict=False):
+    for (m1, g1), (m2, g2) in itertools.pairwise(rows):
         assert (m1 - m2 < mdd) == (g1 == g2)
     # Any two systems of different groups are at least the MDD apart.
     for m1, g1 in rows:

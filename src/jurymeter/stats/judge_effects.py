@@ -68,6 +68,13 @@ Z95 = float(norm.ppf(0.975))
 JUDGE = "j"
 
 
+def _dense(m: Any) -> np.ndarray:
+    """A sparse (or dense) matrix as a dense float array."""
+    dense: Any = m.toarray() if hasattr(m, "toarray") else m
+    out: np.ndarray = np.asarray(dense, dtype=np.float64)
+    return out
+
+
 def _rows(judges: Sequence[str], offset: np.ndarray, se: np.ndarray) -> list[dict[str, Any]]:
     return [
         {"judge_id": str(j), "offset": float(o), "se": float(e), "low": float(o - Z95 * e), "high": float(o + Z95 * e)}
@@ -164,19 +171,18 @@ def incomplete_offsets(
     cell = np.unique(s_codes * n_i + i_codes, return_inverse=True)[1]
     n_c = int(cell.max()) + 1
     ones = np.ones(n)
-    zj = sp.csr_matrix((ones, (np.arange(n), judge)), shape=(n, n_j))
-    zc = sp.csr_matrix((ones, (np.arange(n), cell)), shape=(n, n_c))
+    zj: Any = sp.csr_matrix((ones, (np.arange(n), judge)), shape=(n, n_j))
+    zc: Any = sp.csr_matrix((ones, (np.arange(n), cell)), shape=(n, n_c))
     size = np.asarray(zc.sum(axis=0)).ravel()  # judges per cell
     w = sp.diags(1.0 / size)
     jc = (zj.T @ zc).tocsr()  # judges x cells
     jcw = (jc @ w).tocsr()
 
-    def apply_l(x: sp.spmatrix) -> np.ndarray:
-        """L @ x for a (cells' rows x k) matrix: the judge sums of x minus those of its cell means."""
-        out = zj.T @ x - jcw @ (zc.T @ x)
-        return np.asarray(out.todense()) if sp.issparse(out) else np.asarray(out)
+    def l_times(x: Any) -> Any:
+        """L @ x (``x`` rows are the cells): the judge sums of x minus those of x's cell means."""
+        return zj.T @ x - jcw @ (zc.T @ x)
 
-    c_matrix = apply_l(zj)
+    c_matrix = _dense(l_times(zj))
     q = (zj.T @ y) - jcw @ (zc.T @ y)
     if np.linalg.matrix_rank(c_matrix, tol=1e-9 * max(1.0, float(np.abs(c_matrix).max()))) < n_j - 1:
         return [], (
@@ -191,9 +197,8 @@ def incomplete_offsets(
     for effect, codes, levels in ((sj, s_codes, n_s), (ij, i_codes, n_i)):
         if component.get(effect, 0.0) > 0:
             z = sp.csr_matrix((ones, (np.arange(n), codes * n_j + judge)), shape=(n, levels * n_j))
-            lz = zj.T @ z - jcw @ (zc.T @ z)
-            lz = sp.csr_matrix(lz)
-            v += component[effect] * np.asarray((lz @ lz.T).todense())
+            lz = sp.csr_matrix(l_times(z))
+            v += component[effect] * _dense(lz @ lz.T)
     gens = np.ones(n) if generations is None else np.asarray(generations, dtype=np.float64)
     per_row = np.ones(n) if rows is None else np.asarray(rows, dtype=np.float64)
     d = np.zeros(n)
@@ -209,10 +214,10 @@ def incomplete_offsets(
             d += component.get(effect, 0.0)
     # L D L' = Zj'DZj - Zj'D Zc W Zc'Zj - (..)' + Zj'Zc W (Zc'D Zc) W Zc'Zj
     dmat = sp.diags(d)
-    a = np.asarray((zj.T @ dmat @ zj).todense())
-    b = np.asarray((zj.T @ dmat @ zc @ w @ jc.T).todense())
+    a = _dense(zj.T @ dmat @ zj)
+    b = _dense(zj.T @ dmat @ zc @ w @ jc.T)
     cdc = sp.diags(np.asarray((zc.T @ dmat @ zc).diagonal()).ravel())
-    cterm = np.asarray((jcw @ cdc @ jcw.T).todense())
+    cterm = _dense(jcw @ cdc @ jcw.T)
     v += a - b - b.T + cterm
     cov = c_plus @ v @ c_plus
     se = np.sqrt(np.clip(np.diag(cov), 0.0, None))
