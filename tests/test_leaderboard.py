@@ -1,7 +1,8 @@
-"""Tie groups against the rule of docs/results.md, written out as a plain loop."""
+"""Tie groups against the rule of docs/results.md (issue 16: components, not greedy), written out as a plain loop."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 
@@ -27,13 +28,13 @@ MDDS = st.one_of(
 
 
 def brute_force(means: dict[str, float], mdd: float) -> list[tuple[str, float, int, int]]:
-    """The rule, literally: best first (ties by id); join the group while < mdd below its first."""
+    """The rule, literally: best first (ties by id); a new group where the step from the previous is >= mdd."""
     ordered = sorted(means.items(), key=lambda kv: (-kv[1], kv[0]))
-    out, group, leader = [], 0, None
+    out, group, previous = [], 0, None
     for rank, (system, mean) in enumerate(ordered, start=1):
-        if leader is None or not leader - mean < mdd:
+        if previous is None or not previous - mean < mdd:
             group += 1
-            leader = mean
+        previous = mean
         out.append((system, mean, rank, group))
     return out
 
@@ -42,8 +43,8 @@ def brute_force(means: dict[str, float], mdd: float) -> list[tuple[str, float, i
 @given(means=st.dictionaries(IDS, MEANS, max_size=25), mdd=MDDS)
 def test_tie_groups_equal_the_rule_written_as_a_loop(means: dict[str, float], mdd: float) -> None:
     table = tie_groups(means, mdd)
-    assert table.columns == ["system_id", "mean", "rank", "tie_group", "mdd95"]
-    assert table.dtypes == [pl.String, pl.Float64, pl.Int64, pl.Int64, pl.Float64]
+    assert table.columns == ["system_id", "mean", "rank", "rank_low", "rank_high", "tie_group", "mdd95"]
+    assert table.dtypes == [pl.String, pl.Float64, pl.Int64, pl.Int64, pl.Int64, pl.Int64, pl.Float64]
     got = list(table.select("system_id", "mean", "rank", "tie_group").iter_rows())
     assert got == brute_force(means, mdd)
     assert table["rank"].to_list() == list(range(1, len(means) + 1))
@@ -52,16 +53,16 @@ def test_tie_groups_equal_the_rule_written_as_a_loop(means: dict[str, float], md
 
 @settings(max_examples=100, deadline=None)
 @given(means=st.dictionaries(IDS, MEANS, min_size=1, max_size=25), mdd=MDDS)
-def test_groups_are_closer_than_the_mdd_and_leaders_are_not(means: dict[str, float], mdd: float) -> None:
+def test_groups_are_chains_closer_than_the_mdd_and_apart_from_each_other(means: dict[str, float], mdd: float) -> None:
     table = tie_groups(means, mdd)
-    leaders = table.group_by("tie_group", maintain_order=True).first().sort("tie_group")
-    assert leaders["tie_group"].to_list() == list(range(1, leaders.height + 1))
-    lead = {g: (rank, mean) for g, rank, mean in leaders.select("tie_group", "rank", "mean").iter_rows()}
-    for rank, mean, group in table.select("rank", "mean", "tie_group").iter_rows():
-        if rank != lead[group][0]:
-            assert lead[group][1] - mean < mdd
-    for previous, following in zip(leaders["mean"], leaders["mean"][1:], strict=False):
-        assert previous - following >= mdd
+    rows = list(table.select("mean", "tie_group").iter_rows())
+    for (m1, g1), (m2, g2) in itertools.pairwise(rows):
+        assert (m1 - m2 < mdd) == (g1 == g2)
+    # Any two systems of different groups are at least the MDD apart.
+    for m1, g1 in rows:
+        for m2, g2 in rows:
+            if g1 < g2:
+                assert m1 - m2 >= mdd
     # Groups are contiguous runs in rank order and never go back.
     groups = table["tie_group"].to_list()
     assert groups == sorted(groups)
@@ -87,8 +88,9 @@ def test_boundary_difference_equal_to_the_mdd_opens_a_new_group() -> None:
     # b is exactly 0.5 below a: not "less than", so b leads group 2; c is 0.5 below b.
     assert table["tie_group"].to_list() == [1, 2, 3]
     table = tie_groups({"a": 3.0, "b": 2.6, "c": 2.2}, 0.5)
-    # Membership is measured from the group's first system, not the previous one.
-    assert table["tie_group"].to_list() == [1, 1, 2]
+    # Membership is a chain of steps below the MDD (components), not a distance to the group's first
+    # system (the greedy rule before issue 16 gave [1, 1, 2]).
+    assert table["tie_group"].to_list() == [1, 1, 1]
 
 
 def test_infinite_mdd_is_one_group_and_nan_is_refused() -> None:
@@ -107,7 +109,8 @@ def test_no_systems_give_an_empty_table_with_the_schema() -> None:
     table = tie_groups({}, 0.5)
     assert table.height == 0
     assert table.schema == pl.Schema(
-        {"system_id": pl.String, "mean": pl.Float64, "rank": pl.Int64, "tie_group": pl.Int64, "mdd95": pl.Float64}
+        {"system_id": pl.String, "mean": pl.Float64, "rank": pl.Int64, "rank_low": pl.Int64, "rank_high": pl.Int64,
+         "tie_group": pl.Int64, "mdd95": pl.Float64}
     )
 
 

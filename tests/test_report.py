@@ -44,7 +44,7 @@ REAL_FIT = ("sim-chat", "all", "all")
 FAILED_FIT = ("broken", "u", "p")
 ERROR = 'DesignError: <b>no judges</b> & "nothing" left'
 RUN_ID = "20261130T021500Z-<script>x</script>"
-KINDS = ("erho2", "nomogram", "budget", "strategies", "judge-offsets")
+KINDS = ("rank-intervals", "erho2", "nomogram", "budget", "strategies", "judge-offsets")
 
 
 def _tables_of_fit(

@@ -108,3 +108,75 @@ draw = _draw
 interval_bars = _bars
 labelled_rows_figure = _horizontal
 matrix = _matrix
+
+# --- rank intervals
+
+# Okabe-Ito (colour-blind safe), black left out: the point ranks are black.
+OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#999999")
+RANK_LEGEND_GROUPS = 8
+
+
+def rank_interval_figure(rows: pl.DataFrame, title: str, *, label: str = "system_id") -> Figure | None:
+    """Each system's rank range as a horizontal bar with its point rank, best first, coloured by tie group.
+
+    ``rows`` holds ``label``, ``rank``, ``rank_low``, ``rank_high`` and
+    optionally ``tie_group`` (the pointwise leaderboard, Bradley-Terry's
+    ratings). The x axis is the rank (1 = best, integer ticks); one row per
+    system, the figure's height growing with their count (3 to 60 systems
+    stay legible at 1400 px) and its left margin with the longest label.
+    Groups take the Okabe-Ito colours in turn (neighbouring groups differ);
+    the legend names the groups when there are at most eight. ``None``
+    without a row that has a range (no MDD, no bootstrap).
+    """
+    from matplotlib.ticker import MultipleLocator
+
+    needed = {label, "rank", "rank_low", "rank_high"}
+    if rows.height == 0 or not needed <= set(rows.columns):
+        return None
+    ordered = rows.filter(pl.col("rank_low").is_not_null() & pl.col("rank_high").is_not_null()).sort("rank")
+    if ordered.height == 0:
+        return None
+    labels = [_mpl(s) for s in ordered[label].to_list()]
+    rank = ordered["rank"].cast(pl.Float64).to_numpy()
+    low = ordered["rank_low"].cast(pl.Float64).to_numpy()
+    high = ordered["rank_high"].cast(pl.Float64).to_numpy()
+    groups = ordered["tie_group"].to_list() if "tie_group" in ordered.columns else [None] * ordered.height
+    order = list(dict.fromkeys(g for g in groups if g is not None))
+    colour_of = {g: OKABE_ITO[k % len(OKABE_ITO)] for k, g in enumerate(order)}
+    n_ranks = int(max(float(high.max()), float(rank.max())))
+
+    def build() -> Figure:
+        fig, ax = _horizontal(labels, title)
+        legend = bool(order) and len(order) <= RANK_LEGEND_GROUPS
+        if legend:  # room on the right for the legend, outside the bars
+            width, height = fig.get_size_inches()
+            params = fig.subplotpars
+            extra = 1.7
+            fig.set_size_inches(width + extra, height)
+            fig.subplots_adjust(left=params.left * width / (width + extra),
+                                right=(params.right * width) / (width + extra))
+        y = np.arange(len(labels))
+        colours = [colour_of.get(g, OKABE_ITO[0]) for g in groups]
+        # A bar from rank_low - 0.4 to rank_high + 0.4: a one-rank range still shows as a bar.
+        ax.barh(y, high - low + 0.8, left=low - 0.4, height=0.55, color=colours, alpha=0.85, edgecolor="none")
+        ax.plot(rank, y, "o", color="black", markersize=4, zorder=3, label="point rank")
+        if legend:
+            from matplotlib.patches import Patch
+
+            handles = [Patch(color=colour_of[g], label=f"tie group {g}") for g in order]
+            ax.legend(handles=[*handles, *ax.get_legend_handles_labels()[0]], fontsize=8, loc="upper left",
+                      bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, frameon=False)
+        ax.set_yticks(y, labels)
+        ax.set_ylim(len(labels) - 0.5, -0.5)  # best at the top
+        ax.set_xlim(0.4, n_ranks + 0.6)
+        if n_ranks <= 20:
+            ax.set_xticks(np.arange(1, n_ranks + 1))
+        else:
+            step = 5 if n_ranks <= 60 else 10
+            ax.set_xticks([1, *range(step, n_ranks + 1, step)])
+            ax.xaxis.set_minor_locator(MultipleLocator(1))
+        ax.set_xlabel("rank (1 = best)")
+        ax.grid(True, axis="x", alpha=0.3)
+        return fig
+
+    return _draw(build)

@@ -1,7 +1,7 @@
 r"""The G-study's curves and leaderboard, recomputed from a fitted report's components.
 
 Figure 1 (E rho^2 against items, per judge count), figure 2 (MDD of budget
-splits), the ceiling by judge count, and the leaderboard's tie groups.
+splits), the ceiling by judge count, and the leaderboard's rank ranges and tie groups.
 
 Values follow the boundary rule of :mod:`jurymeter.stats.dstudy` ("Boundaries";
 ``docs/gstudy.md``): coefficients in [0, 1], an undefined value is ``None``
@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from jurymeter.stats.design import Design
-from jurymeter.stats.ranking import tie_groups
+from jurymeter.stats.ranking import rank_intervals
 
 # Figure 1's curves: judge counts and item counts (log-spaced, 5..500).
 CURVE_JUDGES = (1, 2, 3, 5, 10)
@@ -148,16 +148,19 @@ def _number(value: float) -> float | None:
 
 
 def leaderboard(report: dict[str, Any]) -> list[dict[str, Any]]:
-    r"""The balanced block's system means, grouped into ties below the fit's MDD (docs/results.md).
+    r"""The fit's system means with rank ranges and tie groups under the fit's MDD (docs/results.md).
 
     The block's means, not all records', so the ranking and the MDD describe
-    the same data. When the report's ``mdd95`` is ``None`` (no positive
-    :math:`\sigma^2_\delta`; its reason is in ``null_reasons``), the systems are
-    still ranked, but ``tie_group`` and ``mdd95`` are ``None``: no grouping can
-    be drawn without a floor.
+    the same data (:func:`jurymeter.stats.ranking.rank_intervals`: ``rank_low``
+    and ``rank_high`` span every system a system cannot be told apart from;
+    the tie groups are the connected components of "closer than the MDD").
+    When the report's ``mdd95`` is ``None`` (no positive
+    :math:`\sigma^2_\delta`; its reason is in ``null_reasons``), the systems
+    are still ranked, but ``rank_low``, ``rank_high``, ``tie_group`` and
+    ``mdd95`` are ``None``: no range or grouping can be drawn without a floor.
     """
     mdd = report["mdd95"]
     if mdd is None:
-        rows = tie_groups(report["system_means"], 0.0).to_dicts()
-        return [{**row, "tie_group": None, "mdd95": None} for row in rows]
-    return tie_groups(report["system_means"], mdd).to_dicts()
+        rows = rank_intervals(report["system_means"], 0.0).to_dicts()
+        return [{**row, "rank_low": None, "rank_high": None, "tie_group": None, "mdd95": None} for row in rows]
+    return rank_intervals(report["system_means"], mdd).to_dicts()

@@ -767,6 +767,9 @@ class GStudyChunks:
         self.terms = TermSums(design, PAPER_ROLES.item)
         self.item_means: list[np.ndarray] = []
         self.one_judge_means: list[np.ndarray] = []
+        # Per judge, the sum of its scores over the block and how many (judge offsets).
+        self.judge_sums: np.ndarray | None = None
+        self.judge_count = 0
         n_judges = len(layout.judges)
         self.ensembles = {
             k: EnsembleRefits(design, n_judges, k=k, partitions=request.partitions, seed=request.seed + k)
@@ -790,6 +793,11 @@ class GStudyChunks:
             x = np.squeeze(x, axis=self.fitted.squeeze)
         self.terms.add(x)
         self.item_means.append(system_item_means(x, design))
+        if PAPER_ROLES.judge in design.facets:
+            axis = design.facets.index(PAPER_ROLES.judge)
+            sums = x.sum(axis=tuple(k for k in range(x.ndim) if k != axis))
+            self.judge_sums = sums if self.judge_sums is None else self.judge_sums + sums
+            self.judge_count += x.size // x.shape[axis]
         # What a careful author does today: one judge, one run, items resampled;
         # the generations of an item (a facet block's g:si) are all kept and
         # averaged, as the block with generations averaged does (_report's MDD
@@ -950,7 +958,36 @@ def _report(chunks: GStudyChunks) -> dict[str, Any]:
         "rank_reliability": {**wrong, "mdd_false_positive_rate": fpr},
         "ensembles": ensembles,
         "items": None if items is None else _item_report(items, block.items, request, screened, notes),
+        "judge_offsets": _balanced_judge_offsets(chunks, fit, notes),
     }
+
+
+JUDGE_OFFSETS_NOTE = (
+    "offset: the judge's mean minus the grand mean of the fitted data, in points (with every record, "
+    "adjusted for the (system, item) cells it scored); se and the 95 % interval are given the judges "
+    "(docs/results.md, judge_effects)"
+)
+
+
+def _one_judge_offsets(notes: ReportNotes, judge: str | None) -> list[dict[str, Any]]:
+    notes.null_reasons["judge_offsets"] = (
+        f"one judge ({judge}) in the fit: an offset is a judge against the rest of its panel, and there is no "
+        "other judge" if judge else "no judge facet in the fitted design: no offsets"
+    )
+    return []
+
+
+def _balanced_judge_offsets(chunks: GStudyChunks, fit: GStudy, notes: ReportNotes) -> list[dict[str, Any]]:
+    """Each judge's offset on the balanced block (:func:`jurymeter.stats.judge_effects.balanced_offsets`)."""
+    from jurymeter.stats.judge_effects import balanced_offsets
+
+    design = chunks.fitted.design
+    if chunks.judge_sums is None or PAPER_ROLES.judge not in design.facets:
+        return _one_judge_offsets(notes, chunks.fitted.fixed.get(PAPER_ROLES.judge))
+    return balanced_offsets(
+        chunks.layout.judges, chunks.judge_sums / chunks.judge_count, design, fit.sizes,
+        dict(zip(design.effects, fit.sigma2.tolist(), strict=True)),
+    )
 
 
 def _item_report(
@@ -1390,7 +1427,75 @@ def henderson_report(
         "ensembles": {},
         "items": None,
         "nested": None,
+        "judge_offsets": _henderson_judge_offsets(cells, fitted, fit, notes),
     }
+
+
+def _judge_cells(cells: Cells) -> tuple[list[str], dict[str, np.ndarray]]:
+    """The (system, item, judge) cells of Henderson's cells: codes, mean score, generations and rows averaged."""
+    if isinstance(cells, CellTable):
+        keys = cells.keys
+        inner = tuple(range(3, len(keys)))
+        count = cells.present.sum(axis=inner) if inner else cells.present.astype(np.int64)
+        total = (cells.means * cells.present).sum(axis=inner) if inner else cells.means
+        if "generation" in keys:
+            g = keys.index("generation")
+            seen = cells.present.any(axis=tuple(k for k in inner if k != g))
+            gens = seen.sum(axis=-1)
+        else:
+            gens = (count > 0).astype(np.int64)
+        s_code, i_code, j_code = np.nonzero(count)
+        judges = [str(v) for v in cells.levels[2]]
+        return judges, {
+            "system": s_code, "item": i_code, "judge": j_code,
+            "y": total[s_code, i_code, j_code] / count[s_code, i_code, j_code],
+            "generations": gens[s_code, i_code, j_code], "rows": count[s_code, i_code, j_code],
+        }
+    frame = cells.frame
+    has_g = "generation" in frame.columns
+    grouped = (
+        frame.group_by("system_id", "item_id", "judge_id")
+        .agg(
+            pl.col("score").mean().alias("y"), pl.len().alias("rows"),
+            (pl.col("generation").n_unique() if has_g else pl.lit(1)).alias("generations"),
+        )
+        .with_columns(pl.col(c).cast(pl.String) for c in ("system_id", "item_id", "judge_id"))
+        .sort("system_id", "item_id", "judge_id")
+    )
+    judges = sorted(str(v) for v in grouped.get_column("judge_id").unique().to_list())
+
+    def codes(column: str, levels: list[str]) -> np.ndarray:
+        out: np.ndarray = grouped.get_column(column).cast(pl.Enum(levels)).to_physical().to_numpy().astype(np.int64)
+        return out
+
+    return judges, {
+        "system": codes("system_id", sorted(set(grouped.get_column("system_id").to_list()))),
+        "item": codes("item_id", sorted(set(grouped.get_column("item_id").to_list()))),
+        "judge": codes("judge_id", judges),
+        "y": grouped.get_column("y").to_numpy(),
+        "generations": grouped.get_column("generations").to_numpy(),
+        "rows": grouped.get_column("rows").to_numpy(),
+    }
+
+
+def _henderson_judge_offsets(
+    cells: Cells, fitted: FittedDesign, fit: GStudy, notes: ReportNotes
+) -> list[dict[str, Any]]:
+    """Each judge's within-cell offset on every record (:func:`jurymeter.stats.judge_effects.incomplete_offsets`)."""
+    from jurymeter.stats.judge_effects import incomplete_offsets
+
+    design = fitted.design
+    if PAPER_ROLES.judge not in design.facets:
+        return _one_judge_offsets(notes, fitted.fixed.get(PAPER_ROLES.judge))
+    judges, arrays = _judge_cells(cells)
+    rows, reason = incomplete_offsets(
+        judges, arrays["system"], arrays["item"], arrays["judge"], arrays["y"], design,
+        dict(zip(design.effects, fit.sigma2.tolist(), strict=True)),
+        generations=arrays["generations"], rows=arrays["rows"],
+    )
+    if reason is not None:
+        notes.null_reasons["judge_offsets"] = reason
+    return rows
 
 
 def _intervals_and_scale(

@@ -275,9 +275,14 @@ class GStudyAnalysis(Analysis[GStudyResult, GStudyOptions]):
         Table("budget", {"budget": pl.Int64, "judges": pl.Int64, "items": pl.Int64, "replicates": pl.Int64,
                          "mdd95": pl.Float64, "optimal": pl.Boolean}, "appendix figure 2"),
         Table("leaderboard", {"system_id": pl.String, "mean": pl.Float64, "rank": pl.Int64,
-                              "tie_group": pl.Int64, "mdd95": pl.Float64}, "system means and tie groups"),
+                              "rank_low": pl.Int64, "rank_high": pl.Int64,
+                              "tie_group": pl.Int64, "mdd95": pl.Float64},
+              "system means, rank ranges and tie groups"),
         Table("items", {"item_id": pl.String, "discrimination": pl.Float64, "screened": pl.Boolean},
               "item discrimination and screen"),
+        Table("judge_effects", {"judge_id": pl.String, "offset": pl.Float64, "se": pl.Float64,
+                                "low": pl.Float64, "high": pl.Float64},
+              "per-judge offsets (points) with SE and 95 % interval"),
     )
     headline = (
         Headline("design", "design", "text"),
@@ -293,6 +298,13 @@ class GStudyAnalysis(Analysis[GStudyResult, GStudyOptions]):
         Headline("dropped_items", "items dropped", "count"),
         Headline("dropped_judges", "judges dropped", "count"),
         Headline("dropped_system_ids", "systems not on the leaderboard", "text"),
+        # The index page's headline sentence (issue 16, point 1).
+        Headline("records", "observations", "count"),
+        Headline("groups", "tie groups", "count"),
+        Headline("lenient_judge", "most lenient judge", "text"),
+        Headline("lenient_offset", "lenient offset (points)"),
+        Headline("harsh_judge", "harshest judge", "text"),
+        Headline("harsh_offset", "harsh offset (points)"),
     )
 
     def modes(self, settings: FitSettings, options: GStudyOptions) -> tuple[GenerationMode, ...]:
@@ -311,6 +323,7 @@ class GStudyAnalysis(Analysis[GStudyResult, GStudyOptions]):
             "design": result.design, "systems": result.systems, "items": result.items,
             "judges": result.judges, "erho2": result.erho2, "ceiling": result.ceiling,
             "mdd95": result.mdd95, "design_note": result.design_note, **dropped_summary(result.report),
+            **index_summary(result.report),
         }
 
     def tabulate(self, result: GStudyResult) -> dict[str, list[dict[str, Any]]]:
@@ -350,6 +363,9 @@ class GStudyAnalysis(Analysis[GStudyResult, GStudyOptions]):
         rows["items"] = [
             {"item_id": item, "discrimination": d, "screened": item in screened}
             for item, d in items.get("discrimination", {}).items()
+        ]
+        rows["judge_effects"] = [
+            {k: row[k] for k in ("judge_id", "offset", "se", "low", "high")} for row in report.get("judge_offsets") or []
         ]
         return rows
 
@@ -410,6 +426,33 @@ def dropped_summary(report: Mapping[str, Any]) -> dict[str, Any]:
         "dropped_items": len(block.get("dropped_items") or []),
         "dropped_judges": len(block.get("dropped_judges") or []),
         "dropped_system_ids": ", ".join(ids) or None,
+    }
+
+
+def index_summary(report: Mapping[str, Any]) -> dict[str, Any]:
+    """The headline numbers of the index page's sentence (issue 16, point 1), from a fit's report.
+
+    ``records``: the observations the fit used (the block's, or every record's
+    cells with Henderson: with generations averaged one is the mean of a cell's
+    generations); ``groups``: the leaderboard's tie groups (``None`` when the MDD
+    is not estimable); the most lenient and the harshest judge with their
+    offsets in points (``None`` with fewer than two judges:
+    ``null_reasons["judge_offsets"]`` says why).
+    """
+    block = report.get("block") or {}
+    used = block.get("observations_used")
+    board = report.get("leaderboard") or []
+    groups = {row.get("tie_group") for row in board}
+    offsets = [row for row in report.get("judge_offsets") or [] if row.get("offset") is not None]
+    lenient = max(offsets, key=lambda r: (r["offset"], r["judge_id"]), default=None)
+    harsh = min(offsets, key=lambda r: (r["offset"], r["judge_id"]), default=None)
+    return {
+        "records": None if used is None else int(used),
+        "groups": None if not board or None in groups else len(groups),
+        "lenient_judge": None if lenient is None else str(lenient["judge_id"]),
+        "lenient_offset": None if lenient is None else _finite(lenient["offset"]),
+        "harsh_judge": None if harsh is None else str(harsh["judge_id"]),
+        "harsh_offset": None if harsh is None else _finite(harsh["offset"]),
     }
 
 

@@ -18,7 +18,7 @@ import polars as pl
 from matplotlib.figure import Figure
 
 from jurymeter.analyses.gstudy import dropped_text
-from jurymeter.render.figures import ROUND_TICKS
+from jurymeter.render.figures import ROUND_TICKS, rank_interval_figure
 from jurymeter.render.figures import draw as _draw
 from jurymeter.render.figures import matrix as _matrix
 from jurymeter.render.figures import mpl_text as _mpl
@@ -57,7 +57,7 @@ def gstudy_section(page: SectionBuilder) -> None:
     dropped = dropped_text(page.summary)
     if dropped:  # what the fit left out (issue 14, point 5)
         page.add(f'<p class="note">Dropped: {_e(dropped)}.</p>')
-    page.add(_leaderboard_html(page.rows("leaderboard"), page.summary))
+    _leaderboard(page)
     page.add(_components_html(page.rows("components")))
     page.add(_dstudy_html(page.rows("dstudy")))
     title = page.title
@@ -78,6 +78,26 @@ def gstudy_section(page: SectionBuilder) -> None:
     )
 
 
+def _leaderboard(page: SectionBuilder) -> None:
+    """The leaderboard table, then its rank-interval figure (issue 16, point 3)."""
+    rows = page.rows("leaderboard")
+    page.add(_leaderboard_html(rows, page.summary))
+    title = page.title
+    page.figure(
+        "rank-intervals", lambda: rank_interval_figure(rows, title),
+        "Each system's rank range (bar) and point rank (dot), best first: the range spans every system "
+        "it cannot be told apart from (a mean at least the MDD above it counts as clearly better, at "
+        "least the MDD below as clearly worse); colours mark the tie groups. Two systems whose bars "
+        "overlap should not be ranked against each other: more items or judges narrow the bars.",
+    )
+
+
+def _range_text(low: Any, high: Any) -> str:
+    if low is None or high is None:
+        return "\u2014"
+    return str(low) if low == high else f"{low}\u2013{high}"
+
+
 def _leaderboard_html(rows: pl.DataFrame, entry: Mapping[str, Any]) -> str:
     parts = ["<h4>Leaderboard</h4>"]
     if rows.height == 0:
@@ -88,24 +108,31 @@ def _leaderboard_html(rows: pl.DataFrame, entry: Mapping[str, Any]) -> str:
     groups = rows["tie_group"].to_list()
     if any(g is None for g in groups):  # no MDD (docs/gstudy.md, Boundaries): ranks only
         parts.append(
-            f"<p>{rows.height} systems ranked by mean. No tie groups: the minimum detectable "
-            "difference cannot be estimated from these data, so no difference between two "
+            f"<p>{rows.height} systems ranked by mean (points). No rank ranges or tie groups: the minimum "
+            "detectable difference cannot be estimated from these data, so no difference between two "
             "systems can be called detectable.</p>"
         )
     else:
         n_groups = len(set(groups))
         parts.append(
             f"<p>{rows.height} systems in {n_groups} tie group{'s' if n_groups != 1 else ''}. "
-            f"Systems in one group differ by less than the MDD ({_e(_num(mdd))} points) "
-            "and should not be ranked against each other.</p>"
+            f"Neighbours in one group differ by less than the MDD ({_e(_num(mdd))} points) "
+            "and should not be ranked against each other. A system's rank range spans every system "
+            "it cannot be told apart from (means less than the MDD apart).</p>"
         )
+    has_range = "rank_low" in rows.columns and "rank_high" in rows.columns
     cells, classes, previous = [], [], None
-    for rank, system, mean, group in rows.select("rank", "system_id", "mean", "tie_group").iter_rows():
+    for r in rows.iter_rows(named=True):
+        group = r["tie_group"]
         shade = "tie-a" if group is None or group % 2 == 1 else "tie-b"
         classes.append(f"{shade} group-start" if previous is not None and group != previous else shade)
         previous = group
-        cells.append([_e(rank), _e(system), _e(_num(mean)), _e("\u2014" if group is None else group)])
-    parts.append(_table(["rank", "system", "mean", "tie group"], cells, numeric=[True, False, True, True], row_classes=classes))
+        span = [_e(_range_text(r["rank_low"], r["rank_high"]))] if has_range else []
+        cells.append([_e(r["rank"]), *span, _e(r["system_id"]), _e(_num(r["mean"])),
+                      _e("\u2014" if group is None else group)])
+    header = ["rank", *(["rank range"] if has_range else []), "system", "mean (points)", "tie group"]
+    numeric = [True, *([True] if has_range else []), False, True, True]
+    parts.append(_table(header, cells, numeric=numeric, row_classes=classes))
     parts.append(_missing_rows_html(entry))
     return "\n".join(parts)
 

@@ -30,6 +30,7 @@ from jurymeter.render.figures import labelled_rows_figure as _horizontal
 from jurymeter.render.figures import matrix as _matrix
 from jurymeter.render.figures import mpl_text as _mpl
 from jurymeter.render.figures import new_figure as _new_figure
+from jurymeter.render.figures import rank_interval_figure
 from jurymeter.render.html import SectionBuilder
 from jurymeter.render.html import escape as _e
 from jurymeter.render.html import number as _num
@@ -62,6 +63,10 @@ def pairwise_section(page: SectionBuilder) -> None:
                 "Bradley-Terry ratings (Elo scale) with 95% intervals: a prompt bootstrap that resamples "
                 "items with all their games and judges (blue) against the battle bootstrap of the common "
                 "leaderboards (vermillion); shading marks the tie groups.")
+    page.figure("bt-rank-intervals", lambda: rank_interval_figure(ratings, title),
+                "Each system's Bradley-Terry rank range (bar: the 2.5 and 97.5 percentiles of its rank over "
+                "the prompt bootstrap) and point rank (dot), best first; colours mark the tie groups. Systems "
+                "whose bars overlap are not told apart by these prompts: more prompts narrow the bars.")
     support = page.rows("family_support")
     page.figure("family-support", lambda: _figure_support(support, title),
                 "Family support matrix: mean support a judge family gives candidates of each family; the "
