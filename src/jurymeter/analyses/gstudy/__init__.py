@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from jurymeter.analyses.base import Analysis, FitScope, FitSettings, Headline, Table
+from jurymeter.analyses.base import Analysis, FitScope, FitSettings, Headline, Table, Tracked
 
 if TYPE_CHECKING:
     import numpy as np
@@ -286,6 +286,17 @@ class GStudyAnalysis(Analysis[GStudyResult, GStudyOptions]):
         Headline("dropped_items", "items dropped", "count"),
         Headline("dropped_judges", "judges dropped", "count"),
         Headline("dropped_system_ids", "systems not on the leaderboard", "text"),
+    )
+    # What the run history follows across published runs (pipeline.history, issue 16 point 4).
+    tracked = (
+        Tracked("records", "records", headline="records"),
+        Tracked("E\u03c1\u00b2", "coefficient (0\u20131)", table="dstudy", low="low", high="high",
+                select=("quantity", "erho2")),
+        Tracked("single-judge ceiling", "coefficient (0\u20131)", table="dstudy", low="low", high="high",
+                select=("quantity", "ceiling")),
+        Tracked("MDD95", "points", table="dstudy", low="low", high="high", select=("quantity", "mdd95")),
+        Tracked("judge offset", "points", table="judge_effects", estimate="offset", low="low", high="high",
+                subject="judge_id", drift=True),
     )
 
     def modes(self, settings: FitSettings, options: GStudyOptions) -> tuple[GenerationMode, ...]:
