@@ -304,17 +304,17 @@ def _tracked_values(tables: Mapping[str, pl.DataFrame], fits: Sequence[Mapping[s
             return pl.DataFrame()
         frame = frame.filter(pl.col(column) == value)
 
-    def column(name: str | None, dtype: Any) -> pl.Expr:
+    def col(name: str | None, dtype: Any) -> pl.Expr:
         if name is None or name not in frame.columns:
             return pl.lit(None, dtype)
         return pl.col(name).cast(dtype)
 
     return frame.select(
         *[pl.col(c).cast(pl.String) for c in FIT_COLUMNS],
-        column(tracked.subject, pl.String).alias("subject"),
-        column(tracked.estimate, pl.Float64).alias("estimate"),
-        column(tracked.low, pl.Float64).alias("low"),
-        column(tracked.high, pl.Float64).alias("high"),
+        col(tracked.subject, pl.String).alias("subject"),
+        col(tracked.estimate, pl.Float64).alias("estimate"),
+        col(tracked.low, pl.Float64).alias("low"),
+        col(tracked.high, pl.Float64).alias("high"),
         *[pl.lit(v, VALUE_SCHEMA[k]).alias(k) for k, v in meta.items()],
     )
 
@@ -329,7 +329,7 @@ def _since(history: RunHistory, judges_before: set[str], judges_now: set[str]) -
         return history.fits.filter(pl.col("run_id") == run)
 
     def keys(frame: pl.DataFrame) -> set[FitKey]:
-        return {tuple(r) for r in frame.select(*FIT_COLUMNS, "protocol").iter_rows()}  # type: ignore[misc]
+        return {(str(a), str(b), str(c), str(d or "")) for a, b, c, d in frame.select(*FIT_COLUMNS, "protocol").iter_rows()}
 
     now, before = fits_of(run_id), fits_of(previous_id)
     failed = now.filter(pl.col("status") == "failed")
