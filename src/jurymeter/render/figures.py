@@ -153,7 +153,7 @@ def history_figure(
         lines = sorted({str(v) for _, frame in panels for v in frame["line"].to_list()})
         style = {line: (HISTORY_COLOURS[k % len(HISTORY_COLOURS)], HISTORY_MARKERS[k % len(HISTORY_MARKERS)]) for k, line in enumerate(lines)}
         legend_rows = -(-(len(lines) + 1) // 4)
-        height = 0.9 + 2.0 * len(panels) + 0.22 * legend_rows
+        height = 0.9 + 1.7 * len(panels) + 0.22 * legend_rows
         fig = _new_figure(9.0, height)
         fig.subplots_adjust(left=0.11, right=0.98, top=1 - 0.45 / height, bottom=(0.75 + 0.22 * legend_rows) / height,
                             hspace=0.35)
@@ -165,14 +165,17 @@ def history_figure(
             for (line,), rows in frame.sort("line").group_by(["line"], maintain_order=True):
                 rows = rows.with_columns(x=pl.col("run_id").replace_strict(position, default=None, return_dtype=pl.Int64))
                 rows = rows.filter(pl.col("x").is_not_null()).sort("x")
-                x = rows["x"].to_numpy()
+                # Lines side by side around each run, so their intervals do not hide each other.
+                x = rows["x"].to_numpy() + (lines.index(str(line)) - (len(lines) - 1) / 2) * min(0.3 / len(lines), 0.06)
                 y = rows["estimate"].cast(pl.Float64).to_numpy()
                 lo = rows["low"].cast(pl.Float64).fill_null(float("nan")).to_numpy()
                 hi = rows["high"].cast(pl.Float64).fill_null(float("nan")).to_numpy()
-                err = np.nan_to_num(np.vstack([np.clip(y - lo, 0, None), np.clip(hi - y, 0, None)]))
                 colour, marker = style[str(line)]
-                ax.errorbar(x, y, yerr=err, color=colour, marker=marker, markersize=4, linewidth=1.2,
-                            elinewidth=0.9, capsize=2, label=_mpl(line))
+                # Intervals as one line collection (cheaper to draw than errorbar's caps and segments).
+                has = ~(np.isnan(lo) | np.isnan(hi))
+                if has.any():
+                    ax.vlines(x[has], lo[has], hi[has], colors=colour, linewidth=0.9, alpha=0.8)
+                ax.plot(x, y, color=colour, marker=marker, markersize=4, linewidth=1.2, label=_mpl(line))
                 flags = rows["flagged"].fill_null(False).to_numpy().astype(bool)
                 if flags.any():
                     flagged_any = True

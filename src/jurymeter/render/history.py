@@ -6,7 +6,7 @@ Every string from data is escaped (:func:`jurymeter.render.html.escape`); the
 figures are drawn by :func:`jurymeter.render.figures.history_figure` and
 recorded in the caller's ``figures`` under safe file names.
 
-Figures cost about a quarter of a second each, so at most
+Figures cost about 0.4 s each (multi-panel, 30 runs), so at most
 ``MAX_FIT_FIGURES`` item-set figures and ``MAX_JUDGE_FIGURES`` judge figures
 are drawn (fits with a flagged change first, then by name); the tables below
 them list every fit and every flagged change.
@@ -23,8 +23,9 @@ import polars as pl
 from jurymeter.render.figures import history_figure
 from jurymeter.render.html import _embed, escape, interval_text, number, table_html
 
-MAX_FIT_FIGURES = 6
-MAX_JUDGE_FIGURES = 6
+MAX_FIT_FIGURES = 3
+MAX_JUDGE_FIGURES = 3
+FLAG_TABLE_RUNS = 5  # the table of judge changes beyond the intervals lists the last 5 runs
 FAILURE_NAME = "failure rate"
 FAILURE_UNIT = "share of judgments"
 FIRST_RUN = "First run: no history yet."
@@ -120,7 +121,7 @@ def history_html(history: History, figures: dict[str, bytes]) -> str:
         if history.failure_rates.height:
             parts.append(_failure_figure(history.failure_rates, runs, labels, figures))
             parts.append(_failure_table(history.failure_rates, runs[-1]))
-        parts.append(_flag_table(per_judge))
+        parts.append(_flag_table(per_judge, runs))
     parts.append("</section>")
     return "\n".join(parts)
 
@@ -314,16 +315,18 @@ def _flag_text(row: dict[str, Any]) -> str:
     return "changed beyond the intervals" if row["flagged"] else "within the intervals"
 
 
-def _flag_table(per_judge: pl.DataFrame) -> str:
-    flagged = per_judge.filter(pl.col("flagged").fill_null(False)).sort("started", *FIT, "subject", "name")
+def _flag_table(per_judge: pl.DataFrame, runs: list[str]) -> str:
+    recent = runs[-FLAG_TABLE_RUNS:]
+    flagged = per_judge.filter(pl.col("flagged").fill_null(False) & pl.col("run_id").is_in(recent))
+    flagged = flagged.sort("started", *FIT, "subject", "name", descending=[True, False, False, False, False, False])
     if not flagged.height:
-        return '<p class="note">No judge change beyond the intervals in these runs.</p>'
+        return f'<p class="note">No judge change beyond the intervals in the last {len(recent)} runs.</p>'
     rows = [
         [escape(r["run_id"]), escape(_fit(r)), escape(r["subject"]), escape(r["name"]), escape(r["unit"]),
          number(r["previous_estimate"]), number(r["estimate"]), number(r["z"])]
         for r in flagged.iter_rows(named=True)
     ]
-    return "<p>Judge changes beyond the intervals:</p>" + table_html(
+    return f"<p>Judge changes beyond the intervals in the last {len(recent)} runs, newest first:</p>" + table_html(
         ["run", "fit", "judge", "number", "unit", "previous", "this run", "z"], rows,
         numeric=[False, False, False, False, False, True, True, True])
 
