@@ -115,7 +115,7 @@ matrix = _matrix
 # so lines stay apart in grey print and for every colour-vision type.
 HISTORY_COLOURS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#56B4E9", "#E69F00", "#000000", "#F0E442")
 HISTORY_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
-HISTORY_FLAG_COLOUR = "#D55E00"
+HISTORY_FLAG_COLOUR = "#000000"  # black ring: no line takes black before its 7th judge
 HISTORY_MAX_TICKS = 10
 
 
