@@ -19,11 +19,11 @@ from typing import Any
 
 import orjson
 import pytest
-from published import publish_small_run
 from typer.testing import CliRunner
 
 from jurymeter.analyses.headlines import FAILED_SHARE_ALERT, run_alerts
 from jurymeter.cli import app
+from published import publish_small_run
 
 RUN_ID = "20260102T021500Z"
 
@@ -126,7 +126,8 @@ def test_every_table_of_every_page_is_also_a_csv_file_with_the_same_cells(run: P
         assert len(parsed.links) == len(parsed.tables) > 0, page.name
         for table, link in zip(parsed.tables, parsed.links, strict=True):
             target = (page.parent / link).resolve()
-            assert target.is_relative_to(report.resolve()) and target.suffix == ".csv"
+            assert target.is_relative_to(report.resolve())
+            assert target.suffix == ".csv"
             rows = list(csv.reader(io.StringIO(target.read_text())))
             assert rows == table, (page.name, link)
             count += 1
@@ -151,7 +152,8 @@ def test_alerts_come_in_order_failed_fits_changes_failing_judges_then_drops() ->
     assert alerts[0] == "fit failed: <b> / all / all: boom"
     assert alerts[1] == "judge j3: offset changed"
     assert alerts[2].startswith("judge j1: 5.0% of its judgments failed (5 of 100)")
-    assert alerts[3].startswith("a / all / all (G-study") and "s9" in alerts[3]
+    assert alerts[3].startswith("a / all / all (G-study")
+    assert "s9" in alerts[3]
     assert len(alerts) == 4  # j2's 1% is no alert
 
 

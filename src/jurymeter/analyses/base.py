@@ -16,7 +16,9 @@ An analysis says:
 - its tidy tables and their schemas (:attr:`Analysis.tables`, :meth:`Analysis.tabulate`);
 - its entry in the run summary (:attr:`Analysis.headline`, :meth:`Analysis.summarize`);
 - its section of the report page and its figures (:meth:`Analysis.section`);
-- its CLI command (:meth:`Analysis.register_command`).
+- its CLI command (:meth:`Analysis.register_command`);
+- the numbers the run history follows from run to run (:attr:`Analysis.tracked`,
+  :class:`Tracked`: read back from the published tables, never refitted).
 
 An analysis that does not apply to a fit it was planned for (CyclicJudge on
 data with one generation) raises :class:`jurymeter.errors.NotApplicableError`
@@ -32,6 +34,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, TypeVar
 
 import polars as pl
+
+from jurymeter.errors import ConfigError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -68,6 +72,64 @@ class Headline:
     key: str
     label: str
     kind: HeadlineKind = "number"
+
+
+@dataclass(frozen=True, slots=True)
+class Tracked:
+    """A number the run history follows from run to run, declared by the analysis that publishes it.
+
+    The history (:mod:`jurymeter.pipeline.history`) reads it back from every
+    published run folder, without refitting: from a column of one of the
+    analysis's tables (``table``), or from a key of the analysis's part of a
+    fit's summary entry (``headline``: per-fit counts such as records).
+
+    Attributes
+    ----------
+    name : str
+        What the page calls it (``"judge offset"``); unique within the analysis.
+    unit : str
+        Its unit, as axes and numbers say it (``"points"``, ``"share"``, ``"records"``).
+    table : str or None
+        The published table holding it (one of the analysis's :attr:`Analysis.tables`).
+    headline : str or None
+        Instead of ``table``: a key of the analysis's summary entry (one value per fit, no interval).
+    estimate : str
+        The table's column holding the value (ignored for a ``headline``).
+    low, high : str or None
+        The columns of its 95% interval; ``None`` where the table has none (no drift flag then).
+    subject : str or None
+        The column naming each row's subject (``"judge_id"``); ``None``: one value per fit.
+    select : tuple of (str, str) or None
+        A ``(column, value)`` filter picking the rows of a long table (``("quantity", "mdd95")``).
+    drift : bool
+        Flag a change between consecutive runs larger than the intervals allow.
+    """
+
+    name: str
+    unit: str
+    table: str | None = None
+    headline: str | None = None
+    estimate: str = "estimate"
+    low: str | None = None
+    high: str | None = None
+    subject: str | None = None
+    select: tuple[str, str] | None = None
+    drift: bool = False
+
+    def __post_init__(self) -> None:
+        if (self.table is None) == (self.headline is None):
+            msg = f"tracked {self.name!r} must name exactly one of table and headline"
+            raise ConfigError(msg)
+        if (self.low is None) != (self.high is None):
+            msg = f"tracked {self.name!r} must name both interval columns or neither, got low={self.low!r}, high={self.high!r}"
+            raise ConfigError(msg)
+
+    def columns(self) -> tuple[str, ...]:
+        """The table columns the history reads (the fit's names excluded): a projection."""
+        if self.table is None:
+            return ()
+        wanted = [self.estimate, self.low, self.high, self.subject, self.select[0] if self.select else None]
+        return tuple(dict.fromkeys(c for c in wanted if c is not None))
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +224,8 @@ class Analysis(ABC, Generic[Result, Options]):
     options_type : type
         A frozen dataclass of the analysis's own options (``[fit.<name>]``, or
         its CLI command's flags), every field with a default.
+    tracked : tuple of Tracked
+        The numbers the run history follows across published runs (may be empty).
     """
 
     name: ClassVar[str]
@@ -181,6 +245,8 @@ class Analysis(ABC, Generic[Result, Options]):
     # The fit reads the store's judge health (:attr:`FitScope.judge_health`): its
     # inputs then include the committed quarantine, so a new failure refits it.
     reads_judge_health: ClassVar[bool] = False
+    # The numbers the run history follows across published runs (:class:`Tracked`).
+    tracked: ClassVar[tuple[Tracked, ...]] = ()
 
     def applies(self, item_set: ItemSet) -> str | None:
         """``None`` when the analysis can fit this item set; else why not (said once by the run)."""

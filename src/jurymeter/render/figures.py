@@ -180,3 +180,99 @@ def rank_interval_figure(rows: pl.DataFrame, title: str, *, label: str = "system
         return fig
 
     return _draw(build)
+
+
+# --- run history
+# Okabe-Ito, yellow last (low contrast on white); each line also has its own marker,
+# so lines stay apart in grey print and for every colour-vision type.
+HISTORY_COLOURS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#56B4E9", "#E69F00", "#000000", "#F0E442")
+HISTORY_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+HISTORY_FLAG_COLOUR = "#000000"  # black ring: no line takes black before its 7th judge
+HISTORY_MAX_TICKS = 10
+
+
+def history_figure(
+    panels: list[tuple[str, pl.DataFrame]],
+    runs: list[str],
+    run_labels: list[str],
+    *,
+    title: str,
+) -> Figure | None:
+    """Followed numbers over runs: one panel per number, one line per subject, 95% intervals as bars.
+
+    Parameters
+    ----------
+    panels : list of (y-axis label with its unit, frame)
+        Each frame holds ``run_id``, ``line`` (the line's label: a judge, a
+        universe), ``estimate``, ``low``, ``high`` and ``flagged`` (a change
+        beyond the intervals: drawn as a large open ring).
+    runs, run_labels : list of str
+        The runs in order (the x positions) and their tick labels.
+    title : str
+        The figure's title (a data string: shortened, ``$`` escaped).
+
+    Returns
+    -------
+    Figure or None
+        ``None`` when no panel has a value. Drawn under the report's style (:func:`draw`).
+    """
+    panels = [(label, frame.filter(pl.col("estimate").is_not_null())) for label, frame in panels]
+    panels = [(label, frame) for label, frame in panels if frame.height]
+    if not panels:
+        return None
+    def build() -> Figure:
+        position = {run: k for k, run in enumerate(runs)}
+        lines = sorted({str(v) for _, frame in panels for v in frame["line"].to_list()})
+        style = {line: (HISTORY_COLOURS[k % len(HISTORY_COLOURS)], HISTORY_MARKERS[k % len(HISTORY_MARKERS)]) for k, line in enumerate(lines)}
+        legend_rows = -(-(len(lines) + 1) // 4)
+        height = 0.9 + 1.7 * len(panels) + 0.22 * legend_rows
+        fig = _new_figure(9.0, height)
+        fig.subplots_adjust(left=0.11, right=0.98, top=1 - 0.45 / height, bottom=(0.75 + 0.22 * legend_rows) / height,
+                            hspace=0.35)
+        fig.suptitle(_mpl(title), fontsize=10)
+        axes = fig.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
+        step = max(1, -(-len(runs) // HISTORY_MAX_TICKS))
+        flagged_any = False
+        for ax, (label, frame) in zip(axes, panels, strict=True):
+            for (line,), rows in frame.sort("line").group_by(["line"], maintain_order=True):
+                rows = rows.with_columns(x=pl.col("run_id").replace_strict(position, default=None, return_dtype=pl.Int64))
+                rows = rows.filter(pl.col("x").is_not_null()).sort("x")
+                # Lines side by side around each run, so their intervals do not hide each other.
+                x = rows["x"].to_numpy() + (lines.index(str(line)) - (len(lines) - 1) / 2) * min(0.3 / len(lines), 0.06)
+                y = rows["estimate"].cast(pl.Float64).to_numpy()
+                lo = rows["low"].cast(pl.Float64).fill_null(float("nan")).to_numpy()
+                hi = rows["high"].cast(pl.Float64).fill_null(float("nan")).to_numpy()
+                colour, marker = style[str(line)]
+                # Intervals as one line collection (cheaper to draw than errorbar's caps and segments).
+                has = ~(np.isnan(lo) | np.isnan(hi))
+                if has.any():
+                    ax.vlines(x[has], lo[has], hi[has], colors=colour, linewidth=0.9, alpha=0.8)
+                ax.plot(x, y, color=colour, marker=marker, markersize=4, linewidth=1.2, label=_mpl(line))
+                flags = rows["flagged"].fill_null(False).to_numpy().astype(bool)
+                if flags.any():
+                    flagged_any = True
+                    ax.plot(x[flags], y[flags], linestyle="none", marker="o", markersize=11, markerfacecolor="none",
+                            markeredgecolor=HISTORY_FLAG_COLOUR, markeredgewidth=1.8)
+            ax.set_ylabel(_mpl(label), fontsize=8)
+            ax.grid(axis="y", color="#dddddd", linewidth=0.6)
+            ax.margins(x=0.03)
+        axes[-1].set_xticks(range(0, len(runs), step), [_mpl(run_labels[k]) for k in range(0, len(runs), step)],
+                            rotation=30, ha="right", fontsize=7)
+        axes[-1].set_xlim(-0.5, max(len(runs) - 0.5, 0.5))
+        axes[-1].set_xlabel("run (started, UTC)")
+        handles, labels = axes[0].get_legend_handles_labels()
+        seen = dict(zip(labels, handles, strict=True))
+        for ax in axes[1:]:
+            for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
+                seen.setdefault(lab, h)
+        if flagged_any:
+            from matplotlib.lines import Line2D
+
+            seen["change beyond the intervals"] = Line2D([], [], linestyle="none", marker="o", markersize=9,
+                                                         markerfacecolor="none", markeredgecolor=HISTORY_FLAG_COLOUR,
+                                                         markeredgewidth=1.8)
+        fig.legend(list(seen.values()), list(seen.keys()), loc="lower center", ncol=min(4, len(seen)), fontsize=7,
+                   frameon=False, bbox_to_anchor=(0.5, 0.0))
+        return fig
+
+    return _draw(build)

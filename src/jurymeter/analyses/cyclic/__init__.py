@@ -166,6 +166,9 @@ class CyclicAnalysis(Analysis[CyclicResult, CyclicOptions]):
         Headline("generations", "generations", "count"),
         Headline("strongest_offset", "largest |judge offset| (points)"),
     )
+    # The run history follows nothing of CyclicJudge: no published column has an interval
+    # (judge_offsets are per system, without one), so no change could be judged against it.
+    tracked = ()
 
     def modes(self, settings: FitSettings, options: CyclicOptions) -> tuple[GenerationMode, ...]:
         return ("facet",)

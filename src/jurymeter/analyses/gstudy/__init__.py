@@ -28,6 +28,7 @@ from jurymeter.analyses.base import (
     Headline,
     HeadlineContext,
     Table,
+    Tracked,
 )
 
 if TYPE_CHECKING:
@@ -305,6 +306,17 @@ class GStudyAnalysis(Analysis[GStudyResult, GStudyOptions]):
         Headline("lenient_offset", "lenient offset (points)"),
         Headline("harsh_judge", "harshest judge", "text"),
         Headline("harsh_offset", "harsh offset (points)"),
+    )
+    # What the run history follows across published runs (pipeline.history, issue 16 point 4).
+    tracked = (
+        Tracked("records", "records", headline="records"),
+        Tracked("E\u03c1\u00b2", "coefficient (0\u20131)", table="dstudy", low="low", high="high",
+                select=("quantity", "erho2")),
+        Tracked("single-judge ceiling", "coefficient (0\u20131)", table="dstudy", low="low", high="high",
+                select=("quantity", "ceiling")),
+        Tracked("MDD95", "points", table="dstudy", low="low", high="high", select=("quantity", "mdd95")),
+        Tracked("judge offset", "points", table="judge_effects", estimate="offset", low="low", high="high",
+                subject="judge_id", drift=True),
     )
 
     def modes(self, settings: FitSettings, options: GStudyOptions) -> tuple[GenerationMode, ...]:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from jurymeter.analyses.base import Analysis, FitScope, Headline, HeadlineContext, Table
+from jurymeter.analyses.base import Analysis, FitScope, Headline, HeadlineContext, Table, Tracked
 from jurymeter.errors import JurymeterError, NotApplicableError
 
 if TYPE_CHECKING:
@@ -305,6 +305,13 @@ class PairwiseAnalysis(Analysis[PairwiseResult, PairwiseOptions]):
         Headline("max_reversal_rate", "largest AB/BA reversal rate"),
         Headline("interval_ratio", "prompt/battle interval width"),
         Headline("fps", "family preference score"),
+    )
+    # What the run history follows across published runs (pipeline.history, issue 16 point 4).
+    tracked = (
+        Tracked("position bias", "points", table="pairwise_judges", estimate="slot_a_advantage",
+                low="slot_a_low", high="slot_a_high", subject="judge_id", drift=True),
+        Tracked("pairwise failure rate", "share", table="pairwise_judges", estimate="failure_rate",
+                subject="judge_id", drift=True),
     )
 
     def start(self, scope: FitScope, chunked: FitChunks | None, options: PairwiseOptions) -> _PairwiseFitting:

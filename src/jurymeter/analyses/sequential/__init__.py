@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import polars as pl
 
-from jurymeter.analyses.base import Analysis, FitScope, Headline, HeadlineContext, Table
+from jurymeter.analyses.base import Analysis, FitScope, Headline, HeadlineContext, Table, Tracked
 from jurymeter.errors import ConfigError, JurymeterError, NotApplicableError
 from jurymeter.stats.sequential import schemas
 
@@ -377,6 +377,11 @@ class SequentialAnalysis(Analysis[SequentialResult, SequentialOptions]):
     headline = (
         Headline("max_rho_1", "lag-1 (logit)"),
         Headline("top_disagree", "tops differ", "count"),
+    )
+    # What the run history follows across published runs (pipeline.history, issue 16 point 4).
+    tracked = (
+        Tracked("lag-1 state dependence", "logits", table="sequential_judges", estimate="rho_1",
+                low="rho_1_low", high="rho_1_high", subject="judge_id", drift=True),
     )
 
     def start(self, scope: FitScope, chunked: FitChunks | None, options: SequentialOptions) -> _SequentialFitting:
