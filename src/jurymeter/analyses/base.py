@@ -72,6 +72,8 @@ class Headline:
     key: str
     label: str
     kind: HeadlineKind = "number"
+    # A column of the Fits tables (page and terminal); False for numbers only the headline sentence says.
+    table: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -505,7 +505,7 @@ def print_run_summary(summary: dict[str, Any], *, ingest_printed: bool = False) 
     protocols = list(dict.fromkeys(fit.get("protocol") or "pointwise" for fit in summary["fits"])) or ["pointwise"]
     for protocol in protocols:
         columns = [(a.name, h) for a in registered() if protocol in a.protocols
-                   for h in a.headline if h.kind == "number"]
+                   for h in a.headline if h.kind == "number" and h.table]
         title = f"run {summary['run_id']}: {summary['status']}"
         table = Table(title=title if len(protocols) == 1 else f"{title} ({protocol} item sets)", title_justify="left")
         for col in ("item set", "universe", "population", "status"):

@@ -199,6 +199,9 @@ def load_history(
             summary.setdefault("run_id", run)
             summaries.append(summary)
     summaries.sort(key=lambda s: (str(s.get("started") or ""), str(s["run_id"])))
+    if current is not None:  # a report rebuilt for an older run shows the history up to that run
+        until = str(current[1].get("started") or "")
+        summaries = [s for s in summaries if str(s.get("started") or "") <= until]
     keep = limit - (current is not None)
     summaries = summaries[len(summaries) - keep:] if keep > 0 else []
     runs: list[Run] = [(_read_tables(store, str(s["run_id"]), columns), s) for s in summaries]

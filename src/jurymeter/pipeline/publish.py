@@ -19,11 +19,13 @@ import polars as pl
 from jurymeter.analyses.headlines import run_headlines
 from jurymeter.io.store import Store
 from jurymeter.pipeline.cache import FAILED, FitOutcome, dumps, tables_of
+from jurymeter.pipeline.history import load_history
 from jurymeter.pipeline.tables import combine_tables, schemas
 
 if TYPE_CHECKING:
     from jurymeter.pipeline.config import RunConfig
     from jurymeter.pipeline.jobs import Skipped
+    from jurymeter.render.page import IndexParts
 
 
 def fit_entry(outcome: FitOutcome) -> dict[str, Any]:
@@ -84,11 +86,17 @@ def publish_run(
         "timings": timings,
         "scale": list(config.scale) if config.scale else None,
     }
-    summary["headlines"] = run_headlines(summary)
+    from jurymeter.render.page import index_parts  # matplotlib: only where a run is published
+
+    clock = time.perf_counter()
+    history = load_history(store, current=(tables, summary))
+    index = index_parts(history, figures=config.report)
+    summary["headlines"] = run_headlines(summary, index.alerts)
+    timings["history"] = time.perf_counter() - clock
     if config.report:
         clock = time.perf_counter()
         figures = {name: png for o in outcomes for name, png in (o.figures or {}).items()}
-        write_report(store, folder, tables, summary, figures)
+        write_report(store, folder, tables, summary, figures, index)
         timings["report"] = time.perf_counter() - clock
     summary["timings"] = {k: round(v, 3) for k, v in timings.items()}
     summary["finished"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
@@ -111,11 +119,18 @@ def write_report(
     tables: Mapping[str, pl.DataFrame],
     summary: Mapping[str, Any],
     figures: Mapping[str, bytes] | None = None,
+    index: IndexParts | None = None,
 ) -> str:
-    """Render the HTML report and its figures into ``<folder>/report/``; the page's path."""
-    from jurymeter.render.page import render_report
+    """Render the report (index, fit pages, figures, CSV) into ``<folder>/report/``; the index's path.
 
-    rendered = render_report(tables, summary, figures)
+    ``index`` holds the run history's parts; without it they are read from the
+    store's published runs up to this one (``jurymeter report`` rebuilding a run).
+    """
+    from jurymeter.render.page import index_parts, render_report
+
+    if index is None:
+        index = index_parts(load_history(store, current=(tables, summary)))
+    rendered = render_report(tables, summary, figures, index)
     for name, data in rendered.files().items():  # the index last: a reader following it finds every page
         store.write_bytes(f"{folder}/report/{name}", data)
     return store.path(f"{folder}/report/index.html")

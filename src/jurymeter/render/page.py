@@ -48,6 +48,7 @@ import polars as pl
 from jurymeter.analyses import registered
 from jurymeter.analyses.base import dropped_line
 from jurymeter.analyses.headlines import run_headlines
+from jurymeter.render.history import History, history_alerts, history_html, since_last_run_html
 from jurymeter.render.html import (
     CSS,
     FIT_COLUMNS,
@@ -111,6 +112,17 @@ class IndexParts:
     history: str = ""  # HTML: the run history section, its figures inlined
     alerts: tuple[str, ...] = ()  # plain text: changes larger than the intervals allow
     figures: Mapping[str, bytes] = field(default_factory=dict)  # the history's PNGs by file name
+
+
+def index_parts(history: History, *, figures: bool = True) -> IndexParts:
+    """The run history's parts of the index page (:mod:`jurymeter.render.history`); only its alerts
+    without ``figures`` (a run without a report still prints them)."""
+    alerts = tuple(history_alerts(history))
+    if not figures:
+        return IndexParts(alerts=alerts)
+    drawn: dict[str, bytes] = {}
+    section = history_html(history, drawn)
+    return IndexParts(since_last_run=since_last_run_html(history), history=section, alerts=alerts, figures=drawn)
 
 
 def render_report(
@@ -452,7 +464,7 @@ def _fit_index(fits: Sequence[tuple[PageFit, dict[str, Any] | None]], tables: Ma
     parts = []
     for ran, members in groups.items():
         # What a fit left out (``dropped_*`` headlines) is a note under the table, not a column.
-        columns = [(a.name, h) for a in analyses if a.name in ran for h in a.headline if not h.key.startswith("dropped_")]
+        columns = [(a.name, h) for a in analyses if a.name in ran for h in a.headline if h.table and not h.key.startswith("dropped_")]
         rows = []
         for name, e in members:
             status = str(e.get("status", "unknown"))

@@ -300,12 +300,14 @@ class GStudyAnalysis(Analysis[GStudyResult, GStudyOptions]):
         Headline("dropped_judges", "judges dropped", "count"),
         Headline("dropped_system_ids", "systems not on the leaderboard", "text"),
         # The index page's headline sentence (issue 16, point 1).
-        Headline("records", "observations", "count"),
-        Headline("groups", "tie groups", "count"),
-        Headline("lenient_judge", "most lenient judge", "text"),
-        Headline("lenient_offset", "lenient offset (points)"),
-        Headline("harsh_judge", "harshest judge", "text"),
-        Headline("harsh_offset", "harsh offset (points)"),
+        Headline("records", "observations", "count", table=False),
+        Headline("groups", "tie groups", "count", table=False),
+        Headline("lenient_judge", "most lenient judge", "text", table=False),
+        Headline("lenient_offset", "lenient offset (points)", table=False),
+        Headline("harsh_judge", "harshest judge", "text", table=False),
+        Headline("harsh_offset", "harsh offset (points)", table=False),
+        Headline("judges_needed", "judges for the target at 30 items", "count", table=False),
+        Headline("target", "E\u03c1\u00b2 target", table=False),
     )
     # What the run history follows across published runs (pipeline.history, issue 16 point 4).
     tracked = (
@@ -465,6 +467,8 @@ def index_summary(report: Mapping[str, Any]) -> dict[str, Any]:
         "lenient_offset": None if lenient is None else _finite(lenient["offset"]),
         "harsh_judge": None if harsh is None else str(harsh["judge_id"]),
         "harsh_offset": None if harsh is None else _finite(harsh["offset"]),
+        "judges_needed": report.get("judges_needed"),
+        "target": _finite(report.get("target")),
     }
 
 
