@@ -24,6 +24,10 @@ ROUND_TICKS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000)
 FIGURE_TEXT_MAX = 40
 FIGURE_DPI = 100
 STYLE = {"text.usetex": False, "font.size": 9, "axes.titlesize": 10, "axes.titley": 1.0}
+# Okabe-Ito, the colour-blind-safe qualitative palette (Okabe and Ito, "Color Universal Design", 2008),
+# in its usual order without black (kept for reference lines): the colour of the k-th category is
+# OKABE_ITO[k % 7]. Continuous scales are viridis or cividis, fitted to the data.
+OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#56B4E9", "#CC79A7", "#F0E442")
 
 
 def _mpl(text: Any) -> str:
