@@ -31,10 +31,15 @@ OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#56B4E9", "#CC79A7", "
 
 
 def _mpl(text: Any) -> str:
-    """A data string made literal for matplotlib: shortened, ``$`` escaped (no mathtext)."""
+    """A data string made literal for matplotlib: shortened, ``$`` escaped (no mathtext).
+
+    A long string keeps its start and its end around an ellipsis: ids of one
+    family often differ only at the end (``...-v1``, ``...-v2``).
+    """
     s = str(text)
     if len(s) > FIGURE_TEXT_MAX:
-        s = s[: FIGURE_TEXT_MAX - 1] + "\u2026"
+        tail = (FIGURE_TEXT_MAX - 1) // 3
+        s = s[: FIGURE_TEXT_MAX - 1 - tail] + "\u2026" + s[len(s) - tail:]
     return s.replace("$", r"\$")
 
 

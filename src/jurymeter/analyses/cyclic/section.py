@@ -215,16 +215,17 @@ def _figure_judge_offsets(offsets: pl.DataFrame, title: str) -> Figure | None:
         system_labels = [_mpl(s) for s in systems]
         judge_labels = [_mpl(j) for j in judges]
         left = 0.75 + 0.075 * max(map(len, system_labels))
-        bottom = 0.6 + 0.075 * max(map(len, judge_labels)) * math.sin(math.radians(60))
+        bottom = 0.6 + 0.075 * max(map(len, judge_labels))  # judge labels stand upright (90 degrees)
         right = 1.0
         width = max(4.5, min(14.0, left + right + 1.5 + 0.55 * len(judges)))
-        height = max(2.5, min(20.0, bottom + 0.45 + 0.3 + 0.28 * len(systems)))
+        # At least 1.9 in of heatmap: the colour bar's label must fit along it.
+        height = max(bottom + 0.45 + 1.9, min(20.0, bottom + 0.45 + 0.3 + 0.28 * len(systems)))
         fig = _new_figure(width, height)
         fig.subplots_adjust(left=min(left / width, 0.5), right=1 - right / width,
                             bottom=min(bottom / height, 0.5), top=1 - 0.45 / height)
         ax = fig.add_subplot()
         image = ax.imshow(np.ma.masked_invalid(z), cmap="RdBu_r", norm=CenteredNorm(vcenter=0.0, halfrange=half), aspect="auto")
-        ax.set_xticks(range(len(judges)), judge_labels, rotation=60, ha="right", rotation_mode="anchor")
+        ax.set_xticks(range(len(judges)), judge_labels, rotation=90)
         step = max(1, math.ceil(len(systems) / HEATMAP_MAX_LABELS))
         ax.set_yticks(range(0, len(systems), step), system_labels[::step])
         if z.size <= 200:
@@ -232,7 +233,7 @@ def _figure_judge_offsets(offsets: pl.DataFrame, title: str) -> Figure | None:
                 if np.isfinite(v):
                     ax.text(c, r, f"{v:+.2f}", ha="center", va="center", fontsize=7,
                             color="white" if abs(v) > 0.6 * half else "black")
-        fig.colorbar(image, ax=ax, label="judge mean \u2212 panel mean (points)")
+        fig.colorbar(image, ax=ax, label="judge \u2212 panel mean (points)")
         ax.set_xlabel("judge")
         ax.set_ylabel("system")
         ax.set_title(_mpl(title))

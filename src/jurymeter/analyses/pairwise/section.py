@@ -325,15 +325,16 @@ def _square_heatmap(z: np.ndarray, rows: list[str], cols: list[str], title: str,
     row_labels = [_mpl(r) for r in rows]
     col_labels = [_mpl(c) for c in cols]
     left = 0.75 + 0.075 * max(map(len, row_labels))
-    bottom = 0.6 + 0.075 * max(map(len, col_labels)) * math.sin(math.radians(60))
+    bottom = 0.6 + 0.075 * max(map(len, col_labels))  # column labels stand upright (90 degrees)
     width = max(4.5, min(14.0, left + 2.5 + 0.6 * len(cols)))
-    height = max(2.8, min(14.0, bottom + 0.8 + 0.4 * len(rows)))
+    # At least 2.1 in of heatmap: the colour bar's label must fit along it.
+    height = max(bottom + 0.45 + 2.1, min(14.0, bottom + 0.8 + 0.4 * len(rows)))
     fig = _new_figure(width, height)
     fig.subplots_adjust(left=min(left / width, 0.5), right=1 - 1.2 / width, bottom=min(bottom / height, 0.5),
                         top=1 - 0.45 / height)
     ax = fig.add_subplot()
     image = ax.imshow(np.ma.masked_invalid(z), cmap="cividis", norm=norm, aspect="auto")
-    ax.set_xticks(range(len(cols)), col_labels, rotation=60, ha="right", rotation_mode="anchor")
+    ax.set_xticks(range(len(cols)), col_labels, rotation=90)
     ax.set_yticks(range(len(rows)), row_labels)
     if z.size <= 144:
         mid = 0.5 * (float(norm.vmin or 0.0) + float(norm.vmax or 1.0))
@@ -360,7 +361,7 @@ def _figure_agreement(rows: pl.DataFrame, title: str) -> Figure | None:
     low, high = float(finite.min()), float(finite.max())
     if high - low < 1e-9:
         low, high = low - 0.05, high + 0.05
-    return _draw(lambda: _square_heatmap(z, judges, judges, title, "Cohen's kappa (\u22121 to 1, shared judgments)",
+    return _draw(lambda: _square_heatmap(z, judges, judges, title, "Cohen's kappa (\u22121 to 1)",
                                          Normalize(low, high), "judge", "judge", ".2f"))
 
 

@@ -20,6 +20,7 @@ from matplotlib.figure import Figure
 from jurymeter.render.figures import draw as _draw
 from jurymeter.render.figures import interval_bars as _bars
 from jurymeter.render.figures import labelled_rows_figure as _horizontal
+from jurymeter.render.figures import mpl_text as _mpl
 from jurymeter.render.html import SectionBuilder, p_value_text
 from jurymeter.render.html import escape as _e
 from jurymeter.render.html import number as _num
@@ -253,17 +254,24 @@ def _figure_dependence(rows: pl.DataFrame, title: str) -> Figure | None:
         ("rho_1", "GLMM rho_1 (logit per point)")) if c in rows.columns and rows[c].null_count() < rows.height]
     if not panels:
         return None
-    labels = sorted(str(j) for j in rows["judge_id"].to_list())
+    ids = sorted(str(j) for j in rows["judge_id"].to_list())
+    labels = [_mpl(j) for j in ids]  # shortened for the figure: rows are placed by the full id
 
     def build() -> Figure:
         fig, _ = _horizontal(labels, title)
-        fig.clf()  # the labelled-rows figure's size and margins, for two panels side by side
-        fig.set_size_inches(max(fig.get_figwidth(), 9.0), fig.get_figheight() + 0.5)
+        # The labelled-rows figure's size and margins (in inches: clf() resets them), for two panels side by side.
+        pars, width = fig.subplotpars, fig.get_figwidth()
+        left, right, bottom, top = pars.left * width, (1 - pars.right) * width, pars.bottom, pars.top
+        fig.clf()
+        wide = max(width, 9.0)
+        fig.set_size_inches(wide, fig.get_figheight() + 0.5)
         axes = fig.subplots(1, len(panels), sharey=True, squeeze=False)[0]
-        fig.subplots_adjust(wspace=0.08, bottom=max(fig.subplotpars.bottom, 0.18), top=min(fig.subplotpars.top, 0.84))
+        fig.subplots_adjust(left=left / wide, right=1 - right / wide, wspace=0.08, bottom=max(bottom, 0.18),
+                            top=min(top, 0.84))
         for ax, (value, low, high, xlabel) in zip(axes, panels, strict=True):
-            names, y, err = _bars(rows, value, low, high)
-            positions = np.array([labels.index(n) for n in names]) if names else np.array([], dtype=int)
+            _, y, err = _bars(rows, value, low, high)
+            placed = rows.filter(pl.col(value).is_not_null()).sort("judge_id")["judge_id"].cast(pl.String).to_list()
+            positions = np.array([ids.index(j) for j in placed], dtype=int)
             lo, hi = y - err[0], y + err[1]
             colours = [EXCLUDES_COLOUR if (a > 0 or b < 0) and (a != b) else INSIDE_COLOUR for a, b in zip(lo, hi, strict=True)]
             ax.barh(positions, y, xerr=err, color=colours, alpha=0.85, capsize=3)
