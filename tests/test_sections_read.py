@@ -34,8 +34,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from matplotlib.contour import ContourSet
-from matplotlib.image import AxesImage
 from matplotlib.figure import Figure
+from matplotlib.image import AxesImage
 from matplotlib.text import Text
 
 from jurymeter.analyses.cyclic import section as cyclic
@@ -224,6 +224,8 @@ def _drawn_texts(fig: Figure) -> list[tuple[str, Text]]:
         legend = ax.get_legend()
         if legend is not None:
             texts += [("", t) for t in legend.get_texts()] + [("", legend.get_title())]
+    for legend in fig.legends:
+        texts += [("", t) for t in legend.get_texts()] + [("", legend.get_title())]
     texts += [("", t) for t in fig.texts]
     if fig._suptitle is not None:
         texts.append(("", fig._suptitle))
@@ -278,7 +280,8 @@ def test_the_overlap_and_canvas_checks_bite() -> None:
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
     boxes = [t.get_window_extent(renderer) for g, t in _drawn_texts(fig) if g == "0x"]
-    assert len(boxes) == 2 and boxes[0].overlaps(boxes[1])
+    assert len(boxes) == 2
+    assert boxes[0].overlaps(boxes[1])
     assert ax.title.get_window_extent(renderer).x0 < fig.bbox.x0
 
 
@@ -286,7 +289,8 @@ def test_the_overlap_and_canvas_checks_bite() -> None:
 def test_the_nomogram_colour_scale_spans_the_data(judges: list[int]) -> None:
     grid, _ = _curve(judges, ROUND_ITEMS)
     low, high = grid["erho2"].min(), grid["erho2"].max()
-    assert isinstance(low, float) and isinstance(high, float)
+    assert isinstance(low, float)
+    assert isinstance(high, float)
     assert low > 0.2  # the data do not start at 0: a scale from 0 would waste most of the colours
     fig = gstudy._figure_nomogram(grid, "x")
     assert fig is not None
@@ -423,4 +427,5 @@ def test_a_fit_without_generations_says_where_the_judge_offsets_are(tmp_path: Pa
     section = html[html.index("<h3>CyclicJudge</h3>"):]
     note = section[:section.index("</p>")]
     assert "generations" in note
-    assert "G-study section" in note and "judge_effects" in note
+    assert "G-study section" in note
+    assert "judge_effects" in note

@@ -425,7 +425,7 @@ def _figure_budget(budget: pl.DataFrame, title: str) -> Figure | None:
     def build() -> Figure:
         # Constrained layout keeps the legend and labels on the canvas; the optimum of each budget is
         # named in its legend entry, not annotated beside its star (labels there overlap and clip).
-        fig = _new_figure(6.4, 4.0, constrained=True)
+        fig = _new_figure(8.4, 4.0, constrained=True)
         ax = fig.add_subplot()
         for k, (calls,) in enumerate(budget.select("budget").unique().sort("budget").iter_rows()):
             split = budget.filter(pl.col("budget") == calls).sort("judges")
@@ -445,7 +445,9 @@ def _figure_budget(budget: pl.DataFrame, title: str) -> Figure | None:
         ax.set_xlabel("judges per item (items = calls / judges)")
         ax.set_ylabel("MDD95 (score points)")
         ax.set_title(_mpl(title))
-        ax.legend(fontsize=8, title="\u2605 optimum (judges \u00d7 items)", title_fontsize=8)
+        # Beside the axes, not over the curves (constrained layout makes room for it).
+        fig.legend(loc="outside right upper", fontsize=8, title="\u2605 optimum (judges \u00d7 items)",
+                   title_fontsize=8)
         ax.grid(True, alpha=0.3)
         return fig
 

@@ -259,15 +259,16 @@ def _figure_dependence(rows: pl.DataFrame, title: str) -> Figure | None:
 
     def build() -> Figure:
         fig, _ = _horizontal(labels, title)
-        # The labelled-rows figure's size and margins (in inches: clf() resets them), for two panels side by side.
+        # The labelled-rows figure's size and side margins (in inches: clf() resets them), for two panels.
         pars, width = fig.subplotpars, fig.get_figwidth()
-        left, right, bottom, top = pars.left * width, (1 - pars.right) * width, pars.bottom, pars.top
+        left, right = pars.left * width, (1 - pars.right) * width
         fig.clf()
         wide = max(width, 9.0)
         fig.set_size_inches(wide, fig.get_figheight() + 0.5)
         axes = fig.subplots(1, len(panels), sharey=True, squeeze=False)[0]
-        fig.subplots_adjust(left=left / wide, right=1 - right / wide, wspace=0.08, bottom=max(bottom, 0.18),
-                            top=min(top, 0.84))
+        tall = fig.get_figheight()  # 0.7 in below the panels for the axis, 0.9 in above for both titles
+        fig.subplots_adjust(left=left / wide, right=1 - right / wide, wspace=0.08, bottom=0.7 / tall,
+                            top=1 - 0.9 / tall)
         for ax, (value, low, high, xlabel) in zip(axes, panels, strict=True):
             _, y, err = _bars(rows, value, low, high)
             placed = rows.filter(pl.col(value).is_not_null()).sort("judge_id")["judge_id"].cast(pl.String).to_list()
@@ -283,7 +284,7 @@ def _figure_dependence(rows: pl.DataFrame, title: str) -> Figure | None:
             ax.grid(True, axis="x", alpha=0.3)
         axes[0].set_yticks(np.arange(len(labels)), labels)
         axes[0].invert_yaxis()
-        fig.suptitle(title)
+        fig.suptitle(_mpl(title))
         return fig
 
     return _draw(build)
