@@ -34,10 +34,9 @@ INTRO = (
     "<p>A judge that rates several outputs in one call or session leans on the rating before. The "
     "<em>serial contrast</em> is the slope of a rating on the previous one in the same batch (rating points "
     "per rating point; 0 = no dependence); the GLMM's <em>&rho;<sub>1</sub></em> is the same dependence net "
-    "of the rated unit, its position and the batch's own level (logit per rating point). Where "
-    "&rho;<sub>1</sub>'s interval excludes 0, shuffle the order in every batch or use a Williams-square "
-    "plan (<code>jurymeter batch-plan</code>), and compare groups with the model contrast below, not with "
-    "raw averages ([LiDing2026] tables 2-3).</p>"
+    "of the rated unit, its position and the batch's own level (logit per rating point). To shuffle the order "
+    "in every batch, or to balance it with a Williams-square plan, see <code>jurymeter batch-plan</code> "
+    "([LiDing2026] tables 2-3).</p>"
 )
 SELECTION_HEADERS = {"method": "method", "k": "k", "units": "units", "stability": "stability (% of resamples)",
                      "n_resamples": "resamples"}
@@ -266,9 +265,9 @@ def _figure_dependence(rows: pl.DataFrame, title: str) -> Figure | None:
         wide = max(width, 9.0)
         fig.set_size_inches(wide, fig.get_figheight() + 0.5)
         axes = fig.subplots(1, len(panels), sharey=True, squeeze=False)[0]
-        tall = fig.get_figheight()  # 0.7 in below the panels for the axis, 0.9 in above for both titles
+        tall = fig.get_figheight()  # 0.7 in below the panels for the axis, 0.75 in above for both titles
         fig.subplots_adjust(left=left / wide, right=1 - right / wide, wspace=0.08, bottom=0.7 / tall,
-                            top=1 - 0.9 / tall)
+                            top=1 - 0.75 / tall)
         for ax, (value, low, high, xlabel) in zip(axes, panels, strict=True):
             _, y, err = _bars(rows, value, low, high)
             placed = rows.filter(pl.col(value).is_not_null()).sort("judge_id")["judge_id"].cast(pl.String).to_list()
