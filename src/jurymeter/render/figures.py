@@ -24,13 +24,22 @@ ROUND_TICKS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000)
 FIGURE_TEXT_MAX = 40
 FIGURE_DPI = 100
 STYLE = {"text.usetex": False, "font.size": 9, "axes.titlesize": 10, "axes.titley": 1.0}
+# Okabe-Ito, the colour-blind-safe qualitative palette (Okabe and Ito, "Color Universal Design", 2008),
+# in its usual order without black (kept for reference lines): the colour of the k-th category is
+# OKABE_ITO[k % 7]. Continuous scales are viridis or cividis, fitted to the data.
+OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#56B4E9", "#CC79A7", "#F0E442")
 
 
 def _mpl(text: Any) -> str:
-    """A data string made literal for matplotlib: shortened, ``$`` escaped (no mathtext)."""
+    """A data string made literal for matplotlib: shortened, ``$`` escaped (no mathtext).
+
+    A long string keeps its start and its end around an ellipsis: ids of one
+    family often differ only at the end (``...-v1``, ``...-v2``).
+    """
     s = str(text)
     if len(s) > FIGURE_TEXT_MAX:
-        s = s[: FIGURE_TEXT_MAX - 1] + "\u2026"
+        tail = (FIGURE_TEXT_MAX - 1) // 3
+        s = s[: FIGURE_TEXT_MAX - 1 - tail] + "\u2026" + s[len(s) - tail:]
     return s.replace("$", r"\$")
 
 
@@ -111,8 +120,7 @@ matrix = _matrix
 
 # --- rank intervals
 
-# Okabe-Ito (colour-blind safe), black left out: the point ranks are black.
-OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#999999")
+# Tie groups take OKABE_ITO (above) in turn; black is left for the point ranks.
 RANK_LEGEND_GROUPS = 8
 
 

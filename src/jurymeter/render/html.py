@@ -44,7 +44,7 @@ tr.group-start td{border-top:2px solid #6a8fbf}
 .status-failed{color:#a12}.status-reused{color:#666}.note{color:#555;font-size:.9rem}
 figure{margin:1rem 0}figure img{max-width:100%;height:auto;border:1px solid #eee}
 figcaption{font-size:.85rem;color:#555}code{font-size:.85em}
-p.lead{font-size:1rem;margin:.4rem 0 .6rem}p.nav{font-size:.9rem}p.csv{margin:-.3rem 0 .8rem;font-size:.8rem}
+p.lead{font-size:1rem;margin:.3rem 0 .6rem}caption{caption-side:top;text-align:left;font-size:.85rem;color:#555;padding:.2rem 0}p.nav{font-size:.9rem}p.csv{margin:-.3rem 0 .8rem;font-size:.8rem}
 #alerts ul{margin:.3rem 0;padding-left:1.2rem}
 """
 
@@ -133,6 +133,40 @@ def _num(value: Any, *, inf: str = "\u221e") -> str:
     return f"{x:.3g}"
 
 
+P_VALUE_FLOOR = 1e-4  # p-values below it print as "< 1e-4"
+
+
+def p_value_text(p: Any) -> str:
+    """A p-value as the page prints it: below 1e-4 ``"< 1e-4"``, else 2 significant digits.
+
+    Parameters
+    ----------
+    p : float or None
+        The p-value; ``None`` (not estimated) prints as the em dash, NaN as ``"n/a"``,
+        like :func:`_num`.
+
+    Returns
+    -------
+    str
+        ``"< 1e-4"`` for ``p < 1e-4`` (a smaller value only says how far into the
+        tail the asymptotic distribution was read, not a better-supported claim);
+        else ``format(p, ".2g")``, which never uses e-notation at or above 1e-4.
+
+    Examples
+    --------
+    >>> [p_value_text(p) for p in (6.66e-93, 1e-4, 0.000512, 0.0321, 0.5, None)]
+    ['< 1e-4', '0.0001', '0.00051', '0.032', '0.5', '—']
+    """
+    if p is None:
+        return "\u2014"
+    x = float(p)
+    if math.isnan(x):
+        return "n/a"
+    if x < P_VALUE_FLOOR:
+        return "< 1e-4"
+    return format(x, ".2g")
+
+
 def _interval(low: Any, high: Any, *, inf: str = "\u221e") -> str:
     if low is None and high is None:
         return "\u2014"
@@ -183,6 +217,12 @@ class SectionBuilder:
 
     def rows(self, table: str) -> pl.DataFrame:
         return _rows(self.tables, table, self.fit)
+
+    def lead(self, text: str) -> None:
+        """Open a section or subsection with its lead: one sentence on what its figure or table
+        shows and what to do about it (plain text, escaped here)."""
+        if text:
+            self.parts.append(f'<p class="lead">{_e(text)}</p>')
 
     def add(self, html_text: str) -> None:
         """Append already escaped HTML."""

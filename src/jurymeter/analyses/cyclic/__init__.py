@@ -98,7 +98,8 @@ class _CyclicFitting:
                 scope.records.select(pl.col("generation").unique()).collect(engine="streaming").height
             )
         if generations < 2:
-            msg = f"needs at least two generations per scenario seen by every judge; this item set has {generations}"
+            msg = (f"needs at least two generations per scenario seen by every judge; this item set has {generations} "
+                   "(each judge's offset is in the G-study section, table judge_effects)")
             raise NotApplicableError(msg)
         if chunked is not None:
             try:

@@ -12,13 +12,13 @@ import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-import matplotlib
 import numpy as np
 import polars as pl
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from jurymeter.analyses.gstudy import dropped_text
-from jurymeter.render.figures import ROUND_TICKS, rank_interval_figure
+from jurymeter.render.figures import OKABE_ITO, ROUND_TICKS, rank_interval_figure
 from jurymeter.render.figures import draw as _draw
 from jurymeter.render.figures import matrix as _matrix
 from jurymeter.render.figures import mpl_text as _mpl
@@ -34,54 +34,70 @@ if TYPE_CHECKING:
 
 CONVENTIONAL_THRESHOLD = 0.8
 NOMOGRAM_CONTOURS = (0.7, 0.8, 0.9)
+# Each quantity's label says its unit (E rho^2 and Phi are shares of variance, 0-1).
 DSTUDY_LABELS = {
-    "erho2": "E\u03c1\u00b2 at the observed sizes",
-    "phi": "\u03a6 at the observed sizes",
-    "mdd95": "MDD95 at the observed sizes (points)",
-    "erho2_30": "E\u03c1\u00b2 at 30 items, 1 judge, 1 run",
-    "mdd95_30": "MDD95 at 30 items, 1 judge, 1 run",
-    "mdd95_unlimited_items": "MDD95 with unlimited items, 1 judge",
-    "ceiling": "single-judge ceiling (unlimited items)",
-    "ceiling_3_judges": "ceiling with 3 judges",
-    "mdd95_in_sd_of_system_means": "MDD95 in SDs of the system means",
-    "judges_needed": "judges needed for the target (30 items, 3 runs)",
-    "items_needed": "items needed for the target (1 judge, 1 run)",
+    "erho2": "E\u03c1\u00b2 at the observed sizes (0\u20131)",
+    "phi": "\u03a6 at the observed sizes (0\u20131)",
+    "mdd95": "MDD95 at the observed sizes (score points)",
+    "erho2_30": "E\u03c1\u00b2 at 30 items, 1 judge, 1 run (0\u20131)",
+    "mdd95_30": "MDD95 at 30 items, 1 judge, 1 run (score points)",
+    "mdd95_unlimited_items": "MDD95 with unlimited items, 1 judge (score points)",
+    "ceiling": "single-judge ceiling, unlimited items (0\u20131)",
+    "ceiling_3_judges": "ceiling with 3 judges (0\u20131)",
+    "mdd95_in_sd_of_system_means": "MDD95 in SDs of the system means (SD)",
+    "judges_needed": "judges needed for the target, 30 items, 3 runs (judges)",
+    "items_needed": "items needed for the target, 1 judge, 1 run (items)",
 }
 
 
 def gstudy_section(page: SectionBuilder) -> None:
-    """Leaderboard, components, D-study, then figures 1, 4 and appendix figure 2 of [Anand2026]."""
-    note = page.summary.get("design_note")
+    """Leaderboard, components, D-study, then figures 1, 4 and appendix figure 2 of [Anand2026].
+
+    The section and each of its subsections open with a lead sentence
+    (:meth:`SectionBuilder.lead`) built from the fit's own numbers.
+    """
+    summary = page.summary
+    components, dstudy = page.rows("components"), page.rows("dstudy")
+    page.lead(_section_lead(summary, _estimates(dstudy)))
+    note = summary.get("design_note")
     if note:  # the design read from the data (docs/gstudy.md, "Designs read from the data")
-        page.add(f'<p class="note">Design {_e(page.summary.get("design"))}: {_e(note)}.</p>')
-    dropped = dropped_text(page.summary)
+        page.add(f'<p class="note">Design {_e(summary.get("design"))}: {_e(note)}.</p>')
+    dropped = dropped_text(summary)
     if dropped:  # what the fit left out (issue 14, point 5)
         page.add(f'<p class="note">Dropped: {_e(dropped)}.</p>')
     _leaderboard(page)
-    page.add(_components_html(page.rows("components")))
-    page.add(_dstudy_html(page.rows("dstudy")))
+    _subsection(page, "Variance components", _components_lead(components, summary))
+    page.add(_components_html(components))
+    _subsection(page, "D-study", _dstudy_lead(_estimates(dstudy)))
+    page.add(_dstudy_html(dstudy))
     title = page.title
+    curve, ceilings, grid = page.rows("erho2_curve"), page.rows("ceilings"), page.rows("nomogram")
+    if curve.height or grid.height:
+        _subsection(page, "Sizing", _sizing_lead(ceilings))
     page.figure(
-        "erho2", lambda: _figure_erho2_curve(page.rows("erho2_curve"), page.rows("ceilings"), title),
-        "E\u03c1\u00b2 against the number of items, one curve per judge count; dashed: the ceiling "
+        "erho2", lambda: _figure_erho2_curve(curve, ceilings, title),
+        "E\u03c1\u00b2 (0\u20131) against the number of items, one curve per judge count; dashed: the ceiling "
         "(unlimited items) at that judge count; grey: the conventional 0.8 (after [Anand2026] figure 1).",
     )
     page.figure(
-        "nomogram", lambda: _figure_nomogram(page.rows("nomogram"), title),
-        "Sizing nomogram: E\u03c1\u00b2 over judges \u00d7 items with the 0.7, 0.8 and 0.9 contours "
-        "(after [Anand2026] figure 4).",
+        "nomogram", lambda: _figure_nomogram(grid, title),
+        "Sizing nomogram: E\u03c1\u00b2 (0\u20131) over judges \u00d7 items with the 0.7, 0.8 and 0.9 contours; "
+        "the colour scale spans the values shown (after [Anand2026] figure 4).",
     )
+    budget = page.rows("budget")
+    if _budget_drawable(budget):
+        _subsection(page, "Budget", _budget_lead(budget))
     page.figure(
-        "budget", lambda: _figure_budget(page.rows("budget"), title),
-        "MDD95 against how a budget of judge calls per system is split between judges and items; "
-        "\u2605 the optimum (after [Anand2026] appendix figure 2).",
+        "budget", lambda: _figure_budget(budget, title),
+        "MDD95 (score points) against how a budget of judge calls per system is split between judges and "
+        "items; \u2605 the optimum, named in the legend (after [Anand2026] appendix figure 2).",
     )
 
 
 def _leaderboard(page: SectionBuilder) -> None:
     """The leaderboard table, then its rank-interval figure (issue 16, point 3)."""
     rows = page.rows("leaderboard")
-    page.add(_leaderboard_html(rows, page.summary))
+    page.add(_with_lead(_leaderboard_html(rows, page.summary), _leaderboard_lead(rows, page.summary)))
     title = page.title
     page.figure(
         "rank-intervals", lambda: rank_interval_figure(rows, title),
@@ -96,6 +112,143 @@ def _range_text(low: Any, high: Any) -> str:
     if low is None or high is None:
         return "\u2014"
     return str(low) if low == high else f"{low}\u2013{high}"
+
+
+def _subsection(page: SectionBuilder, title: str, lead: str) -> None:
+    page.add(f"<h4>{_e(title)}</h4>")
+    page.lead(lead)
+
+
+def _with_lead(part: str, lead: str) -> str:
+    """Put ``lead`` right after the first ``<h4>`` heading of ``part`` unless that part opens with its own."""
+    heading = part.find("</h4>")
+    if heading < 0 or not lead:
+        return part
+    cut = heading + len("</h4>")
+    rest = part[cut:].lstrip()
+    if rest.startswith('<p class="lead">'):
+        return part
+    return f'{part[:cut]}\n<p class="lead">{_e(lead)}</p>{part[cut:]}'
+
+
+def _estimates(dstudy: pl.DataFrame) -> dict[str, float | None]:
+    """The D-study's estimates by quantity (None where not estimated)."""
+    if dstudy.height == 0:
+        return {}
+    return {str(q): (None if v is None else float(v)) for q, v in dstudy.select("quantity", "estimate").iter_rows()}
+
+
+def _finite(value: Any) -> bool:
+    return value is not None and math.isfinite(float(value))
+
+
+def _plural(n: Any, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _section_lead(summary: Mapping[str, Any], estimates: Mapping[str, float | None]) -> str:
+    erho2 = summary.get("erho2", estimates.get("erho2"))
+    mdd = summary.get("mdd95", estimates.get("mdd95"))
+    sizes = ""
+    if summary.get("judges") is not None and summary.get("items") is not None:
+        sizes = f"With {_plural(summary['judges'], 'judge')} \u00d7 {_plural(summary['items'], 'item')} per system, "
+    if not _finite(erho2):
+        return (sizes or "Here, ") + (
+            "how reliably the leaderboard orders its systems cannot be estimated: read the reasons in the D-study."
+        )
+    text = (f"{sizes}E\u03c1\u00b2 is {_num(erho2)} (0\u20131: the share of the ranking's variance that is real "
+            "system difference)")
+    if _finite(mdd):
+        text += f" and two systems must differ by {_num(mdd)} score points (MDD95) to be told apart"
+    if float(erho2) >= CONVENTIONAL_THRESHOLD:
+        return text + f": at or above the conventional {CONVENTIONAL_THRESHOLD}, trust the order between tie groups."
+    return text + f": below the conventional {CONVENTIONAL_THRESHOLD}, size the panel with the D-study before trusting the order."
+
+
+def _leaderboard_lead(rows: pl.DataFrame, summary: Mapping[str, Any]) -> str:
+    if rows.height == 0:
+        return ""
+    mdd = rows["mdd95"][0] if "mdd95" in rows.columns else summary.get("mdd95")
+    if not _finite(mdd):
+        return ("Systems by mean score (score points); with no MDD no difference can be called detectable, "
+                "so report the order without claiming any system beats another.")
+    ranges = [(lo, hi) for lo, hi in rows.select("rank_low", "rank_high").iter_rows()] if "rank_low" in rows.columns else []
+    sure = sum(1 for lo, hi in ranges if lo is not None and lo == hi)
+    return (f"Systems by mean score (score points), each with its rank range: systems closer than the MDD95 "
+            f"({_num(mdd)} points) cannot be told apart, so publish the rank range, not the rank "
+            f"({sure} of {rows.height} systems have a single plausible rank).")
+
+
+def _component_value(rows: pl.DataFrame, name: str, column: str) -> float | None:
+    if rows.height == 0 or column not in rows.columns:
+        return None
+    hit = rows.filter(pl.col("component") == name)
+    value = hit[column][0] if hit.height else None
+    return None if value is None else float(value)
+
+
+def _components_lead(rows: pl.DataFrame, summary: Mapping[str, Any]) -> str:
+    text = "Where the score variance comes from, in squared score points and % of the total"
+    share = _component_value(rows, "sigma2_s", "share")
+    if share is not None:
+        text += f": the systems' own differences (sigma2_s) are {_num(100 * share)} %"
+    sj, si = _component_value(rows, "sigma2_sj", "estimate"), _component_value(rows, "sigma2_si", "estimate")
+    judges, items = summary.get("judges"), summary.get("items")
+    if sj is not None and si is not None and judges and items:
+        judge_part, item_part = max(sj, 0.0) / judges, max(si, 0.0) / items
+        more = "judges" if judge_part > item_part else "items"
+        text += (f"; the ranking's error from judges (sigma2_sj / {judges} = {_num(judge_part)}) is "
+                 f"{'larger' if more == 'judges' else 'smaller'} than from items (sigma2_si / {items} = "
+                 f"{_num(item_part)}), so more {more} shrink it faster")
+    return text + "."
+
+
+def _dstudy_lead(estimates: Mapping[str, float | None]) -> str:
+    text = ("E\u03c1\u00b2 (0\u20131) and MDD95 (score points) at the observed sizes and at other panel sizes: ")
+    ceiling = estimates.get("ceiling")
+    judges = estimates.get("judges_needed")
+    items = estimates.get("items_needed")
+    target = CONVENTIONAL_THRESHOLD
+    if not _finite(ceiling):
+        return text + "one judge's ceiling cannot be estimated here (see why none), so size the panel by judges."
+    if float(ceiling) < target:  # type: ignore[arg-type]
+        text += (f"to reach {target}, add judges before items: the single-judge ceiling {_num(ceiling)} is all "
+                 "one judge can reach with unlimited items")
+        if _finite(judges):
+            text += f", while {_num(judges)} judges reach {target} at 30 items"
+        return text + "."
+    text += (f"one judge can reach {target} (its ceiling with unlimited items is {_num(ceiling)}), so more items "
+             "are enough")
+    if _finite(items):
+        text += f": {_num(items)} items with one judge"
+    return text + "."
+
+
+def _sizing_lead(ceilings: pl.DataFrame) -> str:
+    text = ("E\u03c1\u00b2 (0\u20131) for more judges and items: pick the cheapest judges \u00d7 items on or above "
+            f"the {CONVENTIONAL_THRESHOLD} line")
+    known = [] if ceilings.height == 0 else [
+        (int(j), float(c)) for j, c in ceilings.select("judges", "ceiling").sort("judges").iter_rows() if _finite(c)
+    ]
+    if known:
+        shown = ", ".join(f"{_plural(j, 'judge')} {_num(c)}" for j, c in known[:3])
+        text += f"; each dashed line is what that many judges reach with unlimited items ({shown})"
+    return text + "."
+
+
+def _budget_drawable(budget: pl.DataFrame) -> bool:
+    return budget.height > 0 and budget["judges"].n_unique() >= 2
+
+
+def _budget_lead(budget: pl.DataFrame) -> str:
+    text = ("MDD95 (score points) when a fixed number of judge calls per system is split between judges and "
+            "items: use the starred split")
+    best = budget.filter(pl.col("optimal")).sort("budget") if "optimal" in budget.columns else pl.DataFrame()
+    if best.height:
+        calls, judges, items, mdd = best.select("budget", "judges", "items", "mdd95").row(best.height - 1)
+        text += (f"; at {calls} calls the best is {_plural(judges, 'judge')} \u00d7 {_plural(items, 'item')} "
+                 f"(MDD95 {_num(mdd)} points)")
+    return text + "."
 
 
 def _leaderboard_html(rows: pl.DataFrame, entry: Mapping[str, Any]) -> str:
@@ -150,7 +303,7 @@ def _missing_rows_html(entry: Mapping[str, Any]) -> str:
 
 
 def _components_html(rows: pl.DataFrame) -> str:
-    parts = ["<h4>Variance components</h4>"]
+    parts = []
     if rows.height == 0:
         parts.append('<p class="note">No variance components.</p>')
         return "\n".join(parts)
@@ -160,13 +313,14 @@ def _components_html(rows: pl.DataFrame) -> str:
          _e(_interval(r.get("low"), r.get("high")))]
         for r in rows.iter_rows(named=True)
     ]
-    parts.append(_table(["component", "estimate", "share", "95 % interval"], cells, numeric=[False, True, True, True]))
+    parts.append(_table(["component", "estimate (points\u00b2)", "share (% of total)", "95 % interval (points\u00b2)"],
+                        cells, numeric=[False, True, True, True]))
     parts.append('<p class="note">Shares truncate negative estimates at zero; the D-study uses the raw values.</p>')
     return "\n".join(parts)
 
 
 def _dstudy_html(rows: pl.DataFrame) -> str:
-    parts = ["<h4>D-study</h4>"]
+    parts = []
     if rows.height == 0:
         parts.append('<p class="note">No D-study quantities.</p>')
         return "\n".join(parts)
@@ -176,7 +330,7 @@ def _dstudy_html(rows: pl.DataFrame) -> str:
          _e(r.get("reason") or "")]  # why a quantity is not estimated (one judge: the ceiling, judges needed)
         for r in rows.iter_rows(named=True)
     ]
-    parts.append(_table(["quantity", "name", "estimate", "95 % interval", "why none"], cells,
+    parts.append(_table(["quantity (unit)", "name", "estimate", "95 % interval", "why none"], cells,
                         numeric=[False, False, True, True, False]))
     return "\n".join(parts)
 
@@ -197,7 +351,7 @@ def _figure_erho2_curve(curve: pl.DataFrame, ceilings: pl.DataFrame, title: str)
         values = []
         for k, (judges,) in enumerate(curve.select("judges").unique().sort("judges").iter_rows()):
             line = curve.filter(pl.col("judges") == judges).sort("items")
-            colour = matplotlib.colormaps["tab10"](k % 10)
+            colour = OKABE_ITO[k % len(OKABE_ITO)]
             y = line["erho2"].cast(pl.Float64).to_numpy()
             values.append(y)
             ax.plot(line["items"].to_numpy(), y, color=colour, label=f"{judges} judge{'s' if judges != 1 else ''}")
@@ -215,8 +369,8 @@ def _figure_erho2_curve(curve: pl.DataFrame, ceilings: pl.DataFrame, title: str)
         data = np.concatenate(values)
         data = data[np.isfinite(data)]
         ax.set_ylim(min(0.0, float(data.min())) if data.size else 0.0, max(1.0, float(data.max())) if data.size else 1.0)
-        ax.set_xlabel("items")
-        ax.set_ylabel("E\u03c1\u00b2")
+        ax.set_xlabel("items per system (log scale)")
+        ax.set_ylabel("E\u03c1\u00b2 (0\u20131)")
         ax.set_title(_mpl(title))
         ax.legend(loc="lower right", fontsize=8)
         ax.grid(True, which="major", alpha=0.3)
@@ -236,18 +390,18 @@ def _figure_nomogram(grid: pl.DataFrame, title: str) -> Figure | None:
     judges, items = np.array(judge_list), np.array(item_list)
 
     def build() -> Figure:
-        fig = _new_figure(6.4, 4.2)
+        fig = _new_figure(6.4, 4.2, constrained=True)
         ax = fig.add_subplot()
         finite = z[np.isfinite(z)]
-        low = min(0.0, float(finite.min())) if finite.size else 0.0
-        high = max(1.0, float(finite.max())) if finite.size else 1.0
+        low, high = _colour_limits(finite)
         masked = np.ma.masked_invalid(z)
         if len(judges) >= 2 and len(items) >= 2 and finite.size:
-            filled: ColorizingArtist = ax.contourf(items, judges, masked, levels=np.linspace(low, high, 21), cmap="viridis")
+            filled: ColorizingArtist = ax.contourf(items, judges, masked, levels=np.linspace(low, high, 21),
+                                                   cmap="viridis", vmin=low, vmax=high)
             ax.set_xscale("log")
             ax.set_yscale("log")
-            ax.set_xticks(items, [str(v) for v in items])
-            ax.set_yticks(judges, [str(v) for v in judges])
+            ax.set_xticks(*_log_ticks(items, fig.get_figwidth(), gap=0.35))
+            ax.set_yticks(*_log_ticks(judges, fig.get_figheight(), gap=0.2))
             ax.minorticks_off()
             levels = [v for v in NOMOGRAM_CONTOURS if finite.min() <= v <= finite.max()]
             if levels:
@@ -257,13 +411,36 @@ def _figure_nomogram(grid: pl.DataFrame, title: str) -> Figure | None:
             filled = ax.imshow(masked, origin="lower", aspect="auto", cmap="viridis", vmin=low, vmax=high)
             ax.set_xticks(range(len(items)), [str(v) for v in items])
             ax.set_yticks(range(len(judges)), [str(v) for v in judges])
-        fig.colorbar(filled, ax=ax, label="E\u03c1\u00b2")
-        ax.set_xlabel("items")
-        ax.set_ylabel("judges")
+        bar = fig.colorbar(filled, ax=ax, label="E\u03c1\u00b2 (0\u20131)")
+        bar.set_ticks([t for t in MaxNLocator(nbins=6).tick_values(low, high) if low <= t <= high])
+        ax.set_xlabel("items per system")
+        ax.set_ylabel("judges per item")
         ax.set_title(_mpl(title))
         return fig
 
     return _draw(build)
+
+
+def _colour_limits(values: np.ndarray) -> tuple[float, float]:
+    """The colour scale's limits: the data's own minimum and maximum (widened by 0.05 when they are equal)."""
+    if not values.size:
+        return 0.0, 1.0
+    low, high = float(values.min()), float(values.max())
+    if high - low < 1e-9:
+        return low - 0.05, high + 0.05
+    return low, high
+
+
+def _log_ticks(values: np.ndarray, inches: float, *, gap: float) -> tuple[list[float], list[str]]:
+    """Ticks at the grid's values on a log axis ``inches`` long, thinned so that neighbours are ``gap`` in apart."""
+    values = np.sort(np.asarray(values, dtype=np.float64))
+    span = math.log(values[-1] / values[0]) if values[0] > 0 and values[-1] > values[0] else 1.0
+    per_inch = 0.8 * inches / span  # the axes take about 80 % of the figure
+    kept: list[float] = []
+    for v in values:
+        if not kept or math.log(v / kept[-1]) * per_inch >= gap:
+            kept.append(float(v))
+    return kept, [f"{v:g}" for v in kept]
 
 
 def _figure_budget(budget: pl.DataFrame, title: str) -> Figure | None:
@@ -275,23 +452,31 @@ def _figure_budget(budget: pl.DataFrame, title: str) -> Figure | None:
         return None
 
     def build() -> Figure:
-        fig = _new_figure(6.4, 4.0)
+        # Constrained layout keeps the legend and labels on the canvas; the optimum of each budget is
+        # named in its legend entry, not annotated beside its star (labels there overlap and clip).
+        fig = _new_figure(8.4, 4.0, constrained=True)
         ax = fig.add_subplot()
         for k, (calls,) in enumerate(budget.select("budget").unique().sort("budget").iter_rows()):
             split = budget.filter(pl.col("budget") == calls).sort("judges")
-            colour = matplotlib.colormaps["tab10"](k % 10)
-            ax.plot(split["judges"].to_numpy(), split["mdd95"].cast(pl.Float64).to_numpy(), "o-",
-                    color=colour, markersize=4, label=f"{calls} calls per system")
+            colour = OKABE_ITO[k % len(OKABE_ITO)]
             best = split.filter(pl.col("optimal"))
+            label = f"{calls} calls per system"
+            if best.height:
+                j, n = best.select("judges", "items").row(0)
+                label += f" (best {j} \u00d7 {n})"
+            ax.plot(split["judges"].to_numpy(), split["mdd95"].cast(pl.Float64).to_numpy(), "o-",
+                    color=colour, markersize=4, label=label)
             if best.height:
                 ax.plot(best["judges"].to_numpy(), best["mdd95"].cast(pl.Float64).to_numpy(), "*",
                         color=colour, markersize=14, markeredgecolor="black")
-                for j, n, m in best.select("judges", "items", "mdd95").iter_rows():
-                    ax.annotate(f"{j} \u00d7 {n}", (j, m), textcoords="offset points", xytext=(6, -10), fontsize=7)
-        ax.set_xlabel("judges per item (items = budget / judges)")
+        judges = np.sort(budget["judges"].unique().to_numpy())
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=10, integer=True, min_n_ticks=min(len(judges), 3)))
+        ax.set_xlabel("judges per item (items = calls / judges)")
         ax.set_ylabel("MDD95 (score points)")
         ax.set_title(_mpl(title))
-        ax.legend(fontsize=8)
+        # Beside the axes, not over the curves (constrained layout makes room for it).
+        fig.legend(loc="outside right upper", fontsize=8, title="\u2605 optimum (judges \u00d7 items)",
+                   title_fontsize=8)
         ax.grid(True, alpha=0.3)
         return fig
 

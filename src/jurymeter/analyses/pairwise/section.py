@@ -16,7 +16,6 @@ References
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -31,7 +30,7 @@ from jurymeter.render.figures import matrix as _matrix
 from jurymeter.render.figures import mpl_text as _mpl
 from jurymeter.render.figures import new_figure as _new_figure
 from jurymeter.render.figures import rank_interval_figure
-from jurymeter.render.html import SectionBuilder
+from jurymeter.render.html import SectionBuilder, p_value_text
 from jurymeter.render.html import escape as _e
 from jurymeter.render.html import number as _num
 from jurymeter.render.html import table_html as _table
@@ -40,24 +39,61 @@ from jurymeter.render.html import table_html as _table
 PROMPT_COLOUR, BATTLE_COLOUR = "#0072B2", "#D55E00"
 
 
+# Conventional level of the per-family permutation test, named in its lead.
+FAMILY_TEST_LEVEL = 0.05
+# Cohen's kappa below this is "slight" agreement (Landis and Koch, 1977).
+SLIGHT_KAPPA = 0.2
+# Per-judge columns: (column, header with its unit, shown as a percentage).
+JUDGE_COLUMNS = (
+    ("games", "games", False), ("pairs_both_orders", "pairs in both orders", False),
+    ("first_slot_win_rate", "first-slot share (%)", True), ("tie_rate", "tie rate (%)", True),
+    ("reversal_rate", "reversal rate (%)", True), ("q_position_following", "q, position-following (%)", True),
+    ("slot_a_advantage", "slot-A advantage (points)", False), ("failure_rate", "failure rate (%)", True),
+    ("replicate_agreement", "replicate agreement (%)", True), ("gold_accuracy", "gold accuracy (%)", True),
+)
+FAMILY_COLUMNS = (
+    ("same_family_support", "same-family support (0\u20131)"),
+    ("other_judges_support", "other judges' support (0\u20131)"),
+    ("naive", "naive lift (support)"), ("corrected", "corrected lift (support)"),
+    ("corrected_p", "p (corrected lift)"),
+)
+GSTUDY_COLUMNS = (
+    ("systems", "systems"), ("items", "items"), ("judges", "judges"),
+    ("sigma2_s", "sigma2_s (win rate\u00b2)"), ("sigma2_sj", "sigma2_sj (win rate\u00b2)"),
+    ("share", "sigma2_s share (%)"), ("ceiling", "ceiling (0\u20131)"), ("erho2", "E\u03c1\u00b2 (0\u20131)"),
+    ("judges_needed", "judges needed"), ("reason", "why none"),
+)
+
+
 def pairwise_section(page: SectionBuilder) -> None:
-    """Every part of the pairwise analysis that has rows; nothing when it did not run."""
+    """Every part of the pairwise analysis that has rows; nothing when it did not run.
+
+    The section and each subsection open with a lead sentence (:meth:`SectionBuilder.lead`)
+    built from the fit's numbers.
+    """
     judges = page.rows("pairwise_judges")
     ratings = page.rows("bt_ratings")
     if not (judges.height or ratings.height):
         return
     title = page.title
     summary = page.summary
+    page.lead(_section_lead(judges, ratings))
+    if judges.height:
+        _subsection(page, "Judges and position bias", _judges_lead(judges))
     page.add(_judges_html(judges))
     page.figure("position-bias", lambda: _figure_position(judges, title),
                 "Slot-A advantage per judge: win rate of a system shown first minus the same system "
-                "shown second, in points, with its 95% prompt-bootstrap interval ([Anand2026] table 3).")
+                "shown second, in percentage points, with its 95% prompt-bootstrap interval ([Anand2026] table 3).")
     page.figure("reversals", lambda: _figure_reversals(judges, title),
-                "AB/BA reversal rate per judge (share of pairs seen in both orders whose winner differs) "
+                "AB/BA reversal rate per judge (% of pairs seen in both orders whose winner differs) "
                 "against the 50% bound of the independent content-noise model ([Awuni2026] section 8).")
     agreement = page.rows("judge_agreement")
+    if _has_values(agreement, "kappa"):
+        _subsection(page, "Judge agreement", _agreement_lead(agreement))
     page.figure("judge-agreement", lambda: _figure_agreement(agreement, title),
-                "Cohen's kappa between judges on the judgments they share (A / B / tie).")
+                "Cohen's kappa (\u22121 to 1, 0 = chance) between judges on the judgments they share (A / B / tie).")
+    if ratings.height:
+        _subsection(page, "Ratings", _ratings_lead(ratings))
     page.add(_ratings_html(ratings, summary))
     page.figure("ratings", lambda: _figure_ratings(ratings, title),
                 "Bradley-Terry ratings (Elo scale) with 95% intervals: a prompt bootstrap that resamples "
@@ -68,32 +104,135 @@ def pairwise_section(page: SectionBuilder) -> None:
                 "the prompt bootstrap) and point rank (dot), best first; colours mark the tie groups. Systems "
                 "whose bars overlap are not told apart by these prompts: more prompts narrow the bars.")
     support = page.rows("family_support")
+    lifts = page.rows("family_lifts")
+    if support.height or lifts.height:
+        _subsection(page, "Family preference", _family_lead(lifts, summary))
     page.figure("family-support", lambda: _figure_support(support, title),
-                "Family support matrix: mean support a judge family gives candidates of each family; the "
-                "diagonal is same-family support ([Awuni2026] figure 2).")
-    page.add(_family_html(page.rows("family_lifts"), summary))
-    page.add(_gstudy_html(page.rows("pairwise_gstudy")))
+                "Family support matrix: mean support (0\u20131, 0.5 = even) a judge family gives candidates of "
+                "each family; the diagonal is same-family support ([Awuni2026] figure 2).")
+    page.add(_family_html(lifts, summary))
+    gstudy = page.rows("pairwise_gstudy")
+    if gstudy.height:
+        _subsection(page, "Pairwise G-study", _gstudy_lead(gstudy))
+    page.add(_gstudy_html(gstudy))
+
+
+def _subsection(page: SectionBuilder, title: str, lead: str) -> None:
+    page.add(f"<h4>{_e(title)}</h4>")
+    page.lead(lead)
+
+
+def _has_values(rows: pl.DataFrame, column: str) -> bool:
+    return rows.height > 0 and column in rows.columns and rows[column].null_count() < rows.height
+
+
+def _extreme(rows: pl.DataFrame, column: str, *, absolute: bool = False) -> tuple[str, float] | None:
+    """The judge with the largest (absolute) value of ``column`` and that value; None without values."""
+    if not _has_values(rows, column):
+        return None
+    known = rows.filter(pl.col(column).is_not_null())
+    key = pl.col(column).abs() if absolute else pl.col(column)
+    judge, value = known.sort(key, descending=True).select("judge_id", column).row(0)
+    return str(judge), float(value)
+
+
+def _pct(value: Any) -> str:
+    """A share (0-1) as a percentage to 3 significant digits."""
+    return _num(None if value is None else 100 * float(value))
+
+
+def _section_lead(judges: pl.DataFrame, ratings: pl.DataFrame) -> str:
+    text = "How far the pairwise judges can be trusted, and which systems their verdicts tell apart"
+    slot = _extreme(judges, "slot_a_advantage", absolute=True)
+    reversal = _extreme(judges, "reversal_rate")
+    facts = []
+    if slot is not None and abs(slot[1]) > 0:
+        facts.append(f"the largest slot-A advantage is {slot[1]:+.3g} points ({slot[0]})")
+    if reversal is not None:
+        facts.append(f"the largest AB/BA reversal rate {_pct(reversal[1])} % ({reversal[0]})")
+    if facts:
+        text += ": " + " and ".join(facts) + "; judge every pair in both orders and trust a rating difference only "
+        text += "where the intervals separate"
+    elif ratings.height:
+        text += ": trust a rating difference only where the intervals separate"
+    return text + "."
+
+
+def _judges_lead(judges: pl.DataFrame) -> str:
+    text = ("One row per judge, rates in % of its games: a slot-A advantage far from 0 means the judge favours the "
+            "answer shown first")
+    slot = _extreme(judges, "slot_a_advantage", absolute=True)
+    if slot is not None and abs(slot[1]) > 0:
+        text += f" ({slot[0]}: {slot[1]:+.3g} points)"
+    flagged = (judges.filter(pl.col("exceeds_content_noise_bound").fill_null(False)).height
+               if "exceeds_content_noise_bound" in judges.columns else 0)
+    if flagged:
+        text += (f", and {flagged} judge{'s' if flagged != 1 else ''} reverse{'' if flagged != 1 else 's'} on more "
+                 "than half the pairs seen in both orders, which content noise alone cannot do")
+    return text + "; average both orders of every pair, or drop a judge that follows position."
+
+
+def _agreement_lead(agreement: pl.DataFrame) -> str:
+    text = "Cohen's kappa between two judges on the battles both judged (1 = always agree, 0 = chance)"
+    known = agreement.filter(pl.col("kappa").is_not_null()).sort("kappa")
+    if known.height:
+        a, b, kappa = known.select("judge_1", "judge_2", "kappa").row(0)
+        text += f": the weakest pair, {a} and {b}, agree at {_num(kappa)}"
+        if kappa < SLIGHT_KAPPA:
+            text += f" (below {SLIGHT_KAPPA}: barely above chance), so average several judges rather than trust one"
+        else:
+            text += ", so the judges largely agree and one of them is a fair stand-in for the panel"
+    return text + "."
+
+
+def _ratings_lead(ratings: pl.DataFrame) -> str:
+    text = ("Bradley-Terry ratings in Elo points (400/ln 10 per logit) with 95 % intervals: systems whose "
+            "prompt-bootstrap intervals overlap cannot be told apart, so report the prompt bootstrap, not the "
+            "battle bootstrap")
+    if "tie_group" in ratings.columns and ratings["tie_group"].null_count() < ratings.height:
+        groups = ratings["tie_group"].drop_nulls().n_unique()
+        text += f" ({ratings.height} systems in {groups} tie group{'s' if groups != 1 else ''})"
+    return text + "."
+
+
+def _family_lead(lifts: pl.DataFrame, summary: dict[str, Any]) -> str:
+    text = "Mean support each judge family gives each candidate family (0\u20131, 0.5 = even)"
+    fps = summary.get("fps")
+    if fps is not None:
+        text += (f": the family preference score {float(fps):+.3g} (same-family minus cross-family support) is "
+                 f"{'a self-preference' if fps > 0 else 'no self-preference'}")
+    if _has_values(lifts, "corrected_p"):
+        hits = lifts.filter(pl.col("corrected_p") < FAMILY_TEST_LEVEL)["family"].to_list()
+        if hits:
+            text += (f"; the corrected test finds it in {', '.join(map(str, hits))} (p < {FAMILY_TEST_LEVEL}), so "
+                     "do not let those families judge their own candidates")
+        else:
+            text += f"; the corrected test finds no family preferring its own (p < {FAMILY_TEST_LEVEL})"
+    return text + "."
+
+
+def _gstudy_lead(rows: pl.DataFrame) -> str:
+    text = ("Pairwise G-study on the win indicator against the baseline, per presentation order ([Anand2026] "
+            "table 3): components in squared win-rate units, ceiling and E\u03c1\u00b2 from 0 to 1")
+    if "judges_needed" in rows.columns and rows["judges_needed"].null_count() < rows.height:
+        need = rows.filter(pl.col("judges_needed").is_not_null()).sort("judges_needed", descending=True)
+        arm, judges = need.select("arm", "judges_needed").row(0)
+        text += f"; the {arm} arm needs {_num(judges)} judges to reach the target"
+    return text + "."
 
 
 def _judges_html(rows: pl.DataFrame) -> str:
     if rows.height == 0:
         return ""
-    columns = [
-        ("games", "games"), ("pairs_both_orders", "pairs in both orders"),
-        ("first_slot_win_rate", "first-slot share"), ("tie_rate", "tie rate"),
-        ("reversal_rate", "reversal rate"), ("q_position_following", "q (position-following)"),
-        ("slot_a_advantage", "slot-A advantage (points)"), ("failure_rate", "failure rate"),
-        ("replicate_agreement", "replicate agreement"), ("gold_accuracy", "gold accuracy"),
-    ]
-    present = [(c, label) for c, label in columns if c in rows.columns]
+    present = [(c, label, pct) for c, label, pct in JUDGE_COLUMNS if c in rows.columns]
     cells = []
     flags = []
     for r in rows.sort("judge_id").iter_rows(named=True):
-        cells.append([_e(r["judge_id"]), *(_e(_num(r[c])) for c, _ in present)])
+        cells.append([_e(r["judge_id"]), *(_e(_pct(r[c]) if pct else _num(r[c])) for c, _, pct in present)])
         flags.append("flag" if r.get("exceeds_content_noise_bound") else "")
-    header = ["judge", *(_e(label) for _, label in present)]
-    note = ("<p>Rows marked reverse on more than half of their pairs, which the independent content-noise "
-            "model cannot produce: read them as position-following (q).</p>" if any(flags) else "")
+    header = ["judge", *(_e(label) for _, label, _ in present)]
+    note = ('<p class="note">Rows marked reverse on more than half of their pairs, which the independent '
+            "content-noise model cannot produce: read them as position-following (q).</p>" if any(flags) else "")
     return _table(header, cells, numeric=[False] + [True] * len(present), row_classes=flags) + note
 
 
@@ -117,28 +256,31 @@ def _family_html(rows: pl.DataFrame, summary: dict[str, Any]) -> str:
     if rows.height == 0:
         return ""
     fps = summary.get("fps")
-    lead = (f"<p>Family preference score (mean same-family support minus mean cross-family support): "
+    note = (f'<p class="note">Family preference score (mean same-family support minus mean cross-family support): '
             f"{_e(_num(fps))}. The naive per-family statistic compares a judge family's support across "
             "candidate families and so carries candidate quality; the corrected one holds the candidate family "
-            "fixed and compares its same-family judges with the other judges.</p>") if fps is not None else ""
-    columns = [c for c in ("same_family_support", "other_judges_support", "naive", "corrected", "corrected_p")
-               if c in rows.columns]
-    cells = [[_e(r["family"]), *(_e(_num(r[c])) for c in columns)] for r in rows.sort("family").iter_rows(named=True)]
-    return lead + _table(["family", *(f"<code>{c}</code>" for c in columns)], cells,
+            "fixed and compares its same-family judges with the other judges (one-sided permutation p-value).</p>"
+            ) if fps is not None else ""
+    columns = [(c, label) for c, label in FAMILY_COLUMNS if c in rows.columns]
+    cells = [[_e(r["family"]), *(_e(p_value_text(r[c]) if c.endswith("_p") else _num(r[c])) for c, _ in columns)]
+             for r in rows.sort("family").iter_rows(named=True)]
+    return note + _table(["family", *(_e(label) for _, label in columns)], cells,
                          numeric=[False] + [True] * len(columns))
 
 
 def _gstudy_html(rows: pl.DataFrame) -> str:
     if rows.height == 0:
         return ""
-    columns = [c for c in ("systems", "items", "judges", "sigma2_s", "sigma2_sj", "share", "ceiling", "erho2",
-                           "judges_needed", "reason") if c in rows.columns]
-    cells = [[_e(r["arm"]), *(_e(_num(r[c]) if c != "reason" else (r[c] or "")) for c in columns)]
-             for r in rows.iter_rows(named=True)]
-    lead = ("<p>Pairwise G-study on the win indicator against the baseline, per presentation order "
-            "([Anand2026] table 3): components in win-rate units, ceiling and E&rho;&sup2; unitless.</p>")
-    return lead + _table(["arm", *(f"<code>{c}</code>" for c in columns)], cells,
-                         numeric=[False] + [c != "reason" for c in columns])
+    columns = [(c, label) for c, label in GSTUDY_COLUMNS if c in rows.columns]
+
+    def cell(column: str, value: Any) -> str:
+        if column == "reason":
+            return str(value or "")
+        return _pct(value) if column == "share" else _num(value)
+
+    cells = [[_e(r["arm"]), *(_e(cell(c, r[c])) for c, _ in columns)] for r in rows.iter_rows(named=True)]
+    return _table(["arm", *(_e(label) for _, label in columns)], cells,
+                  numeric=[False] + [c != "reason" for c, _ in columns])
 
 
 def _judge_bars(rows: pl.DataFrame, title: str, value: str, low: str, high: str, *, scale: float,
@@ -187,15 +329,16 @@ def _square_heatmap(z: np.ndarray, rows: list[str], cols: list[str], title: str,
     row_labels = [_mpl(r) for r in rows]
     col_labels = [_mpl(c) for c in cols]
     left = 0.75 + 0.075 * max(map(len, row_labels))
-    bottom = 0.6 + 0.075 * max(map(len, col_labels)) * math.sin(math.radians(60))
+    bottom = 0.6 + 0.075 * max(map(len, col_labels))  # column labels stand upright (90 degrees)
     width = max(4.5, min(14.0, left + 2.5 + 0.6 * len(cols)))
-    height = max(2.8, min(14.0, bottom + 0.8 + 0.4 * len(rows)))
+    # At least 2.1 in of heatmap: the colour bar's label must fit along it.
+    height = max(bottom + 0.45 + 2.1, min(14.0, bottom + 0.8 + 0.4 * len(rows)))
     fig = _new_figure(width, height)
     fig.subplots_adjust(left=min(left / width, 0.5), right=1 - 1.2 / width, bottom=min(bottom / height, 0.5),
                         top=1 - 0.45 / height)
     ax = fig.add_subplot()
     image = ax.imshow(np.ma.masked_invalid(z), cmap="cividis", norm=norm, aspect="auto")
-    ax.set_xticks(range(len(cols)), col_labels, rotation=60, ha="right", rotation_mode="anchor")
+    ax.set_xticks(range(len(cols)), col_labels, rotation=90)
     ax.set_yticks(range(len(rows)), row_labels)
     if z.size <= 144:
         mid = 0.5 * (float(norm.vmin or 0.0) + float(norm.vmax or 1.0))
@@ -222,7 +365,7 @@ def _figure_agreement(rows: pl.DataFrame, title: str) -> Figure | None:
     low, high = float(finite.min()), float(finite.max())
     if high - low < 1e-9:
         low, high = low - 0.05, high + 0.05
-    return _draw(lambda: _square_heatmap(z, judges, judges, title, "Cohen's kappa (shared judgments)",
+    return _draw(lambda: _square_heatmap(z, judges, judges, title, "Cohen's kappa (\u22121 to 1)",
                                          Normalize(low, high), "judge", "judge", ".2f"))
 
 
@@ -235,7 +378,7 @@ def _figure_support(rows: pl.DataFrame, title: str) -> Figure | None:
         return None
     half = max(float(np.abs(finite - 0.5).max()), 0.02)
     return _draw(lambda: _square_heatmap(z, judge_families, candidate_families, title,
-                                         "mean support (0.5 = even)", CenteredNorm(0.5, half),
+                                         "mean support (0\u20131, 0.5 = even)", CenteredNorm(0.5, half),
                                          "candidate family", "judge family", ".3f"))
 
 
