@@ -289,7 +289,7 @@ def _errors(events: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-def inspect_page(browser: Chromium, page: Path) -> Inspection:
+def inspect_page(browser: Chromium, page: Path, probe: str | None = None) -> Inspection:
     """Load ``page`` at WIDTH px in a fresh tab; errors, measurements and a full-page screenshot."""
     target, tab = browser.new_page()
     try:
@@ -303,6 +303,8 @@ def inspect_page(browser: Chromium, page: Path) -> Inspection:
             raise RuntimeError(f"chromium could not open {page}: {navigated['errorText']}")
         tab.wait_for("Page.loadEventFired", since)
         measures = tab.evaluate(MEASURE)
+        if probe is not None:
+            measures["probe"] = tab.evaluate(probe)
         width, height = measures["page"]["content"]
         shot = tab.send("Page.captureScreenshot", 60.0, format="png", captureBeyondViewport=True,
                         clip={"x": 0, "y": 0, "width": width, "height": height, "scale": 1})
@@ -346,13 +348,35 @@ def problems(inspection: Inspection) -> dict[str, list[str]]:
 
 @dataclass(frozen=True)
 class PublishedRun:
-    page: Path
-    figures: list[str]
+    report: Path  # results/<run_id>/report
+    figures: list[str]  # the PNG files the run wrote
+
+    @property
+    def page(self) -> Path:
+        return self.report / "index.html"
+
+    @property
+    def pages(self) -> list[Path]:
+        """The index, then every fit's page."""
+        return [self.page, *sorted((self.report / "fits").glob("*.html"))]
+
+
+def _published(report: Path) -> PublishedRun:
+    return PublishedRun(report=report, figures=sorted(p.name for p in report.glob("*.png")))
 
 
 @pytest.fixture(scope="module")
 def published_run(tmp_path_factory: pytest.TempPathFactory) -> PublishedRun:
-    """A nightly run folder on a small simulated dump, published by the library, without Prefect."""
+    """A nightly run folder on a small simulated dump (the demo's shape), published by the library, without Prefect."""
+    from published import publish_small_run
+
+    root = publish_small_run(tmp_path_factory.mktemp("browser-run"), RUN_ID)
+    return _published(root / "results" / RUN_ID / "report")
+
+
+@pytest.fixture(scope="module")
+def samples_run(tmp_path_factory: pytest.TempPathFactory) -> PublishedRun:
+    """Every real sample log (MT-Bench, Arena-Hard-Auto, AlpacaEval, inspect_ai) ingested and run as a new user would."""
     from jurymeter.io.ingest import ingest
     from jurymeter.io.sources import discover_sources
     from jurymeter.io.store import Store
@@ -361,30 +385,21 @@ def published_run(tmp_path_factory: pytest.TempPathFactory) -> PublishedRun:
     from jurymeter.pipeline.config import load_config
     from jurymeter.pipeline.jobs import plan_fits
     from jurymeter.pipeline.publish import publish_run
-    from jurymeter.simulate import SimulationParams, simulate_dump, write_dump
+    from samples import SAMPLES
 
-    root = tmp_path_factory.mktemp("browser-run")
-    params = SimulationParams(n_systems=6, n_items=24, n_judges=4, pairwise_pairs=6, seed=3)
-    paths = write_dump(simulate_dump(params), root / "dump")
+    root = tmp_path_factory.mktemp("browser-samples")
     store = Store(str(root / "store"))
-    sources = discover_sources([str(p) for name, p in paths.items() if name != "truth"])
-    ingested = ingest(store, sources, ValidationOptions(scale=(1.0, 10.0))).to_json()
+    paths = [p for folder in sorted(SAMPLES.iterdir()) if folder.is_dir()
+             for p in sorted(folder.iterdir()) if p.suffix in (".jsonl", ".json", ".eval")]
+    ingested = ingest(store, discover_sources([str(p) for p in paths]), ValidationOptions()).to_json()
     config_path = root / "jm.toml"
-    config_path.write_text(
-        f'store = "{store.url}"\n[universes]\nthree = ["judge-a", "judge-b", "judge-c"]\n'
-        "[fit]\nuniverses = ['all', 'three']\nn_boot = 60\n"
-    )
+    config_path.write_text(f'store = "{store.url}"\nlanding = ""\n[fit]\nn_boot = 40\n')
     config = load_config(config_path, environ={})
     plan = plan_fits(store, config)
     outcomes = run_fits(store, plan.jobs, figures=True)
-    for outcome in outcomes:
-        assert outcome.error is None, outcome.trace
-    publish_run(
-        store, RUN_ID, config=config, started="2026-01-01T02:15:00+00:00", ingest_report=ingested,
-        outcomes=outcomes, timings={"fit": sum(o.seconds for o in outcomes)}, skipped=plan.skipped,
-    )
-    report = Path(store.root) / "results" / RUN_ID / "report"
-    return PublishedRun(page=report / "index.html", figures=sorted(p.name for p in report.glob("*.png")))
+    publish_run(store, "samples", config=config, started="2026-01-01T02:15:00+00:00", ingest_report=ingested,
+                outcomes=outcomes, timings={}, skipped=plan.skipped)
+    return _published(Path(store.root) / "results" / "samples" / "report")
 
 
 @pytest.fixture(scope="module")
@@ -414,24 +429,92 @@ def _keep(tmp_path: Path, name: str, inspection: Inspection) -> list[Path]:
 # ------------------------------------------------------------------ tests
 
 
-def test_report_page_loads_clean_with_every_figure_drawn_and_no_overflow(
+def _inspect_every_page(browser: Chromium, run: PublishedRun, tmp_path: Path, name: str) -> dict[str, Inspection]:
+    """Each page of a run inspected; screenshots kept as ``<name>-<page>-1400.png`` (before any assertion)."""
+    seen = {}
+    for page in run.pages:
+        inspection = inspect_page(browser, page)
+        label = "index" if page.name == "index.html" else f"fit-{len(seen):02d}"
+        _keep(tmp_path, f"{name}-{label}-{WIDTH}", inspection)
+        seen[page.name if label == "index" else f"fits/{page.name}"] = inspection
+    return seen
+
+
+def _assert_clean(inspections: dict[str, Inspection], run: PublishedRun) -> None:
+    found = {page: problems(i) for page, i in inspections.items()}
+    for part in ("console", "figures", "overflow"):
+        bad = {page: f[part] for page, f in found.items() if f[part]}
+        assert bad == {}, f"{part}: {bad}"
+    # Every PNG the run wrote is drawn on exactly one page (the index holds the history's figures).
+    assert sum(len(i.measures["images"]) for i in inspections.values()) == len(run.figures)
+    for inspection in inspections.values():
+        assert inspection.screenshot.startswith(b"\x89PNG\r\n\x1a\n")
+        assert inspection.measures["tables"], "every page holds at least one table"
+
+
+def test_the_index_and_every_fit_page_of_a_demo_run_load_clean_with_every_figure_drawn_and_no_overflow(
     browser: Chromium, published_run: PublishedRun, tmp_path: Path
 ) -> None:
-    inspection = inspect_page(browser, published_run.page)
-    kept = _keep(tmp_path, f"report-{WIDTH}", inspection)
-    assert inspection.screenshot.startswith(b"\x89PNG\r\n\x1a\n")
-    assert all(p.stat().st_size > 10_000 for p in kept)
-    assert inspection.measures["title"] == f"jurymeter run {RUN_ID}"
-    # Two pointwise fits, each with the E rho^2 curve, nomogram, budget, strategies, judge
-    # offsets and serial dependence; two pairwise fits, each with position bias, reversals,
-    # judge agreement, ratings and the family support matrix.
-    assert len(published_run.figures) == 22
-    assert len(inspection.measures["images"]) == len(published_run.figures)
-    assert len(inspection.measures["tables"]) >= 10
-    found = problems(inspection)
-    assert found["console"] == [], "\n".join(found["console"])
-    assert found["figures"] == [], "\n".join(found["figures"])
-    assert found["overflow"] == [], "\n".join(found["overflow"])
+    inspections = _inspect_every_page(browser, published_run, tmp_path, "demo")
+    assert inspections["index.html"].measures["title"] == f"jurymeter run {RUN_ID}"
+    # Two pointwise fits, each with the E rho^2 curve, nomogram, budget, rank ranges, strategies,
+    # judge offsets and serial dependence; two pairwise fits, each with position bias, reversals,
+    # judge agreement, ratings, rank ranges and the family support matrix (no history: a first run).
+    assert len(inspections) == 5
+    assert len(published_run.figures) == 26
+    _assert_clean(inspections, published_run)
+
+
+def test_the_index_and_every_fit_page_of_a_real_sample_run_load_clean(
+    browser: Chromium, samples_run: PublishedRun, tmp_path: Path
+) -> None:
+    import orjson
+
+    inspections = _inspect_every_page(browser, samples_run, tmp_path, "samples")
+    summary = orjson.loads((samples_run.report.parent / "summary.json").read_bytes())
+    # A page for every fit that did not fail (a failed fit's error is an alert on the index).
+    assert len(inspections) == 1 + sum(f["status"] != "failed" for f in summary["fits"]) >= 5
+    _assert_clean(inspections, samples_run)
+
+
+HOSTILE = '<img src=x onerror="console.error(\'escaped-not\')">&amp;"\'$x^2$'
+
+
+def test_hostile_names_stay_escaped_on_every_page_in_the_browser(
+    browser: Chromium, published_run: PublishedRun, tmp_path: Path
+) -> None:
+    """The demo run's tables and summary with its item set renamed to markup, rendered again: on
+    every page the name is text (a script in it would log an error), and no element came from it."""
+    import orjson
+    import polars as pl
+
+    from jurymeter.io.store import Store
+    from jurymeter.pipeline.publish import read_run, write_report
+
+    store_root = published_run.report.parents[2]
+    tables, summary = read_run(Store(str(store_root)), f"results/{RUN_ID}")
+    renamed = {n: (t.with_columns(pl.col("item_set").str.replace("sim-chat", HOSTILE, literal=True))
+                   if "item_set" in t.columns else t) for n, t in tables.items()}
+    text = orjson.dumps(summary).decode().replace("sim-chat", HOSTILE.replace("\\", "\\\\").replace('"', '\\"'))
+    summary = orjson.loads(text)
+    summary["run_id"] = HOSTILE
+    summary.pop("headlines")  # said again from the renamed fits
+    target = Store(str(tmp_path / "store"))
+    write_report(target, "results/hostile", renamed, summary)
+    run = _published(tmp_path / "store" / "results" / "hostile" / "report")
+    assert len(run.pages) == 5
+    for page in run.pages:
+        inspection = inspect_page(browser, page, probe=PROBE_HOSTILE)
+        assert inspection.errors == [], (page.name, inspection.errors)
+        probe = inspection.measures["probe"]
+        assert probe["onerror"] == 0, page.name
+        assert probe["text_has_name"], page.name
+
+
+PROBE_HOSTILE = r"""
+({onerror: document.querySelectorAll('[onerror]').length,
+  text_has_name: document.body.innerText.includes('<img src=x onerror=')})
+"""
 
 
 BROKEN_PNG = "data:image/png;base64," + base64.b64encode(b"\x89PNG\r\n\x1a\nnot a png").decode()
@@ -452,9 +535,10 @@ def test_the_inspection_reports_an_injected_defect(
     browser: Chromium, published_run: PublishedRun, tmp_path: Path, defect: str
 ) -> None:
     old, new, part, needle = DEFECTS[defect]
-    text = published_run.page.read_text()
+    fit_page = published_run.pages[1]  # a fit's page: it has figures and tables
+    text = fit_page.read_text()
     assert old in text
-    page = tmp_path / "index.html"
+    page = tmp_path / fit_page.name
     page.write_text(text.replace(old, new, 1))
     found = problems(inspect_page(browser, page))
     assert any(needle in line for line in found[part]), found

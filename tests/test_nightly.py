@@ -480,8 +480,19 @@ def test_a_fit_that_cannot_run_comes_back_as_one_line(small_store: Store) -> Non
     assert result.report is None
     assert result.tables is None
     assert "\n" not in result.error
-    assert len(result.error) <= 300
+    assert len(result.error) <= 1000
     assert "Traceback" in result.trace
+
+
+def test_a_long_error_is_cut_to_one_line_and_says_so() -> None:
+    from jurymeter.pipeline.fit import ONE_LINE_MAX, one_line
+
+    assert one_line(ValueError("short\nsecond line")) == "ValueError: short"
+    long = one_line(ValueError("x" * 5000))
+    assert len(long) == ONE_LINE_MAX
+    assert long.endswith("\u2026")
+    exact = "y" * (ONE_LINE_MAX - len("ValueError: "))
+    assert one_line(ValueError(exact)) == f"ValueError: {exact}"  # at the limit: not cut
 
 
 def test_cache_round_trip_keeps_inf_and_schemas(fitted, small_store: Store) -> None:

@@ -240,4 +240,10 @@ def fit_and_tabulate(job: FitJob, figures: bool = False, mapper: Mapper = map) -
 def one_line(exc: BaseException) -> str:
     """An exception as one line for the summary (no traceback, no newlines)."""
     text = str(exc).splitlines()[0] if str(exc) else ""
-    return f"{type(exc).__name__}: {text}"[:300]
+    line = f"{type(exc).__name__}: {text}"
+    # Long enough for the actionable messages (what to add, what to restrict), which run to
+    # 300-500 characters; cut where it is, then said to be cut (the summary keeps the traceback).
+    return line if len(line) <= ONE_LINE_MAX else line[: ONE_LINE_MAX - 1] + "\u2026"
+
+
+ONE_LINE_MAX = 1000

@@ -226,8 +226,16 @@ def fit_page_path(fit: PageFit) -> str:
 
 
 def _has_page(tables: Mapping[str, pl.DataFrame], fit: PageFit, entry: Mapping[str, Any] | None) -> bool:
-    """A failed fit with no rows has nothing to show but its error (an alert on the index)."""
-    return not (entry is not None and entry.get("status") == "failed" and not _has_rows(tables, fit[0]))
+    """A failed fit with no rows has nothing to show but its error (an alert on the index).
+
+    Rows of its own protocol's tables: a pointwise and a pairwise item set may share a name.
+    """
+    if entry is None or entry.get("status") != "failed":
+        return True
+    name, protocol = fit
+    protocols = _table_protocols()
+    own = {t: f for t, f in tables.items() if not protocol or protocols.get(t) == protocol}
+    return _has_rows(own, name)
 
 
 _TABLE = re.compile(r"<table>.*?</table>", re.DOTALL)
@@ -468,7 +476,7 @@ def _fit_index(fits: Sequence[tuple[PageFit, dict[str, Any] | None]], tables: Ma
         rows = []
         for name, e in members:
             status = str(e.get("status", "unknown"))
-            shown = status != "failed" or _has_rows(tables, name[0])
+            shown = _has_page(tables, name, e)
             link = (f'<a href="{_e(fit_page_path(name))}">{_e(_page_label(name))}</a>' if shown
                     else _e(_page_label(name)))
             cells = [link, f'<span class="status-{_e(status)}">{_e(status)}</span>']
