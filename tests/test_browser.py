@@ -457,11 +457,11 @@ def test_the_index_and_every_fit_page_of_a_demo_run_load_clean_with_every_figure
 ) -> None:
     inspections = _inspect_every_page(browser, published_run, tmp_path, "demo")
     assert inspections["index.html"].measures["title"] == f"jurymeter run {RUN_ID}"
-    # Two pointwise fits, each with the E rho^2 curve, nomogram, budget, rank ranges, strategies,
+    # Two pointwise fits, each with the E rho^2 curve, nomogram, budget, rank ranges, judge effects, strategies,
     # judge offsets and serial dependence; two pairwise fits, each with position bias, reversals,
     # judge agreement, ratings, rank ranges and the family support matrix (no history: a first run).
     assert len(inspections) == 5
-    assert len(published_run.figures) == 26
+    assert len(published_run.figures) == 28
     _assert_clean(inspections, published_run)
 
 

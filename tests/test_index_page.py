@@ -101,8 +101,13 @@ def test_headline_numbers_equal_the_fits_own_json(run: Path) -> None:
         if entry["protocol"] == "pointwise":
             g = fit["gstudy"]
             assert f"MDD {g['mdd95']:.2f} points (1-10 scale)" in said
-            assert f"E\u03c1\u00b2 {g['erho2']:.2f} with {g['sizes']['j']} judge(s)" in said or \
-                f"E\u03c1\u00b2 {g['erho2']:.2f}" in said
+            assert f"E\u03c1\u00b2 {g['erho2']:.2f} with " in said
+            # Which systems can be told apart, from the fit's own system means and MDD.
+            means = list(g["system_means"].values())
+            apart = sum(abs(a - b) >= g["mdd95"] for k, a in enumerate(means) for b in means[k + 1:])
+            first = sum(max(means) - m < g["mdd95"] for m in means)
+            n = len(means)
+            assert f"{n} systems: {first} could rank first, {apart} of {n * (n - 1) // 2} pairs can be told apart" in said
             assert f"one judge's ceiling {g['ceiling']:.2f}" in said
             if g["judges_needed"] is not None:
                 assert f"{g['judges_needed']} judges reach E\u03c1\u00b2 {g['target']:g} at 30 items" in said

@@ -342,7 +342,7 @@ def test_the_documented_schemas_are_read_as_written() -> None:
     assert _doc_columns("`system_id`, `p_value`") == [("system_id", None), ("p_value", None)]
     lead, tables = _documented_schemas()
     assert lead == [("item_set", pl.String), ("universe", pl.String), ("population", pl.String)]
-    assert len(tables) == 26  # gstudy 8, cyclic 3, pairwise 8, sequential 7
+    assert len(tables) == 27  # gstudy 9 (judge_effects), cyclic 3, pairwise 8, sequential 7
     assert tables["components"][:2] == [("component", pl.String), ("estimate", pl.Float64)]
 
 

@@ -170,7 +170,8 @@ def p_value_text(p: Any) -> str:
 def _interval(low: Any, high: Any, *, inf: str = "\u221e") -> str:
     if low is None and high is None:
         return "\u2014"
-    return f"{_num(low, inf=inf)} \u2013 {_num(high, inf=inf)}"
+    # No-break spaces: an interval wraps as a whole, never between its ends.
+    return f"{_num(low, inf=inf)}\u00a0\u2013\u00a0{_num(high, inf=inf)}"
 
 
 def _table(header: Sequence[str] | None, rows: Sequence[Sequence[str]], *, numeric: Sequence[bool] = (), row_classes: Sequence[str] = ()) -> str:

@@ -308,6 +308,9 @@ class GStudyAnalysis(Analysis[GStudyResult, GStudyOptions]):
         Headline("harsh_offset", "harsh offset (points)", table=False),
         Headline("judges_needed", "judges for the target at 30 items", "count", table=False),
         Headline("target", "E\u03c1\u00b2 target", table=False),
+        Headline("pairs", "pairs of systems", "count", table=False),
+        Headline("pairs_apart", "pairs told apart", "count", table=False),
+        Headline("top_candidates", "systems that could rank first", "count", table=False),
     )
     # What the run history follows across published runs (pipeline.history, issue 16 point 4).
     tracked = (
@@ -392,19 +395,23 @@ class GStudyAnalysis(Analysis[GStudyResult, GStudyOptions]):
         """Which systems can be told apart, the MDD, what one judge and more judges reach, the judges' offsets."""
         clauses = []
         systems, groups = part.get("systems"), part.get("groups")
-        if systems is not None and groups is not None:
-            if groups == systems:
-                clauses.append(f"all {systems} systems can be told apart")
-            elif groups == 1:
-                clauses.append(f"none of the {systems} systems can be told apart")
-            else:
-                clauses.append(f"{systems} systems in {groups} groups that cannot be told apart")
+        pairs, apart, top = part.get("pairs"), part.get("pairs_apart"), part.get("top_candidates")
+        if systems is not None and pairs is not None and apart is not None and top is not None:
+            clause = (f"{systems} systems: {top} could rank first, {apart} of {pairs} pairs can be told apart"
+                      if systems > 1 else f"{systems} system")
+            if groups is not None and 1 < groups < systems:
+                clause += f" ({groups} groups separated by at least the MDD)"
+            elif groups is not None and groups == systems and systems > 1:
+                clause += " (every neighbour separated by at least the MDD)"
+            clauses.append(clause)
         elif systems is not None:
             clauses.append(f"{systems} systems")
         if part.get("mdd95") is not None:
             clauses.append(f"MDD {part['mdd95']:.2f} {context.points()}")
         if part.get("erho2") is not None:
-            clauses.append(f"E\u03c1\u00b2 {part['erho2']:.2f} with {part.get('judges')} judge(s) and {part.get('items')} items")
+            judges = part.get("judges")
+            clauses.append(f"E\u03c1\u00b2 {part['erho2']:.2f} with {judges} judge{'' if judges == 1 else 's'} "
+                           f"and {part.get('items')} items")
         reach = []
         if part.get("ceiling") is not None:
             reach.append(f"one judge's ceiling {part['ceiling']:.2f}")
@@ -469,6 +476,26 @@ def index_summary(report: Mapping[str, Any]) -> dict[str, Any]:
         "harsh_offset": None if harsh is None else _finite(harsh["offset"]),
         "judges_needed": report.get("judges_needed"),
         "target": _finite(report.get("target")),
+        **_told_apart(board),
+    }
+
+
+def _told_apart(board: list[dict[str, Any]]) -> dict[str, Any]:
+    """Pairs of systems whose means differ by at least the MDD, and the systems that could rank first.
+
+    From the leaderboard's rows (``mean``, ``mdd95``, ``rank_low``); ``None``
+    without an MDD. A pair is told apart by the rule of the rank ranges: one
+    mean at least ``mdd95`` above the other (``docs/results.md``, "Rank ranges").
+    """
+    mdd = board[0].get("mdd95") if board else None
+    if mdd is None:
+        return {"pairs": None, "pairs_apart": None, "top_candidates": None}
+    means = [float(row["mean"]) for row in board]
+    apart = sum(1 for a in range(len(means)) for b in range(a + 1, len(means)) if abs(means[a] - means[b]) >= mdd)
+    return {
+        "pairs": len(means) * (len(means) - 1) // 2,
+        "pairs_apart": apart,
+        "top_candidates": sum(1 for row in board if row.get("rank_low") == 1),
     }
 
 

@@ -70,6 +70,7 @@ def gstudy_section(page: SectionBuilder) -> None:
     page.add(_components_html(components))
     _subsection(page, "D-study", _dstudy_lead(_estimates(dstudy)))
     page.add(_dstudy_html(dstudy))
+    _judge_effects(page)
     title = page.title
     curve, ceilings, grid = page.rows("erho2_curve"), page.rows("ceilings"), page.rows("nomogram")
     if curve.height or grid.height:
@@ -317,6 +318,62 @@ def _components_html(rows: pl.DataFrame) -> str:
                         cells, numeric=[False, True, True, True]))
     parts.append('<p class="note">Shares truncate negative estimates at zero; the D-study uses the raw values.</p>')
     return "\n".join(parts)
+
+
+def _judge_effects(page: SectionBuilder) -> None:
+    """Each judge's offset (its mean minus the grand mean) with its 95 % interval: table and figure.
+
+    From the G-study's ``judge_effects`` (every fit with two or more judges;
+    CyclicJudge's per-system offsets need generations). With one judge the
+    table is empty and the report's reason is said instead.
+    """
+    rows = page.rows("judge_effects")
+    if rows.height:
+        rows = rows.sort("offset", descending=True, nulls_last=True)
+    else:
+        if page.summary.get("judges") == 1:
+            _subsection(page, "Judge offsets", "No judge offsets: the fit has one judge, so there is no panel "
+                        "mean to be lenient or harsh against; ingest a second judge's scores of the same outputs.")
+        return
+    top, bottom = rows.row(0, named=True), rows.row(rows.height - 1, named=True)
+    _subsection(page, "Judge offsets", (
+        f"Each judge's mean score minus the panel's (score points, 95 % interval): {top['judge_id']} is the most "
+        f"lenient ({top['offset']:+.2f}) and {bottom['judge_id']} the harshest ({bottom['offset']:+.2f}); a "
+        "judge whose interval excludes 0 moves every system it scores, so never compare systems scored by "
+        "different single judges, and rotate judges (CyclicJudge) when each system gets one."))
+    cells = [[_e(r["judge_id"]), _e(f"{r['offset']:+.3f}" if r["offset"] is not None else "\u2014"),
+              _e(_num(r["se"])), _e(_interval(r["low"], r["high"]))]
+             for r in rows.iter_rows(named=True)]
+    page.add(_table(["judge", "offset (points)", "SE (points)", "95 % interval (points)"], cells,
+                    numeric=[False, True, True, True]))
+    title = page.title
+    page.figure("judge-effects", lambda: _figure_judge_effects(rows, title),
+                "Judge offsets from the G-study: each judge's mean minus the grand mean over the fitted records, "
+                "in score points, with 95 % intervals (docs/results.md, \"Judge offsets\").")
+
+
+def _figure_judge_effects(rows: pl.DataFrame, title: str) -> Figure | None:
+    from jurymeter.render.figures import interval_bars, labelled_rows_figure
+
+    labels, y, err = interval_bars(rows, "offset", "low", "high")
+    if not labels:
+        return None
+
+    def build() -> Figure:
+        fig, ax = labelled_rows_figure(labels, title)
+        positions = np.arange(len(labels))
+        colours = [OKABE_ITO[0] if v >= 0 else OKABE_ITO[3] for v in y]
+        ax.barh(positions, y, xerr=err, color=colours, alpha=0.85, capsize=3)
+        ax.axvline(0.0, color="black", linewidth=0.8)
+        reach = float(np.nanmax(np.abs(y) + err.max(axis=0)))
+        ax.set_xlim(-1.1 * reach, 1.1 * reach)
+        ax.set_yticks(positions, labels)
+        ax.invert_yaxis()
+        ax.set_xlabel("judge mean \u2212 grand mean (score points)")
+        ax.grid(True, axis="x", alpha=0.3)
+        return fig
+
+    return _draw(build)
 
 
 def _dstudy_html(rows: pl.DataFrame) -> str:
