@@ -37,9 +37,9 @@ def fit_label(entry: Mapping[str, Any]) -> str:
 
 def fit_sentence(entry: Mapping[str, Any], context: HeadlineContext) -> str:
     """One fit's headline: its analyses' clauses joined by "; ", or why there is none."""
-    if entry.get("status") == "failed":
-        error = str(entry.get("error") or "no error message").splitlines()[0]
-        return f"failed: {error}"
+    if entry.get("status") == "failed":  # its error is an alert, said once
+        kind = str(entry.get("error") or "").split(":", 1)[0] or "no error message"
+        return f"failed ({kind}): the error is in the alerts"
     parts = entry.get("analyses") or {}
     clauses = []
     for analysis in registered():
