@@ -58,7 +58,10 @@ def test_demo_runs_the_flow_and_quarantines_exactly_the_injected_faults(tmp_path
         [("pointwise", "fitted")] * 2 + [("pairwise", "fitted")] * 2)
     page = Path(latest["path"]) / "report" / "index.html"
     assert f"report: {page}" in result.stdout
-    assert page.stat().st_size > 10_000
+    assert page.stat().st_size > 5_000  # the index: alerts, headlines, run facts
+    fit_pages = sorted((page.parent / "fits").glob("*.html"))
+    assert len(fit_pages) == len(summary["fits"])
+    assert all(p.stat().st_size > 100_000 for p in fit_pages)  # each with its figures inlined
     assert not (Path.home() / ".prefect" / "jurymeter-demo").exists()
     assert (tmp_path / "prefect-home").exists()  # Prefect's state went where it was told
     # A second demo in the same folder reuses every fit and prints the same headline numbers.
