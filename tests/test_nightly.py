@@ -525,7 +525,8 @@ def test_a_worker_draws_the_fits_report_figures_only_when_asked(fitted, small_st
 
     job, result = fitted
     fit = (job.item_set, job.universe, job.population)
-    kinds = {"erho2", "nomogram", "budget", "strategies", "judge-offsets", "serial-dependence"}
+    kinds = {"erho2", "nomogram", "budget", "rank-intervals", "judge-effects", "strategies", "judge-offsets",
+             "serial-dependence"}
     assert set(result.figures) == {figure_file_name(fit, kind) for kind in kinds}
     assert all(png.startswith(b"\x89PNG") for png in result.figures.values())
     assert fit_and_tabulate(job).figures is None
