@@ -199,3 +199,16 @@ def test_the_run_printout_ends_with_the_alerts_and_the_headlines(run: Path) -> N
     said = " ".join(captured.get().split("results: ", 1)[1].split())
     assert "alerts: none" in said
     assert " ".join(f"{summary['headlines']['fits'][-1]['label']}: {summary['headlines']['fits'][-1]['sentence']}".split()) in said
+
+
+def test_the_fits_tables_say_what_each_number_means_and_its_unit(run: Path) -> None:
+    from jurymeter.analyses import registered
+
+    index = html.unescape((run / "report" / "index.html").read_text())
+    fits = re.sub(r"<[^>]+>", "", index.split('id="fits"', 1)[1])
+    for analysis in registered():
+        for h in analysis.headline:
+            if h.table and h.kind == "number" and analysis.name in ("gstudy", "pairwise"):
+                assert h.doc, (analysis.name, h.key)  # every number column is explained
+                assert f"{h.label}: {h.doc}" in fits
+    assert "in score points" in fits

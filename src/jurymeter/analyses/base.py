@@ -74,6 +74,7 @@ class Headline:
     kind: HeadlineKind = "number"
     # A column of the Fits tables (page and terminal); False for numbers only the headline sentence says.
     table: bool = True
+    doc: str = ""  # what the number means, with its unit (a note under the Fits tables)
 
 
 @dataclass(frozen=True, slots=True)

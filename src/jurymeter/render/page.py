@@ -490,6 +490,9 @@ def _fit_index(fits: Sequence[tuple[PageFit, dict[str, Any] | None]], tables: Ma
         if len(groups) > 1:
             caption = f'<p class="note">{_e(", ".join(titles[n] for n in ran) or "no analysis")}</p>'
         parts.append(caption + _table(header, rows, numeric=numeric))
+        meanings = [f"<strong>{_e(h.label)}</strong>: {_e(h.doc)}" for _, h in columns if h.doc]
+        if meanings:
+            parts.append(f'<p class="note">{"; ".join(meanings)}.</p>')
         parts.append(_dropped_notes(members, [a for a in analyses if a.name in ran]))
     return '<section id="fits"><h2>Fits</h2>' + "".join(parts) + "</section>"
 

@@ -165,7 +165,7 @@ class CyclicAnalysis(Analysis[CyclicResult, CyclicOptions]):
     )
     headline = (
         Headline("generations", "generations", "count"),
-        Headline("strongest_offset", "largest |judge offset| (points)"),
+        Headline("strongest_offset", "largest |judge offset| (points)", doc="the largest judge mean minus panel mean on one system, in score points (CyclicJudge, per system)"),
     )
     # The run history follows nothing of CyclicJudge: no published column has an interval
     # (judge_offsets are per system, without one), so no change could be judged against it.

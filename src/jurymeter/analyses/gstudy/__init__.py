@@ -290,9 +290,9 @@ class GStudyAnalysis(Analysis[GStudyResult, GStudyOptions]):
         Headline("systems", "systems", "count"),
         Headline("items", "items", "count"),
         Headline("judges", "judges", "count"),
-        Headline("erho2", "E\u03c1\u00b2"),
-        Headline("ceiling", "single-judge ceiling"),
-        Headline("mdd95", "MDD95 (points)"),
+        Headline("erho2", "E\u03c1\u00b2", doc="0-1: the share of the variance of system means that is real system difference, at the observed judges and items"),
+        Headline("ceiling", "single-judge ceiling", doc="0-1: the E\u03c1\u00b2 one judge reaches with unlimited items (below E\u03c1\u00b2 when several judges are averaged: a judge's disagreement with the others does not shrink with items)"),
+        Headline("mdd95", "MDD95 (points)", doc="the smallest difference of two system means the design detects at 95 %, in score points"),
         Headline("design_note", "design note", "text"),
         # What the fit left out (issue 14, point 5): from the report's block section.
         Headline("dropped_systems", "systems dropped", "count"),

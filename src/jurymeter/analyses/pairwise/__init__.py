@@ -301,10 +301,10 @@ class PairwiseAnalysis(Analysis[PairwiseResult, PairwiseOptions]):
         Table("pairwise_gstudy", GSTUDY_TABLE, "G-study of the win indicator per presentation-order arm"),
     )
     headline = (
-        Headline("slot_a_advantage", "slot-A advantage (points)"),
-        Headline("max_reversal_rate", "largest AB/BA reversal rate"),
-        Headline("interval_ratio", "prompt/battle interval width"),
-        Headline("fps", "family preference score"),
+        Headline("slot_a_advantage", "slot-A advantage (points)", doc="win rate shown first minus shown second, in percentage points"),
+        Headline("max_reversal_rate", "largest AB/BA reversal rate", doc="0-1: the largest share of a judge's pairs, seen in both orders, whose winner flips with the order"),
+        Headline("interval_ratio", "prompt/battle interval width", doc="prompt-bootstrap over battle-bootstrap Bradley-Terry interval width (above 1: the usual intervals are too narrow)"),
+        Headline("fps", "family preference score", doc="mean support for a same-family candidate minus other families' (0-1 scale)"),
     )
     # What the run history follows across published runs (pipeline.history, issue 16 point 4).
     tracked = (

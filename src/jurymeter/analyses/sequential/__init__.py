@@ -375,8 +375,8 @@ class SequentialAnalysis(Analysis[SequentialResult, SequentialOptions]):
               "group contrast by the naive average and by the model"),
     )
     headline = (
-        Headline("max_rho_1", "lag-1 (logit)"),
-        Headline("top_disagree", "tops differ", "count"),
+        Headline("max_rho_1", "lag-1 (logit)", doc="the GLMM's largest lag-1 coefficient: how much the previous rating in a batch moves this one, in logit per rating point"),
+        Headline("top_disagree", "tops differ", "count", doc="judges whose top system differs between the raw average and the GLMM"),
     )
     # What the run history follows across published runs (pipeline.history, issue 16 point 4).
     tracked = (
