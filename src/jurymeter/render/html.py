@@ -84,10 +84,37 @@ def figure_file_name(fit: FitName, kind: str) -> str:
     return f"{_fit_token(fit)}__{kind}.png"
 
 
+class FitTables(dict[str, pl.DataFrame]):
+    """Run tables whose rows :func:`_rows` splits by fit once per table, on first use.
+
+    A report of many fits asks every table for every fit's rows; filtering the
+    whole table each time costs fits x rows (``bench/report.py``). The rows of
+    a fit are the same as the filter's, in the same order.
+    """
+
+    def __init__(self, tables: Mapping[str, pl.DataFrame]) -> None:
+        super().__init__(tables)
+        self._parts: dict[str, dict[tuple[Any, ...], pl.DataFrame]] = {}
+
+    def fit_rows(self, table: str, fit: FitName) -> pl.DataFrame | None:
+        """The fit's rows of ``table``; ``None`` when its fit columns are not all strings."""
+        frame = self[table]
+        if table not in self._parts:
+            if not all(frame.schema[c] == pl.String for c in FIT_COLUMNS):
+                return None
+            self._parts[table] = frame.partition_by(list(FIT_COLUMNS), as_dict=True, maintain_order=True)
+        part = self._parts[table].get(tuple(fit))
+        return frame.clear() if part is None else part
+
+
 def _rows(tables: Mapping[str, pl.DataFrame], table: str, fit: FitName) -> pl.DataFrame:
     frame = tables.get(table)
     if frame is None or frame.height == 0 or not all(c in frame.columns for c in FIT_COLUMNS):
         return pl.DataFrame()
+    if isinstance(tables, FitTables):
+        rows = tables.fit_rows(table, fit)
+        if rows is not None:
+            return rows
     return frame.filter(
         (pl.col("item_set") == fit[0]) & (pl.col("universe") == fit[1]) & (pl.col("population") == fit[2])
     )

@@ -53,6 +53,7 @@ from jurymeter.render.html import (
     CSS,
     FIT_COLUMNS,
     FitName,
+    FitTables,
     PageFit,
     SectionBuilder,
     _e,
@@ -173,6 +174,7 @@ def render_report(
     (True, {})
     """
     index = index or IndexParts()
+    tables = FitTables(tables)  # each table split by fit once, not filtered once per fit
     fits = _fits(tables, summary)
     drawn = dict(figures or {})
     used: dict[str, bytes] = {}
