@@ -422,3 +422,23 @@ def test_item_sets_not_fitted_and_failing_judges_are_on_the_page() -> None:
     assert "41.2 %" in judges  # 33 of 80
     assert "healthy-judge" not in judges
     assert SCRIPT not in render_report({}, summary).html.replace(html.escape(SCRIPT), "")
+
+
+def test_rows_split_by_fit_once_equal_a_filter_of_the_whole_table() -> None:
+    """FitTables (the report's one split per table) gives each fit the rows a plain filter gives, in order."""
+    from jurymeter.render.html import FitTables, _rows
+
+    rng = np.random.default_rng(5)
+    names = ["a", "b", "<c>", "a "]
+    frame = pl.DataFrame({
+        "item_set": rng.choice(names, 500), "universe": rng.choice(["all", "u"], 500),
+        "population": rng.choice(["all", "p"], 500), "x": np.arange(500),
+    })
+    split = FitTables({"t": frame, "empty": frame.clear()})
+    for fit in [(i, u, p) for i in [*names, "absent"] for u in ("all", "u") for p in ("all", "p")]:
+        expected = frame.filter((pl.col("item_set") == fit[0]) & (pl.col("universe") == fit[1])
+                                & (pl.col("population") == fit[2]))
+        got = _rows(split, "t", fit)
+        assert got.equals(expected), fit
+        assert got.columns == frame.columns
+        assert _rows(split, "empty", fit).height == 0
