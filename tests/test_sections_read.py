@@ -49,6 +49,7 @@ from jurymeter.io.validate import ValidationOptions
 from jurymeter.pipeline.cache import run_fits
 from jurymeter.pipeline.config import load_config
 from jurymeter.pipeline.jobs import plan_fits
+from jurymeter.render.figures import rank_interval_figure
 from jurymeter.render.html import p_value_text
 from jurymeter.render.page import render_report
 from jurymeter.simulate import SimulationParams, simulate_dump, write_dump
@@ -166,6 +167,35 @@ def _dependence(n: int, long: bool, rng: np.random.Generator) -> pl.DataFrame:
                          "rho_1": rho, "rho_1_low": rho - 0.05, "rho_1_high": rho + 0.05})
 
 
+def _ranks(n: int, long: bool, rng: np.random.Generator) -> pl.DataFrame:
+    rank = np.arange(1, n + 1)
+    spread = rng.integers(0, 4, n)
+    return pl.DataFrame({"system_id": _names("sys-", n, long), "rank": rank,
+                         "rank_low": np.maximum(1, rank - spread), "rank_high": np.minimum(n, rank + spread),
+                         "tie_group": np.arange(n) // 4 + 1})
+
+
+def _judge_effects(n: int, long: bool, rng: np.random.Generator) -> pl.DataFrame:
+    offset = rng.normal(0, 0.8, n)
+    return pl.DataFrame({"judge_id": _names("judge-", n, long), "offset": offset, "se": np.full(n, 0.1),
+                         "low": offset - 0.2, "high": offset + 0.2})
+
+
+def _history(n_runs: int, n_lines: int, long: bool, rng: np.random.Generator) -> Figure | None:
+    from jurymeter.render.figures import history_figure
+
+    runs = [f"run-{k:02d}" for k in range(n_runs)]
+    lines = _names("judge-", n_lines, long)
+    frame = pl.DataFrame([
+        {"run_id": r, "line": line, "estimate": float(v), "low": float(v) - 0.2, "high": float(v) + 0.2,
+         "flagged": bool(k == n_runs - 1 and j == 0)}
+        for j, line in enumerate(lines) for k, (r, v) in enumerate(zip(runs, rng.normal(0, 1, n_runs), strict=True))
+    ])
+    labels = [f"12-{k + 1:02d} 02:15" for k in range(n_runs)]
+    return history_figure([("judge offset (points)", frame), ("position bias (points)", frame)], runs, labels,
+                          title=f"{LONG} / all / all" if long else "x / all / all")
+
+
 ROUND_ITEMS = [5, 10, 20, 30, 50, 100, 200, 500, 1000]
 
 
@@ -202,6 +232,12 @@ def _cases() -> list[tuple[str, Callable[[], Figure | None]]]:
         ("ratings-large", lambda: pairwise._figure_ratings(_ratings(60, True, rng), title_long)),
         ("dependence-small", lambda: sequential._figure_dependence(_dependence(1, False, rng), "x")),
         ("dependence-large", lambda: sequential._figure_dependence(_dependence(25, True, rng), title_long)),
+        ("ranks-small", lambda: rank_interval_figure(_ranks(3, False, rng), "x / all / all")),
+        ("ranks-large", lambda: rank_interval_figure(_ranks(60, True, rng), title_long)),
+        ("judge-effects-small", lambda: gstudy._figure_judge_effects(_judge_effects(2, False, rng), "x")),
+        ("judge-effects-large", lambda: gstudy._figure_judge_effects(_judge_effects(20, True, rng), title_long)),
+        ("history-small", lambda: _history(2, 1, False, rng)),
+        ("history-large", lambda: _history(30, 8, True, rng)),
     ]
 
 

@@ -232,7 +232,11 @@ def history_figure(
         position = {run: k for k, run in enumerate(runs)}
         lines = sorted({str(v) for _, frame in panels for v in frame["line"].to_list()})
         style = {line: (HISTORY_COLOURS[k % len(HISTORY_COLOURS)], HISTORY_MARKERS[k % len(HISTORY_MARKERS)]) for k, line in enumerate(lines)}
-        legend_rows = -(-(len(lines) + 1) // 4)
+        # As many legend columns as fit the 9-inch width at 7 pt (about 0.055 in a character,
+        # 0.5 in for the marker and the gap), at most 4: long judge ids get fewer columns.
+        longest = max([len("change beyond the intervals"), *(len(_mpl(line)) for line in lines)])
+        columns = max(1, min(4, int(8.6 // (0.055 * longest + 0.5))))
+        legend_rows = -(-(len(lines) + 1) // columns)
         height = 0.9 + 1.7 * len(panels) + 0.22 * legend_rows
         fig = _new_figure(9.0, height)
         fig.subplots_adjust(left=0.11, right=0.98, top=1 - 0.45 / height, bottom=(0.75 + 0.22 * legend_rows) / height,
@@ -279,7 +283,7 @@ def history_figure(
             seen["change beyond the intervals"] = Line2D([], [], linestyle="none", marker="o", markersize=9,
                                                          markerfacecolor="none", markeredgecolor=HISTORY_FLAG_COLOUR,
                                                          markeredgewidth=1.8)
-        fig.legend(list(seen.values()), list(seen.keys()), loc="lower center", ncol=min(4, len(seen)), fontsize=7,
+        fig.legend(list(seen.values()), list(seen.keys()), loc="lower center", ncol=min(columns, len(seen)), fontsize=7,
                    frameon=False, bbox_to_anchor=(0.5, 0.0))
         return fig
 
