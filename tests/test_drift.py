@@ -221,3 +221,37 @@ def test_a_rebuilt_store_compares_the_totals_and_no_new_judgments_is_no_change()
     assert out["z"][1] == pytest.approx(expected)
     assert out["flagged"][2] is False
     assert out["reason"][2] == "no judgments added since the previous run"
+
+
+def test_the_chance_of_that_many_flags_is_the_binomial_tail() -> None:
+    """excess_flags_p against the tail summed from the binomial formula, and its alert threshold."""
+    import math
+
+    from jurymeter.stats.drift import FLAG_LEVEL, excess_flags_p
+
+    for n in (1, 2, 5, 40, 100):
+        for k in range(n + 1):
+            tail = sum(math.comb(n, j) * FLAG_LEVEL**j * (1 - FLAG_LEVEL) ** (n - j) for j in range(k, n + 1))
+            assert excess_flags_p(k, n) == pytest.approx(tail, rel=1e-9, abs=1e-15), (k, n)
+    assert excess_flags_p(1, 1) == pytest.approx(0.05)  # one fit: its one flag is an alert (p <= 0.05)
+    assert excess_flags_p(5, 100) > 0.5  # chance's share of 100 fits: no alert
+    assert excess_flags_p(10, 100) < 0.05
+    from jurymeter.errors import JurymeterError
+
+    with pytest.raises(JurymeterError):
+        excess_flags_p(3, 2)
+
+
+def test_a_stable_judge_scoring_many_fits_is_alerted_at_most_at_the_nominal_rate() -> None:
+    """Nights of 100 independent stable fits per judge: the per-judge alert fires on at most ~5% of nights."""
+    from jurymeter.stats.drift import FLAG_LEVEL, excess_flags_p
+
+    rng = np.random.default_rng(16)
+    nights, fits = 2000, 100
+    flags = rng.binomial(fits, FLAG_LEVEL, size=nights)  # each stable series flagged with probability 0.05
+    alerted = np.mean([excess_flags_p(int(k), fits) <= FLAG_LEVEL for k in flags])
+    se = math.sqrt(FLAG_LEVEL * (1 - FLAG_LEVEL) / nights)
+    assert alerted <= FLAG_LEVEL + 3 * se
+    # Against a judge that shifted in a fifth of its fits (always flagged there), the alert fires every night.
+    shifted = rng.binomial(fits - 20, FLAG_LEVEL, size=200) + 20
+    assert all(excess_flags_p(int(k), fits) <= FLAG_LEVEL for k in shifted)

@@ -110,9 +110,15 @@ def test_two_runs_a_shifted_offset_is_flagged_and_said(store: Store) -> None:
     records = since.changes.filter(pl.col("name") == "records")
     assert records["change"].to_list() == [500.0, 500.0]
     assert sorted(since.flagged["subject"].to_list()) == ["a", "a"]
+    # Judge a is flagged on both of its fits: more than chance (p = 0.05^2 = 0.0025), one alert naming both.
+    counts = since.flag_counts.filter(pl.col("name") == "judge offset").sort("subject")
+    assert counts.select("subject", "tested", "flagged").rows() == [("a", 2, 2), ("b", 2, 0)]
+    assert counts["p"].to_list() == pytest.approx([0.05**2, 1.0])
+    assert counts["alert"].to_list() == [True, False]
     alerts = history_alerts(history)
-    assert len(alerts) == 2
-    assert all(a.startswith("judge a: judge offset changed from 0.1 to 0.6 points") for a in alerts)
+    assert len(alerts) == 1
+    assert alerts[0].startswith("judge a: judge offset changed beyond the 95% intervals in 2 of 2 fits since run r1")
+    assert "0.1 \u2192 0.6" in alerts[0]
     # The per-fit numbers are not followed for drift: their z is there, their flag is not.
     mdd = history.values.filter((pl.col("name") == "MDD95") & (pl.col("run_id") == "r2"))
     assert mdd["flagged"].to_list() == [None, None]

@@ -14,7 +14,7 @@ and summary are passed in memory (``current``) and taken as the newest run.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -22,7 +22,14 @@ import polars as pl
 
 from jurymeter.analyses import registered
 from jurymeter.errors import ConfigError
-from jurymeter.stats.drift import CHANGE_SCHEMA, SERIES, failure_rate_changes, flag_changes
+from jurymeter.stats.drift import (
+    CHANGE_SCHEMA,
+    FLAG_LEVEL,
+    SERIES,
+    excess_flags_p,
+    failure_rate_changes,
+    flag_changes,
+)
 
 if TYPE_CHECKING:
     from jurymeter.analyses.base import Analysis, Tracked
@@ -92,6 +99,12 @@ class SinceLastRun:
         The newest run's rows of :attr:`RunHistory.failure_rates` that were flagged.
     judges_new, judges_gone : tuple of str
         Judges seen in the newest run and not the previous one, and the reverse.
+    flag_counts : polars.DataFrame
+        Per judge and followed number of the newest run: ``tested`` (its series
+        with a flag decided), ``flagged``, ``p`` (:func:`jurymeter.stats.drift.excess_flags_p`:
+        how surprising that many flags are when nothing changed) and ``alert``
+        (``p <= 0.05``): what the alerts say, so that a judge scoring 100 fits is
+        not alerted for the 5 flags chance gives it every night.
     """
 
     run_id: str
@@ -104,6 +117,11 @@ class SinceLastRun:
     failure_flags: pl.DataFrame
     judges_new: tuple[str, ...]
     judges_gone: tuple[str, ...]
+    flag_counts: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=FLAG_COUNT_SCHEMA))
+
+
+FLAG_COUNT_SCHEMA: dict[str, Any] = {"subject": pl.String, "name": pl.String, "tested": pl.Int64,
+                                     "flagged": pl.Int64, "p": pl.Float64, "alert": pl.Boolean}
 
 
 @dataclass(frozen=True, eq=False)
@@ -360,4 +378,18 @@ def _since(history: RunHistory, judges_before: set[str], judges_now: set[str]) -
         failure_flags=history.failure_rates.filter((pl.col("run_id") == run_id) & pl.col("flagged").fill_null(False)),
         judges_new=tuple(sorted(judges_now - judges_before)),
         judges_gone=tuple(sorted(judges_before - judges_now)),
+        flag_counts=_flag_counts(history.values.filter(pl.col("run_id") == run_id)),
     )
+
+
+def _flag_counts(newest: pl.DataFrame) -> pl.DataFrame:
+    """Per judge and number, of the newest run: series tested, flagged, and whether that is more than chance."""
+    tested = newest.filter(pl.col("subject").is_not_null() & pl.col("drift") & pl.col("flagged").is_not_null())
+    if tested.height == 0:
+        return pl.DataFrame(schema=FLAG_COUNT_SCHEMA)
+    counts = (tested.group_by("subject", "name")
+              .agg(tested=pl.len().cast(pl.Int64), flagged=pl.col("flagged").sum().cast(pl.Int64))
+              .sort("subject", "name"))
+    p = [excess_flags_p(k, n) for k, n in counts.select("flagged", "tested").iter_rows()]
+    return counts.with_columns(p=pl.Series(p, dtype=pl.Float64)).with_columns(
+        alert=(pl.col("flagged") > 0) & (pl.col("p") <= FLAG_LEVEL)).select(list(FLAG_COUNT_SCHEMA))

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 import polars as pl
 
 from jurymeter.render.figures import history_figure
-from jurymeter.render.html import _embed, escape, interval_text, number, table_html
+from jurymeter.render.html import _embed, escape, interval_text, number, p_value_text, table_html
 
 MAX_FIT_FIGURES = 3
 MAX_JUDGE_FIGURES = 3
@@ -29,6 +29,8 @@ FLAG_TABLE_RUNS = 5  # the table of judge changes beyond the intervals lists the
 FAILURE_NAME = "failure rate"
 FAILURE_UNIT = "share of judgments"
 FIRST_RUN = "First run: no history yet."
+MAX_ALERT_FITS = 5  # an alert names at most this many of a judge's flagged fits
+FLAG_SHARE = 0.05  # the share of stable series the interval rule flags (stats.drift.FLAG_LEVEL)
 FIT = ("item_set", "universe", "population")
 
 
@@ -55,6 +57,8 @@ class Since(Protocol):
     def judges_new(self) -> tuple[str, ...]: ...
     @property
     def judges_gone(self) -> tuple[str, ...]: ...
+    @property
+    def flag_counts(self) -> pl.DataFrame: ...
 
 
 class History(Protocol):
@@ -172,13 +176,30 @@ def history_alerts(history: History) -> list[str]:
     if since is None:
         return []
     lines = []
-    for r in since.flagged.sort("subject", "name", *FIT, nulls_last=True).iter_rows(named=True):
-        who = f"judge {r['subject']}" if r["subject"] is not None else _fit(r)
-        where = f" on {_fit(r)}" if r["subject"] is not None else ""
-        lines.append(
-            f"{who}: {r['name']} changed from {number(r['previous_estimate'])} to {number(r['estimate'])} "
-            f"{r['unit']}{where} (z = {number(r['z'])}, beyond the 95% intervals) since run {r['previous_run_id']}"
-        )
+    counts = {(r["subject"], r["name"]): r for r in since.flag_counts.iter_rows(named=True)}
+    flagged = since.flagged.sort("subject", "name", *FIT, nulls_last=True)
+    for (subject, name), rows in flagged.group_by("subject", "name", maintain_order=True):
+        count = counts.get((subject, name))
+        if subject is not None and count is not None and not count["alert"]:
+            continue  # no more flags than chance gives a judge scoring this many fits
+        if subject is not None and count is not None and count["tested"] > 1:
+            shown = "; ".join(f"{_fit(r)} {number(r['previous_estimate'])} \u2192 {number(r['estimate'])}"
+                              for r in rows.head(MAX_ALERT_FITS).iter_rows(named=True))
+            more = f"; and {rows.height - MAX_ALERT_FITS} more" if rows.height > MAX_ALERT_FITS else ""
+            lines.append(
+                f"judge {subject}: {name} changed beyond the 95% intervals in {count['flagged']} of "
+                f"{count['tested']} fits since run {rows['previous_run_id'][0]} (chance alone flags about "
+                f"{FLAG_SHARE * count['tested']:.1f}; p = {p_value_text(count['p'])}): {shown}{more} "
+                f"({rows['unit'][0]})"
+            )
+            continue
+        for r in rows.iter_rows(named=True):
+            who = f"judge {r['subject']}" if r["subject"] is not None else _fit(r)
+            where = f" on {_fit(r)}" if r["subject"] is not None else ""
+            lines.append(
+                f"{who}: {r['name']} changed from {number(r['previous_estimate'])} to {number(r['estimate'])} "
+                f"{r['unit']}{where} (z = {number(r['z'])}, beyond the 95% intervals) since run {r['previous_run_id']}"
+            )
     for r in since.failure_flags.sort("judge_id").iter_rows(named=True):
         basis = (f"{r['new_failed']:,} of {r['new_total']:,} judgments added since run {r['previous_run_id']} failed"
                  if r["basis"] == "new judgments" else f"since run {r['previous_run_id']}")

@@ -64,6 +64,7 @@ import polars as pl
 from jurymeter.errors import ReportError
 
 Z95 = 1.959964  # z_{0.975}: the 95% intervals' half width in standard errors, and the flag's threshold
+FLAG_LEVEL = 0.05  # the chance a series that did not change is flagged (two-sided, |z| > Z95)
 SERIES = ("item_set", "universe", "population", "name", "subject")
 RUN_COLUMNS = ("run_id", "started")
 
@@ -273,3 +274,28 @@ def failure_rate_changes(counts: pl.DataFrame) -> pl.DataFrame:
         previous[judge] = (run_id, failed, total)
         rows.append(row)
     return pl.DataFrame(rows, schema=FAILURE_SCHEMA, orient="row") if rows else pl.DataFrame(schema=FAILURE_SCHEMA)
+
+
+def excess_flags_p(flagged: int, tested: int, level: float = FLAG_LEVEL) -> float:
+    r"""How surprising ``flagged`` flags among ``tested`` stable series are: :math:`P(X \ge k)`, :math:`X \sim B(n, \alpha)`.
+
+    Each series of a judge (one per fit it scores) is flagged with probability
+    :math:`\alpha` (0.05) when nothing changed, so over many fits some flags
+    are chance. The alerts name a judge's number only when its flags are more
+    than chance gives at the 5 % level (``p <= 0.05``): with one fit, its one
+    flag (:math:`p = \alpha`); with 100 fits, 10 flags (:math:`p = 0.028`) but
+    not 5 (:math:`p = 0.56`). The tests are treated as independent (fits of one
+    judge share its records, which makes this conservative only when they do
+    not; documented in ``docs/results.md``).
+
+    Returns
+    -------
+    float
+        The upper tail probability; 1.0 for ``flagged = 0``.
+    """
+    if tested < 1 or not 0 <= flagged <= tested:
+        msg = f"need 0 <= flagged <= tested and tested >= 1, got {flagged} of {tested}"
+        raise ReportError(msg)
+    from scipy.stats import binom
+
+    return 1.0 if flagged == 0 else float(binom.sf(flagged - 1, tested, level))
