@@ -77,7 +77,27 @@ def test_balanced_offsets_equal_loops_and_the_written_variance() -> None:
         row = _by_judge(report)[f"j{j}"]
         assert row["offset"] == pytest.approx(mean_j - grand, abs=1e-12)
         assert row["se"] == pytest.approx(math.sqrt(var), rel=1e-12)
-        assert row["low"] == pytest.approx(row["offset"] - 1.959963984540054 * row["se"], rel=1e-12)
+
+
+def test_balanced_intervals_take_t_with_satterthwaite_df_written_out() -> None:
+    """s x i x j with every component positive: V = (1 - 1/n_j)(MS_sj + MS_ij - MS_sij) / (n_s n_i), so
+    Satterthwaite's df is (MS_sj + MS_ij - MS_sij)^2 / (MS_sj^2/df_sj + MS_ij^2/df_ij + MS_sij^2/df_sij)."""
+    from scipy.stats import t
+
+    rng = np.random.default_rng(11)
+    x = _draw(rng, 6, 12, OFFSETS[:4], replicates=1)[..., 0]
+    report = assess_block(_block(x[..., None]), REQUEST)
+    c = report["components"]
+    assert all(c[name]["raw"] > 0 for name in ("sigma2_sj", "sigma2_ij", "sigma2_sij"))
+    ms = {name: c[name]["ms"] for name in ("sigma2_sj", "sigma2_ij", "sigma2_sij")}
+    df = {name: c[name]["df"] for name in ("sigma2_sj", "sigma2_ij", "sigma2_sij")}
+    combo = ms["sigma2_sj"] + ms["sigma2_ij"] - ms["sigma2_sij"]
+    nu = combo**2 / sum(ms[k] ** 2 / df[k] for k in ms)
+    assert df == {"sigma2_sj": 15, "sigma2_ij": 33, "sigma2_sij": 165}
+    for row in report["judge_offsets"]:
+        assert row["se"] == pytest.approx(math.sqrt((1 - 1 / 4) * combo / (6 * 12)), rel=1e-10)
+        assert row["high"] - row["offset"] == pytest.approx(t.ppf(0.975, nu) * row["se"], rel=1e-10)
+        assert row["offset"] - row["low"] == pytest.approx(t.ppf(0.975, nu) * row["se"], rel=1e-10)
 
 
 def test_incomplete_offsets_equal_least_squares_and_the_dense_covariance() -> None:

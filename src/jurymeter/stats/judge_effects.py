@@ -45,7 +45,9 @@ cell's remaining terms, its variance divided by its generations or rows),
 (L Z_{ij})(L Z_{ij})^\top + L D L^\top`, all sparse products of the cells'
 incidence (no matrix of size cells x cells).
 
-Intervals are the estimate :math:`\pm z_{0.975}` SE.
+Intervals are the estimate :math:`\pm t_{0.975,\nu}` SE on the balanced block
+(:math:`\nu` Satterthwaite's degrees of freedom of the variance's combination
+of mean squares) and :math:`\pm z_{0.975}` SE on every record.
 
 References
 ----------
@@ -61,6 +63,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 from scipy.stats import norm
+from scipy.stats import t as student_t
 
 from jurymeter.stats.design import Design, Effect
 
@@ -75,11 +78,32 @@ def _dense(m: Any) -> np.ndarray:
     return out
 
 
-def _rows(judges: Sequence[str], offset: np.ndarray, se: np.ndarray) -> list[dict[str, Any]]:
+def _rows(judges: Sequence[str], offset: np.ndarray, se: np.ndarray, quantile: float = Z95) -> list[dict[str, Any]]:
     return [
-        {"judge_id": str(j), "offset": float(o), "se": float(e), "low": float(o - Z95 * e), "high": float(o + Z95 * e)}
+        {"judge_id": str(j), "offset": float(o), "se": float(e), "low": float(o - quantile * e),
+         "high": float(o + quantile * e)}
         for j, o, e in zip(judges, offset, se, strict=True)
     ]
+
+
+def satterthwaite_df(weights: np.ndarray, ems: np.ndarray, ms: np.ndarray, df: np.ndarray) -> float | None:
+    r"""Satterthwaite's degrees of freedom of :math:`V = \sum_E w_E \hat\sigma^2_E`, a combination of mean squares.
+
+    The components are :math:`\hat\sigma^2 = A^{-1} MS` (``ems`` is the
+    design's EMS matrix :math:`A`), so :math:`V = c^\top MS` with
+    :math:`c = A^{-\top} w`, and (Satterthwaite 1946; Brennan 2001, section 6.1)
+    :math:`\nu = V^2 / \sum_k (c_k MS_k)^2 / df_k`. ``None`` when
+    :math:`V \le 0` or no mean square has degrees of freedom.
+    """
+    c = np.linalg.solve(np.asarray(ems, dtype=np.float64).T, np.asarray(weights, dtype=np.float64))
+    terms = c * np.asarray(ms, dtype=np.float64)
+    v = float(terms.sum())
+    dfs = np.asarray(df, dtype=np.float64)
+    used = (terms != 0) & (dfs > 0)
+    denominator = float(np.sum(terms[used] ** 2 / dfs[used]))
+    if v <= 0 or denominator <= 0:
+        return None
+    return v * v / denominator
 
 
 def balanced_offsets(
@@ -88,6 +112,7 @@ def balanced_offsets(
     design: Design,
     sizes: Mapping[str, int],
     sigma2: Mapping[Effect, float],
+    mean_squares: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> list[dict[str, Any]]:
     r"""Offsets of the judges of a balanced block: judge mean minus the grand mean, with their SE.
 
@@ -103,6 +128,12 @@ def balanced_offsets(
         Levels per facet (for a nested facet, per level of its nest).
     sigma2 : Mapping[Effect, float]
         The fitted components by effect (negative ones are taken as 0).
+    mean_squares : (ms, df), optional
+        The fit's mean squares and their degrees of freedom in ``design.effects``
+        order: the interval is then :math:`\pm t_{0.975,\nu}` SE with
+        :math:`\nu` Satterthwaite's df of the variance (:func:`satterthwaite_df`;
+        the variance is estimated from a few dozen df on small panels, where
+        :math:`\pm z` covers short: 93.6 % measured on 10 x 30 x 5, 94.0 % with t), else :math:`\pm z_{0.975}` SE.
 
     Returns
     -------
@@ -113,14 +144,19 @@ def balanced_offsets(
     means = np.asarray(judge_means, dtype=np.float64)
     n_j = len(judges)
     offset = means - means.mean()
-    var = 0.0
-    for effect in design.effects:
-        if JUDGE not in effect or effect == frozenset({JUDGE}):
+    weights = np.zeros(len(design.effects))
+    for k, effect in enumerate(design.effects):
+        if JUDGE not in effect or effect == frozenset({JUDGE}) or float(sigma2[effect]) <= 0:
             continue
-        divisor = float(np.prod([sizes[f] for f in effect if f != JUDGE]))
-        var += max(float(sigma2[effect]), 0.0) / divisor
-    se = np.full(n_j, np.sqrt((1.0 - 1.0 / n_j) * var))
-    return _rows(judges, offset, se)
+        weights[k] = (1.0 - 1.0 / n_j) / float(np.prod([sizes[f] for f in effect if f != JUDGE]))
+    var = float(sum(w * float(sigma2[e]) for w, e in zip(weights, design.effects, strict=True)))
+    se = np.full(n_j, np.sqrt(var))
+    quantile = Z95
+    if mean_squares is not None:
+        nu = satterthwaite_df(weights, design.ems_matrix(sizes), *mean_squares)
+        if nu is not None:
+            quantile = float(student_t.ppf(0.975, nu))
+    return _rows(judges, offset, se, quantile)
 
 
 def incomplete_offsets(

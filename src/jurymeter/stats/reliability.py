@@ -986,7 +986,7 @@ def _balanced_judge_offsets(chunks: GStudyChunks, fit: GStudy, notes: ReportNote
         return _one_judge_offsets(notes, chunks.fitted.fixed.get(PAPER_ROLES.judge))
     return balanced_offsets(
         chunks.layout.judges, chunks.judge_sums / chunks.judge_count, design, fit.sizes,
-        dict(zip(design.effects, fit.sigma2.tolist(), strict=True)),
+        dict(zip(design.effects, fit.sigma2.tolist(), strict=True)), mean_squares=(fit.ms, fit.df),
     )
 
 
