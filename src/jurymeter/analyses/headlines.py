@@ -27,12 +27,17 @@ from jurymeter.analyses.base import HeadlineContext, dropped_line
 FAILED_SHARE_ALERT = 0.05
 
 
+def names_label(names: tuple[str, str, str], protocol: str) -> str:
+    """``item set / universe / population``, a pairwise item set marked (a name may be both); pointwise,
+    the common case, keeps the plain label. The one label of a fit: the pages, the alerts, the terminal."""
+    item_set = f"{names[0]} (pairwise)" if protocol == "pairwise" else names[0]
+    return " / ".join([item_set, names[1], names[2]])
+
+
 def fit_label(entry: Mapping[str, Any]) -> str:
-    """``item set / universe / population`` (pairwise item sets marked: a name may be both)."""
-    item_set = str(entry.get("item_set", ""))
-    if entry.get("protocol") == "pairwise":
-        item_set += " (pairwise)"
-    return " / ".join([item_set, str(entry.get("universe", "")), str(entry.get("population", ""))])
+    """:func:`names_label` of a ``summary.json`` fit entry."""
+    names = (str(entry.get("item_set", "")), str(entry.get("universe", "")), str(entry.get("population", "")))
+    return names_label(names, str(entry.get("protocol") or ""))
 
 
 def fit_sentence(entry: Mapping[str, Any], context: HeadlineContext) -> str:

@@ -110,6 +110,51 @@ def _horizontal(labels: list[str], title: str) -> tuple[Figure, Any]:
     return fig, ax
 
 
+def judge_interval_figure(
+    rows: pl.DataFrame, title: str, value: str, low: str, high: str, *, xlabel: str, scale: float = 1.0,
+    bound: float | None = None, bound_label: str = "", min_half: float = 0.0,
+    highlight: Callable[[float], bool] | None = None,
+) -> Figure | None:
+    """One horizontal bar per judge (``judge_id``) with its interval, ``scale`` times the columns' values.
+
+    Without ``bound`` the axis is symmetric about a line at 0, at least
+    ``min_half`` either side (so a bar of 0 reads as "none", not as a hair);
+    with it, a dashed reference line at ``bound`` on a 0-100 axis. Bars for
+    which ``highlight`` (of the scaled value) holds, or beyond ``bound``, are
+    vermillion, the others blue (Okabe-Ito). ``None`` without a value.
+    """
+    if rows.height == 0 or value not in rows.columns or rows[value].null_count() == rows.height:
+        return None
+    labels, y, err = _bars(rows, value, low, high)
+
+    def marked(v: float) -> bool:
+        if highlight is not None:
+            return highlight(v)
+        return bound is not None and v > bound
+
+    def build() -> Figure:
+        fig, ax = _horizontal(labels, title)
+        positions = np.arange(len(labels))
+        colours = [OKABE_ITO[3] if marked(scale * v) else OKABE_ITO[0] for v in y]
+        ax.barh(positions, scale * y, xerr=scale * err, color=colours, alpha=0.85, capsize=3)
+        if bound is None:
+            ax.axvline(0.0, color="black", linewidth=0.8)
+            reach = float(np.nanmax(np.abs(scale * y) + scale * err.max(axis=0))) if len(y) else 0.0
+            half = max(min_half, 1.1 * reach)
+            ax.set_xlim(-half, half)
+        else:
+            ax.axvline(bound, color="black", linestyle="--", linewidth=1.0, label=bound_label)
+            ax.set_xlim(0, 100)
+            ax.legend(fontsize=8, loc="lower right")
+        ax.set_yticks(positions, labels)
+        ax.invert_yaxis()
+        ax.set_xlabel(xlabel)
+        ax.grid(True, axis="x", alpha=0.3)
+        return fig
+
+    return _draw(build)
+
+
 mpl_text = _mpl
 new_figure = _new_figure
 png_bytes = _png

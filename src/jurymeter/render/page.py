@@ -47,7 +47,7 @@ import polars as pl
 
 from jurymeter.analyses import registered
 from jurymeter.analyses.base import dropped_line
-from jurymeter.analyses.headlines import run_headlines
+from jurymeter.analyses.headlines import fit_label, names_label, run_headlines
 from jurymeter.render.history import History, history_alerts, history_html, since_last_run_html
 from jurymeter.render.html import (
     CSS,
@@ -57,7 +57,6 @@ from jurymeter.render.html import (
     PageFit,
     SectionBuilder,
     _e,
-    _fit_label,
     _fit_token,
     _has_rows,
     _num,
@@ -364,10 +363,7 @@ def _fits(tables: Mapping[str, pl.DataFrame], summary: Mapping[str, Any]) -> lis
 
 
 def _page_label(fit: PageFit) -> str:
-    name, protocol = fit
-    if protocol == "pairwise":  # pointwise is the common case and keeps its plain label
-        return _fit_label((f"{name[0]} (pairwise)", name[1], name[2]))
-    return _fit_label(name)
+    return names_label(*fit)
 
 
 def _page_token(fit: PageFit) -> str:
@@ -417,7 +413,7 @@ def _failed_section(summary: Mapping[str, Any]) -> str:
     if not failed:
         return ""
     items = "".join(
-        f"<li><strong>{_e(_page_label(((str(f.get('item_set', '')), str(f.get('universe', '')), str(f.get('population', ''))), str(f.get('protocol') or ''))))}"
+        f"<li><strong>{_e(fit_label(f))}"
         f"</strong>: <code>{_e(f.get('error') or 'no error message')}</code></li>"
         for f in failed
     )

@@ -18,7 +18,12 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from jurymeter.analyses.gstudy import dropped_text
-from jurymeter.render.figures import OKABE_ITO, ROUND_TICKS, rank_interval_figure
+from jurymeter.render.figures import (
+    OKABE_ITO,
+    ROUND_TICKS,
+    judge_interval_figure,
+    rank_interval_figure,
+)
 from jurymeter.render.figures import draw as _draw
 from jurymeter.render.figures import matrix as _matrix
 from jurymeter.render.figures import mpl_text as _mpl
@@ -353,27 +358,8 @@ def _judge_effects(page: SectionBuilder) -> None:
 
 
 def _figure_judge_effects(rows: pl.DataFrame, title: str) -> Figure | None:
-    from jurymeter.render.figures import interval_bars, labelled_rows_figure
-
-    labels, y, err = interval_bars(rows, "offset", "low", "high")
-    if not labels:
-        return None
-
-    def build() -> Figure:
-        fig, ax = labelled_rows_figure(labels, title)
-        positions = np.arange(len(labels))
-        colours = [OKABE_ITO[0] if v >= 0 else OKABE_ITO[3] for v in y]
-        ax.barh(positions, y, xerr=err, color=colours, alpha=0.85, capsize=3)
-        ax.axvline(0.0, color="black", linewidth=0.8)
-        reach = float(np.nanmax(np.abs(y) + err.max(axis=0)))
-        ax.set_xlim(-1.1 * reach, 1.1 * reach)
-        ax.set_yticks(positions, labels)
-        ax.invert_yaxis()
-        ax.set_xlabel("judge mean \u2212 grand mean (score points)")
-        ax.grid(True, axis="x", alpha=0.3)
-        return fig
-
-    return _draw(build)
+    return judge_interval_figure(rows, title, "offset", "low", "high",
+                                 xlabel="judge mean \u2212 grand mean (score points)", highlight=lambda v: v < 0)
 
 
 def _dstudy_html(rows: pl.DataFrame) -> str:

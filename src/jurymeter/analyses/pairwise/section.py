@@ -24,12 +24,11 @@ from matplotlib.colors import CenteredNorm, Normalize
 from matplotlib.figure import Figure
 
 from jurymeter.render.figures import draw as _draw
-from jurymeter.render.figures import interval_bars as _bars
+from jurymeter.render.figures import judge_interval_figure, rank_interval_figure
 from jurymeter.render.figures import labelled_rows_figure as _horizontal
 from jurymeter.render.figures import matrix as _matrix
 from jurymeter.render.figures import mpl_text as _mpl
 from jurymeter.render.figures import new_figure as _new_figure
-from jurymeter.render.figures import rank_interval_figure
 from jurymeter.render.html import SectionBuilder, p_value_text
 from jurymeter.render.html import escape as _e
 from jurymeter.render.html import number as _num
@@ -283,45 +282,16 @@ def _gstudy_html(rows: pl.DataFrame) -> str:
                   numeric=[False] + [c != "reason" for c, _ in columns])
 
 
-def _judge_bars(rows: pl.DataFrame, title: str, value: str, low: str, high: str, *, scale: float,
-                xlabel: str, bound: float | None) -> Figure | None:
-    """One bar per judge with its interval; ``bound``: a reference line, bars beyond it in vermillion."""
-    if rows.height == 0 or value not in rows.columns or rows[value].null_count() == rows.height:
-        return None
-    labels, y, err = _bars(rows, value, low, high)
-
-    def build() -> Figure:
-        fig, ax = _horizontal(labels, title)
-        positions = np.arange(len(labels))
-        colours = [BATTLE_COLOUR if bound is not None and scale * v > bound else PROMPT_COLOUR for v in y]
-        ax.barh(positions, scale * y, xerr=scale * err, color=colours, alpha=0.85, capsize=3)
-        if bound is None:
-            ax.axvline(0.0, color="black", linewidth=0.8)
-            # Symmetric about 0 and at least +-10 points: a bar of 0 reads as "no bias", not as a hair.
-            reach = float(np.nanmax(np.abs(scale * y) + scale * err.max(axis=0))) if len(y) else 0.0
-            half = max(10.0, 1.1 * reach)
-            ax.set_xlim(-half, half)
-        else:
-            ax.axvline(bound, color="black", linestyle="--", linewidth=1.0, label="50% content-noise bound")
-            ax.set_xlim(0, 100)
-            ax.legend(fontsize=8, loc="lower right")
-        ax.set_yticks(positions, labels)
-        ax.invert_yaxis()
-        ax.set_xlabel(xlabel)
-        ax.grid(True, axis="x", alpha=0.3)
-        return fig
-
-    return _draw(build)
-
-
 def _figure_position(rows: pl.DataFrame, title: str) -> Figure | None:
-    return _judge_bars(rows, title, "slot_a_advantage", "slot_a_low", "slot_a_high", scale=1.0,
-                       xlabel="slot-A advantage (percentage points)", bound=None)
+    # Symmetric about 0 and at least +-10 points: a bar of 0 reads as "no bias", not as a hair.
+    return judge_interval_figure(rows, title, "slot_a_advantage", "slot_a_low", "slot_a_high",
+                                 xlabel="slot-A advantage (percentage points)", min_half=10.0)
 
 
 def _figure_reversals(rows: pl.DataFrame, title: str) -> Figure | None:
-    return _judge_bars(rows, title, "reversal_rate", "reversal_low", "reversal_high", scale=100.0,
-                       xlabel="AB/BA reversal rate (% of pairs seen in both orders)", bound=50.0)
+    return judge_interval_figure(rows, title, "reversal_rate", "reversal_low", "reversal_high", scale=100.0,
+                                 xlabel="AB/BA reversal rate (% of pairs seen in both orders)", bound=50.0,
+                                 bound_label="50% content-noise bound")
 
 
 def _square_heatmap(z: np.ndarray, rows: list[str], cols: list[str], title: str, label: str,
