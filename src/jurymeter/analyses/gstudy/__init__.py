@@ -189,10 +189,12 @@ class _GStudyFitting:
             return report
         layout = self.layout
         if (self.request.estimator == "auto" and layout is not None and self.no_block is None
-                and layout.completeness >= 1.0
+                and layout.observations_in is not None and layout.observations_used == layout.observations_in
                 and not (layout.dropped_systems or layout.dropped_items or layout.dropped_judges)):
-            # Complete: every cell of the crossing is present and the block keeps every level, so it
-            # holds every record; no pass over the records for Henderson's cells (10M records: 1.5 s).
+            # Complete: the block uses every observation the records make (each present cell with
+            # all its replicates, and generations), so it holds every record; no pass over the records
+            # for Henderson's cells (10M records: 1.5 s). Every (system, item, judge) cell present is
+            # not enough: uneven replicate counts leave the repeats out of the block (issue 22).
             report = self._balanced()
             report["estimator"] = "balanced"
             report["estimator_note"] = "auto: the data are complete, so the balanced block holds every record"
