@@ -30,6 +30,7 @@ from jurymeter.analyses.base import (
     Table,
     Tracked,
 )
+from jurymeter.errors import DesignError, NotApplicableError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -234,7 +235,12 @@ class _GStudyFitting:
     def finish(self) -> GStudyResult:
         from jurymeter.stats.curves import curves, leaderboard
 
-        report = self._report()
+        try:
+            report = self._report()
+        except DesignError as error:
+            # The data do not identify the design (one system, one item, no shared judges...):
+            # the G-study is null with that reason and the fit's other analyses go on (issue 22).
+            raise NotApplicableError(str(error)) from error
         report.update(curves(report))
         report["leaderboard"] = leaderboard(report)
         block = report["block"]
@@ -332,7 +338,10 @@ class GStudyAnalysis(Analysis[GStudyResult, GStudyOptions]):
         return (generation_mode(settings.generations),)
 
     def start(self, scope: FitScope, chunked: FitChunks | None, options: GStudyOptions) -> _GStudyFitting:
-        return _GStudyFitting(scope, chunked, options)
+        try:
+            return _GStudyFitting(scope, chunked, options)
+        except DesignError as error:  # estimator 'balanced' on data without a block: null with the reason
+            raise NotApplicableError(str(error)) from error
 
     def report(self, result: GStudyResult) -> dict[str, Any]:
         return dict(result.report)
