@@ -467,3 +467,34 @@ def test_inspect_ai_grades_are_the_logs_accuracy(name: str, tmp_path_factory: py
     for grader, (n, accuracy) in reference.items():
         assert got[grader][0] == n, grader
         assert got[grader][1] == pytest.approx(accuracy, abs=1e-12), grader
+
+
+# ---------------------------------------------------------------- the auto rule's count
+
+def _uneven_records() -> list[dict[str, Any]]:
+    """2 systems x 3 items x 2 judges, every cell present once; two cells re-judged (replicate 1)."""
+    rows = [{"system_id": s, "item_id": i, "judge_id": j, "generation": 0, "replicate": 0,
+             "score": float(k % 7)}
+            for k, (s, i, j) in enumerate((s, i, j) for s in ("a", "b") for i in ("i1", "i2", "i3")
+                                          for j in ("j1", "j2"))]
+    rows += [{"system_id": "a", "item_id": "i1", "judge_id": "j1", "generation": 0, "replicate": 1, "score": 3.0},
+             {"system_id": "b", "item_id": "i2", "judge_id": "j2", "generation": 0, "replicate": 1, "score": 5.0}]
+    return rows
+
+
+def test_the_block_counts_the_observations_every_record_makes(monkeypatch: pytest.MonkeyPatch) -> None:
+    import jurymeter.stats.blocks as blocks
+
+    records = pl.DataFrame(_uneven_records())
+    # By hand: 12 (system, item, judge) cells, all present; 14 (system, item, judge, replicate) ones.
+    dense = blocks.balanced_block(records)
+    assert (dense.completeness, dense.observations_used, dense.observations_in) == (1.0, 12, 14)
+    chunked = blocks.fit_chunks(records, ("average",), chunk_cells=4, speculate=False)  # a presence scan
+    layout = chunked.layout("average")
+    assert layout is not None
+    assert (layout.observations_used, layout.observations_in) == (12, 14)
+    monkeypatch.setattr(blocks, "_average_block_dense", lambda lazy: None)  # the polars path, the reference
+    reference = blocks.balanced_block(records)
+    assert (reference.observations_used, reference.observations_in) == (12, 14)
+    complete = blocks.balanced_block(records.filter(pl.col("replicate") == 0))
+    assert complete.observations_used == complete.observations_in == 12
