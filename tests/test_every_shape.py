@@ -443,6 +443,49 @@ def test_mt_bench_pair_games_are_fastchats_non_error_verdicts(
     assert sum(_store_counts(fits, "pairwise").values()) == verdicts
 
 
+def _fastchat_adjusted_win_rate(path: Path, *, one_sided_errors: bool) -> float:
+    """FastChat ``show_result --mode pairwise-baseline``'s ``win_rate_adjusted`` of ``model_1`` (``model_2`` the baseline).
+
+    A line is one verdict: a tie when either game is a tie or the two games
+    disagree, else the model both games chose; (wins + ties / 2) / lines. FastChat
+    drops a line when either game is ``error``; ``one_sided_errors`` counts such a
+    line by its other game instead (what jurymeter keeps: an outcome of one order).
+    """
+    wins = ties = lines = 0
+    for line in path.read_text().splitlines():
+        r = json.loads(line)
+        verdicts = [r["g1_winner"], r["g2_winner"]]
+        if "error" in verdicts:
+            verdicts = [v for v in verdicts if v != "error"]
+            if not one_sided_errors or not verdicts:
+                continue
+            verdict = verdicts[0]
+        else:
+            verdict = "tie" if "tie" in verdicts or verdicts[0] != verdicts[1] else verdicts[0]
+        lines += 1
+        wins += verdict == "model_1"
+        ties += verdict == "tie"
+    return 100.0 * (wins + 0.5 * ties) / lines
+
+
+@pytest.mark.parametrize("path", sorted(MT.glob("pair__*.jsonl")), ids=lambda p: p.name[:40])
+def test_mt_bench_pair_win_rate_is_the_two_system_bradley_terry_win_share(
+    path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # Both samples pit two models: Bradley-Terry on the orders reconciled (both games agree, else a
+    # tie) gives 100 sigmoid(rating difference) = the reconciled win share, FastChat's adjusted rate.
+    first = json.loads(path.read_text().splitlines()[0])
+    fits = _case_fits(("file", path), tmp_path_factory)
+    bt = _analysis(fits, "pairwise", "pairwise")["bradley_terry"]["systems"]
+    share = 100.0 / (1.0 + math.exp(bt[first["model_2"]]["rating"] - bt[first["model_1"]]["rating"]))
+    assert share == pytest.approx(_fastchat_adjusted_win_rate(path, one_sided_errors=True), abs=1e-6)
+    failed = sum("error" in (json.loads(line)["g1_winner"], json.loads(line)["g2_winner"])
+                 for line in path.read_text().splitlines())
+    if not failed:  # lesnikow's: no failed game, FastChat's own number exactly
+        assert path.name.startswith("pair__lesnikow")
+        assert share == pytest.approx(_fastchat_adjusted_win_rate(path, one_sided_errors=False), abs=1e-6)
+
+
 def _inspect_accuracy(path: Path) -> dict[str, tuple[int, float]]:
     """inspect_ai's ``accuracy`` per grader from the ``.json`` log: C = 1, I = 0 (its value_to_float), unscored left out."""
     grades: dict[str, list[float]] = {}
