@@ -362,11 +362,13 @@ def test_the_default_g_study_means_are_fastchats_averages(
     source = make[1] if make[0] == "file" else next(Path(j.store).parent for j, _ in fits) / "single__two_systems.jsonl"
     fastchat = _fastchat_single_averages(source)
     report = _analysis(fits, "pointwise", "gstudy")
-    board = {row["system_id"]: row["mean"] for row in report["leaderboard"]["rows"]} \
-        if isinstance(report["leaderboard"], dict) else {row["system_id"]: row["mean"] for row in report["leaderboard"]}
-    assert set(board) == set(fastchat)
+    board = {row["system_id"]: row["mean"] for row in report["leaderboard"]}
+    ((_, result),) = [f for f in fits if f[0].protocol == "pointwise"]
+    published = dict(result.tables["leaderboard"].select("system_id", "mean").iter_rows())  # the run's table
+    assert set(board) == set(published) == set(fastchat)
     for model, (_, mean) in fastchat.items():
         assert board[model] == pytest.approx(mean, abs=1e-12), model
+        assert published[model] == pytest.approx(mean, abs=1e-12), model
     assert _store_counts(fits, "pointwise") == {m: n for m, (n, _) in fastchat.items()}
     if make[0] == "made":  # the repeats are in: every record, and the note says why
         assert report["estimator"] == "henderson"
