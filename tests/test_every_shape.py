@@ -46,6 +46,7 @@ from jurymeter.io.ingest import ingest
 from jurymeter.io.sources import discover_sources
 from jurymeter.io.store import Store
 from jurymeter.io.validate import ValidationOptions
+from report_pages import report_text
 from samples import SAMPLES
 
 BOOT = 20  # small bootstraps: the matrix checks shapes and reasons, not intervals
@@ -162,7 +163,7 @@ def _fits(root: Path, sources: list[Path]) -> list[tuple[Any, Any]]:
     path.write_text(f'store = "{store.url}"\nlanding = ""\n{CONFIG}')
     plan = plan_fits(store, load_config(path, environ={}))
     assert plan.jobs, f"nothing planned for {sources}: {plan.skipped}"
-    return [(job, fit_and_tabulate(job)) for job in plan.jobs]
+    return [(job, fit_and_tabulate(job, figures=True)) for job in plan.jobs]  # the nightly run draws them
 
 
 def _cases() -> Iterator[Any]:
@@ -543,3 +544,31 @@ def test_the_block_counts_the_observations_every_record_makes(monkeypatch: pytes
     assert (reference.observations_used, reference.observations_in) == (12, 14)
     complete = blocks.balanced_block(records.filter(pl.col("replicate") == 0))
     assert complete.observations_used == complete.observations_in == 12
+
+
+@pytest.mark.parametrize("make", [pytest.param(_without_referenced_models, id="alpaca-no-referenced-models"),
+                                  pytest.param(_demo_dump, id="demo-dump")])
+def test_the_published_run_of_a_shape_with_null_parts_has_every_page(make: Any, tmp_path: Path) -> None:
+    """The nightly run's publish step (pages, tables) on shapes whose parts are null: one page a fit."""
+    from jurymeter.pipeline.cache import run_fits
+    from jurymeter.pipeline.config import load_config
+    from jurymeter.pipeline.jobs import plan_fits
+    from jurymeter.pipeline.publish import publish_run
+
+    source = make(tmp_path)
+    store = Store(str(tmp_path / "store"))
+    ingest(store, discover_sources([str(source)]), ValidationOptions())
+    path = tmp_path / "jm.toml"
+    path.write_text(f'store = "{store.url}"\nlanding = ""\n{CONFIG}')
+    config = load_config(path, environ={})
+    plan = plan_fits(store, config)
+    outcomes = run_fits(store, plan.jobs, figures=True)
+    summary = publish_run(store, "shape", config=config, started="t", ingest_report=None,
+                          outcomes=outcomes, timings={}, skipped=plan.skipped)
+    assert [f["status"] for f in summary["fits"]] == ["fitted"] * len(plan.jobs)
+    report = tmp_path / "store" / "results" / "shape" / "report"
+    assert len(list((report / "fits").glob("*.html"))) == len(plan.jobs)
+    page = report_text(report)
+    assert "Traceback" not in page
+    if make is _without_referenced_models:
+        assert "no game of known presentation order" in page
