@@ -84,6 +84,11 @@ class BlockLayout:
     dropped_items: tuple[str, ...] = ()
     dropped_judges: tuple[str, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # The observations every record makes (present (system, item, judge[, generation],
+    # replicate) cells: what an every-record fit holds), ``None`` where not counted.
+    # The block holds every record only when it uses all of them: every (system,
+    # item, judge) cell present (``completeness``) is not enough with uneven replicates.
+    observations_in: int | None = None
 
     @property
     def layout(self) -> BlockLayout:
@@ -315,6 +320,7 @@ class _BlockPlan:
     n_generations: int
     spec: str
     notes: tuple[str, ...]
+    observations_in: int  # present cells of the mode's keys (BlockLayout.observations_in)
 
     def chunk_keep(self, items: tuple[int, int]) -> list[np.ndarray]:
         return [self.keep[0], self.keep[1][items[0] : items[1]], self.keep[2]]
@@ -357,6 +363,7 @@ def _average_plan(has: np.ndarray, names: list[list[str]]) -> _BlockPlan:
     return _BlockPlan(
         keep=keep, dropped=dropped, completeness=float(present.mean()), n_replicates=k, n_generations=1,
         spec="s x i x j" + (" x r:sij" if k > 1 else ""), notes=tuple(_replicate_notes(k)),
+        observations_in=int(np.count_nonzero(has)),
     )
 
 
@@ -381,6 +388,7 @@ def _chosen_generations(complete: np.ndarray, n_generations: int) -> np.ndarray 
 def _facet_plan(has: np.ndarray, names: list[list[str]]) -> _BlockPlan:
     """Rules 1-3 with generations as a facet, on (system, item, judge, generation, replicate) presence."""
     present = np.any(has, axis=(3, 4))
+    observations_in = int(np.count_nonzero(has))
     keep, dropped = _prune(present, tuple(names))
     (has,) = _pick(keep, has)
     # Rule 1: generations judged by every kept judge, indexed within (system, item).
@@ -402,7 +410,7 @@ def _facet_plan(has: np.ndarray, names: list[list[str]]) -> _BlockPlan:
         spec += " x r:" + ("sijg" if n_generations > 1 else "sij")
     return _BlockPlan(
         keep=keep, dropped=dropped, completeness=float(present.mean()), n_replicates=k,
-        n_generations=n_generations, spec=spec, notes=tuple(notes),
+        n_generations=n_generations, spec=spec, notes=tuple(notes), observations_in=observations_in,
     )
 
 
@@ -464,6 +472,7 @@ def _layout(plan: _BlockPlan, levels: list[list[object]], records: int) -> Block
         dropped_items=tuple(plan.dropped[1]),
         dropped_judges=tuple(plan.dropped[2]),
         notes=plan.notes,
+        observations_in=plan.observations_in,
     )
 
 
@@ -965,6 +974,7 @@ def balanced_block(
     if not cells.height:
         msg = "no pointwise records to fit"
         raise DesignError(msg)
+    observations_in = cells.height  # one per (system, item, judge, replicate), or per record (facet)
 
     s_code, systems = _codes(cells, "system_id")
     i_code, items = _codes(cells, "item_id")
@@ -1057,4 +1067,5 @@ def balanced_block(
         dropped_items=tuple(dropped[1]),
         dropped_judges=tuple(dropped[2]),
         notes=tuple(notes),
+        observations_in=observations_in,
     )

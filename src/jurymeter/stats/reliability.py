@@ -9,6 +9,7 @@ the CLI's job). Paper symbols are spelled the same everywhere: ``sigma2_sj``,
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -1524,6 +1525,14 @@ def _intervals_and_scale(
             notes.judge_fixed(f"intervals.{name}", f"an interval of {judge_quantities[name]}")
         elif interval["low"] is None:
             notes.null_reasons[f"intervals.{name}"] = "no bootstrap draw defines it"
+        elif any(v is None or (isinstance(v, float) and not math.isfinite(v)) for v in interval.values()):
+            # A size never reached (judges or items needed: infinite) is null with its reason, as
+            # the point estimate's own entry is (never an impossible value; issue 22).
+            intervals[name] = {k: None if isinstance(v, float) and not math.isfinite(v) else v
+                               for k, v in interval.items()}
+            notes.null_reasons[f"intervals.{name}"] = (
+                notes.null_reasons.get(name)
+                or "some bootstrap draws never reach the target: the bound is unbounded")
     if fixed:
         p_ceiling = notes.fixed_none("p_ceiling_at_least_0_8", "the chance that the ceiling reaches 0.8")
     else:

@@ -30,6 +30,7 @@ from jurymeter.analyses.base import (
     Table,
     Tracked,
 )
+from jurymeter.errors import DesignError, NotApplicableError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -189,10 +190,12 @@ class _GStudyFitting:
             return report
         layout = self.layout
         if (self.request.estimator == "auto" and layout is not None and self.no_block is None
-                and layout.completeness >= 1.0
+                and layout.observations_in is not None and layout.observations_used == layout.observations_in
                 and not (layout.dropped_systems or layout.dropped_items or layout.dropped_judges)):
-            # Complete: every cell of the crossing is present and the block keeps every level, so it
-            # holds every record; no pass over the records for Henderson's cells (10M records: 1.5 s).
+            # Complete: the block uses every observation the records make (each present cell with
+            # all its replicates, and generations), so it holds every record; no pass over the records
+            # for Henderson's cells (10M records: 1.5 s). Every (system, item, judge) cell present is
+            # not enough: uneven replicate counts leave the repeats out of the block (issue 22).
             report = self._balanced()
             report["estimator"] = "balanced"
             report["estimator_note"] = "auto: the data are complete, so the balanced block holds every record"
@@ -232,7 +235,12 @@ class _GStudyFitting:
     def finish(self) -> GStudyResult:
         from jurymeter.stats.curves import curves, leaderboard
 
-        report = self._report()
+        try:
+            report = self._report()
+        except DesignError as error:
+            # The data do not identify the design (one system, one item, no shared judges...):
+            # the G-study is null with that reason and the fit's other analyses go on (issue 22).
+            raise NotApplicableError(str(error)) from error
         report.update(curves(report))
         report["leaderboard"] = leaderboard(report)
         block = report["block"]
@@ -330,7 +338,10 @@ class GStudyAnalysis(Analysis[GStudyResult, GStudyOptions]):
         return (generation_mode(settings.generations),)
 
     def start(self, scope: FitScope, chunked: FitChunks | None, options: GStudyOptions) -> _GStudyFitting:
-        return _GStudyFitting(scope, chunked, options)
+        try:
+            return _GStudyFitting(scope, chunked, options)
+        except DesignError as error:  # estimator 'balanced' on data without a block: null with the reason
+            raise NotApplicableError(str(error)) from error
 
     def report(self, result: GStudyResult) -> dict[str, Any]:
         return dict(result.report)

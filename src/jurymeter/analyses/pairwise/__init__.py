@@ -196,6 +196,48 @@ def _judges(played: pl.DataFrame, position: PositionBias | None, agreement: Judg
         [pl.col(c).cast(t) for c, t in JUDGE_SCHEMA.items()]).sort("judge_id")
 
 
+# Why a judge's number is null when its part gives no reason of its own.
+_NULL_FALLBACK = {
+    **dict.fromkeys(("parse_failure_rate", "failed_call_rate", "failure_rate"),
+                    "no judge health in the store for this judge"),
+    **dict.fromkeys(("reversal_low", "reversal_high", "q_low", "q_high", "slot_a_low", "slot_a_high"),
+                    "no bootstrap resample gave a value: the interval is undefined"),
+}
+
+
+def _judge_reasons(result: PairwiseResult) -> dict[str, dict[str, str]]:
+    """Per judge, the reason each of its null numbers has (from the parts' own reasons)."""
+    out: dict[str, dict[str, str]] = {}
+    for judge in result.judges["judge_id"].to_list():
+        out[judge] = {}
+        if result.position is None:
+            out[judge].update(dict.fromkeys(
+                ("pairs_both_orders", "first_slot_win_rate", "tie_rate", "reversal_rate", "reversal_low",
+                 "reversal_high", "exceeds_content_noise_bound", "q_position_following", "q_low", "q_high",
+                 "slot_a_advantage", "slot_a_low", "slot_a_high"), result.reasons.get("position", "")))
+        if result.agreement is None:
+            out[judge].update(dict.fromkeys(("replicate_agreement", "replicate_kappa", "gold_accuracy"),
+                                            result.reasons.get("agreement", "")))
+    if result.position is not None:
+        for r in result.position.per_judge.iter_rows(named=True):
+            reversal = r["reversal_rate_reason"]
+            slot = r["slot_a_advantage_reason"]
+            out.setdefault(r["judge_id"], {}).update({
+                "first_slot_win_rate": "no game of this judge has a known presentation order"
+                if not r["n_order_known"] else "",
+                "reversal_rate": reversal, "reversal_low": reversal, "reversal_high": reversal,
+                "exceeds_content_noise_bound": reversal,
+                "q_position_following": r["q_reason"], "q_low": r["q_reason"], "q_high": r["q_reason"],
+                "slot_a_advantage": slot, "slot_a_low": slot, "slot_a_high": slot,
+            })
+    if result.agreement is not None:
+        for r in result.agreement.per_judge.iter_rows(named=True):
+            out.setdefault(r["judge_id"], {}).update({
+                "replicate_agreement": r["replicate_reason"], "replicate_kappa": r["replicate_kappa_reason"],
+                "gold_accuracy": r["gold_reason"]})
+    return {j: {k: v for k, v in reasons.items() if v} for j, reasons in out.items()}
+
+
 def _q_interval(row: Mapping[str, Any]) -> tuple[float | None, float | None]:
     """The interval of the position-following q: the reversal rate's interval through the q formula.
 
@@ -318,10 +360,15 @@ class PairwiseAnalysis(Analysis[PairwiseResult, PairwiseOptions]):
         return _PairwiseFitting(scope, options)
 
     def report(self, result: PairwiseResult) -> dict[str, Any]:
-        judges = {
-            r["judge_id"]: {k: _finite(r[k]) for k in JUDGE_KEYS}
-            for r in result.judges.iter_rows(named=True)
-        }
+        why = _judge_reasons(result)
+        judges = {}
+        for r in result.judges.iter_rows(named=True):
+            row: dict[str, Any] = {k: _finite(r[k]) for k in JUDGE_KEYS}
+            reasons = why.get(r["judge_id"], {})
+            # Every null number of the judge's row with its reason (issue 22: null with its reason).
+            row["null_reasons"] = {k: reasons.get(k) or _NULL_FALLBACK.get(k, "not estimable on these data")
+                                   for k in JUDGE_KEYS if row[k] is None}
+            judges[r["judge_id"]] = row
         out: dict[str, Any] = {
             "games": result.games, "outcomes": result.outcomes, "systems": result.systems,
             "items": result.items, "both_orders_share": result.both_orders_share, "judges": judges,
@@ -330,7 +377,13 @@ class PairwiseAnalysis(Analysis[PairwiseResult, PairwiseOptions]):
         out["position"] = _position_report(result.position) if result.position is not None else {
             "reason": result.reasons.get("position")}
         if result.agreement is not None:
-            out["agreement"] = _rows(result.agreement.pairs, AGREEMENT_TABLE)
+            out["agreement"] = [
+                {**row, "reason": None if row["kappa"] is not None else (
+                    pair["kappa_reason"] or "the two judges share no judgment")}
+                for row, pair in zip(_rows(result.agreement.pairs, AGREEMENT_TABLE),
+                                     result.agreement.pairs.iter_rows(named=True), strict=True)]
+        else:
+            out["agreement"] = {"reason": result.reasons.get("agreement")}
         bt = result.bradley_terry
         if bt is not None:
             frame = _bt_frame(bt)

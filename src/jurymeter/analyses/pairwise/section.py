@@ -232,7 +232,28 @@ def _judges_html(rows: pl.DataFrame) -> str:
     header = ["judge", *(_e(label) for _, label, _ in present)]
     note = ('<p class="note">Rows marked reverse on more than half of their pairs, which the independent '
             "content-noise model cannot produce: read them as position-following (q).</p>" if any(flags) else "")
-    return _table(header, cells, numeric=[False] + [True] * len(present), row_classes=flags) + note
+    return _table(header, cells, numeric=[False] + [True] * len(present), row_classes=flags) + note + _why_none(rows)
+
+
+def _why_none(rows: pl.DataFrame) -> str:
+    """Why the position columns of some judges are empty (the JSON's ``null_reasons`` say it per number)."""
+    def judges(mask: pl.Expr) -> list[str]:
+        return [str(j) for j in rows.filter(mask)["judge_id"].to_list()]
+
+    parts = []
+    if "first_slot_win_rate" in rows.columns:
+        unknown = judges(pl.col("first_slot_win_rate").is_null())
+        if unknown:
+            parts.append(f"no game of known presentation order ({', '.join(unknown)}): the log does not say "
+                         "which answer was shown first, so no position statistic can be estimated")
+    if "reversal_rate" in rows.columns and "first_slot_win_rate" in rows.columns:
+        one_order = judges(pl.col("reversal_rate").is_null() & pl.col("first_slot_win_rate").is_not_null())
+        if one_order:
+            parts.append(f"no pair seen in both presentation orders ({', '.join(one_order)}): no reversal rate "
+                         "or position-following q")
+    if not parts:
+        return ""
+    return '<p class="note">\u2014: ' + _e("; ".join(parts)) + ".</p>"
 
 
 def _ratings_html(rows: pl.DataFrame, summary: dict[str, Any]) -> str:

@@ -320,6 +320,17 @@ def _coefficient(boot: GLMMBootstrap | None, name: str) -> tuple[Any, Any, Any]:
     return estimate, low, high
 
 
+# The part of the analysis each number of a judge's row comes from (its reason when null);
+# ``None``: a label, null when there is nothing to say (``pooled``: no category pooled).
+_ROW_PARTS: dict[str, str | None] = {
+    "response": "glmm", "lags": "glmm",
+    **dict.fromkeys(("serial_contrast", "serial_contrast_low", "serial_contrast_high"), "diagnostics"),
+    **dict.fromkeys(("rho_1", "rho_1_low", "rho_1_high", "batch_sd", "batch_sd_low", "batch_sd_high"), "bootstrap"),
+    "check_outside": "check", "check_terms": "check", "top_naive": "selection", "top_model": "selection",
+    "pooled": None,
+}
+
+
 def _judge_row(j: JudgeSequence) -> dict[str, Any]:
     contrast = j.diagnostics.serial_contrast if j.diagnostics is not None else None
     rho = _coefficient(j.bootstrap, "rho_1")
@@ -392,6 +403,10 @@ class SequentialAnalysis(Analysis[SequentialResult, SequentialOptions]):
         for j in result.judges:
             entry: dict[str, Any] = _judge_row(j)
             entry["reasons"] = dict(j.reasons)
+            # Each null number of the row with the reason of the part it comes from (issue 22).
+            entry["null_reasons"] = {
+                key: j.reasons.get(part) or "not estimable on these data"
+                for key, part in _ROW_PARTS.items() if entry.get(key) is None and part is not None}
             if j.glmm is not None:
                 entry["glmm"] = {
                     "response": j.glmm.response, "lags": j.glmm.lags, "loglik": j.glmm.loglik,
@@ -399,7 +414,15 @@ class SequentialAnalysis(Analysis[SequentialResult, SequentialOptions]):
                     "n_agq": j.glmm.n_agq, "n_iter": j.glmm.n_iter, "gradient_norm": j.glmm.gradient_norm,
                 }
             if j.bootstrap is not None:
-                entry["coefficients"] = _rows(j.judge_id, j.bootstrap.table)
+                fixed = set() if j.glmm is None else set(
+                    j.glmm.table.filter(pl.col("fixed"))["name"].to_list())
+                # A null SE or bound with its reason (issue 22): a value the constraints fix (the
+                # reference unit's theta, the first position) has none; else no refit defined it.
+                entry["coefficients"] = [
+                    {**row, "reason": None if row["se"] is not None and row["low"] is not None else (
+                        "fixed by the model's constraints (a reference level): no sampling variation"
+                        if row["name"] in fixed else "no bootstrap refit gave it a value")}
+                    for row in _rows(j.judge_id, j.bootstrap.table)]
                 entry["bootstrap"] = {"n_boot": j.bootstrap.n_boot, "n_failed": j.bootstrap.n_failed,
                                       "failures": list(j.bootstrap.failures)}
             if j.check is not None:

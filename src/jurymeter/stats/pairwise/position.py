@@ -205,7 +205,9 @@ def _nansd(x: np.ndarray, axis: int) -> np.ndarray:
 
 def _nanmax(x: np.ndarray, axis: int) -> np.ndarray:
     ok = ~np.isnan(x)
-    top = np.where(ok, x, -np.inf).max(axis=axis)
+    # ``initial``: no system seen in a known order (every AlpacaEval file without
+    # ``referenced_models``) is an empty axis, whose maximum is undefined (NaN below).
+    top = np.where(ok, x, -np.inf).max(axis=axis, initial=-np.inf)
     out: np.ndarray = np.where(ok.any(axis=axis), top, np.nan)
     return out
 
