@@ -1,0 +1,176 @@
+"""The committed quarantine, read back: which sources hold rejected records, and the records themselves.
+
+A quarantine part counts only when the commit marker of its source lists it
+(``ingested/<sha256>.json``, ``quarantine_parts``): the marker is written last,
+so a crashed ingest's parts are never read. Every read here is a lazy scan of
+those parts with the filters pushed down: a source filter picks the parts
+(from the markers, before any file is opened), a reason filter skips the
+sources whose marker counts none of that reason and then reads only the
+``reason`` column to find the rows, and a limit stops the scan once it has
+that many rows. Records come in store order: sources by URL, each source's
+parts in the order it wrote them, rows as written (roughly line order: within
+one block of input, malformed lines first, then the adapter's and the
+validation's rejects, conflicting duplicates last).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from jurymeter.io.schema import QUARANTINE_SCHEMA
+from jurymeter.io.store import Store
+
+# The columns a user reads, in the order they are shown.
+QUARANTINE_COLUMNS = ("source", "line", "reason", "message", "raw", "protocol", "judge_id")
+
+
+@dataclass(frozen=True, slots=True)
+class QuarantinedSource:
+    """One committed source and its committed quarantine parts.
+
+    Attributes
+    ----------
+    source
+        The source's URL as it was ingested (the quarantine's ``source`` column).
+    sha256
+        The source's SHA-256 (its marker's name).
+    parts
+        Store paths of its quarantine parts, as listings give them, in write order.
+    reasons
+        Its marker's quarantined count per reason; ``None`` if the marker holds none.
+    """
+
+    source: str
+    sha256: str
+    parts: tuple[str, ...]
+    reasons: dict[str, int] | None
+
+    def may_hold(self, reason: str | None) -> bool:
+        """Whether this source can hold records of ``reason`` (any reason when ``None``)."""
+        if not self.parts:
+            return False
+        if reason is None or self.reasons is None:
+            return True
+        return self.reasons.get(reason, 0) > 0
+
+
+def _source_of(store: Store, marker: dict[str, Any]) -> QuarantinedSource:
+    counts = marker.get("counts") or {}
+    reasons = counts.get("reasons") if isinstance(counts, dict) else None
+    return QuarantinedSource(
+        source=str(marker.get("source", "?")),
+        sha256=str(marker.get("sha256", "")),
+        parts=tuple(store.path(p) for p in marker.get("quarantine_parts") or ()),
+        reasons={str(k): int(v) for k, v in reasons.items()} if isinstance(reasons, dict) else None,
+    )
+
+
+def committed_sources(store: Store, sha256s: Iterable[str] | None = None) -> list[QuarantinedSource]:
+    """Every committed source (or those of ``sha256s`` that are committed), sorted by URL.
+
+    Sources without quarantined records are included (their ``parts`` are empty),
+    so a caller can tell "no such source" from "nothing quarantined".
+    """
+    if sha256s is None:
+        markers = store.markers()
+    else:
+        markers = [m for sha in dict.fromkeys(sha256s) if (m := store.marker(sha)) is not None]
+    return sorted((_source_of(store, m) for m in markers), key=lambda s: (s.source, s.sha256))
+
+
+def matching_sources(sources: Sequence[QuarantinedSource], name: str) -> list[QuarantinedSource]:
+    """The sources ``name`` names: their URL exactly, their file name, or (local) the same absolute path."""
+    local = None if "://" in name else os.path.abspath(os.path.expanduser(name))
+    return [
+        s for s in sources
+        if name in (s.source, s.source.rstrip("/").rsplit("/", 1)[-1]) or (local is not None and s.source == local)
+    ]
+
+
+def scan_quarantine(store: Store, sources: Sequence[QuarantinedSource], reason: str | None = None,
+                    columns: Sequence[str] = QUARANTINE_COLUMNS) -> pl.LazyFrame:
+    """A lazy frame of the committed quarantined records of ``sources`` (of ``reason`` only, if given).
+
+    Nothing is read until it is collected; then only ``columns`` (and ``reason``
+    for the filter) of the parts of the sources that may hold ``reason``. A part
+    written before a column existed (``judge_id``) reads it as null.
+    """
+    paths = [p for s in sources if s.may_hold(reason) for p in s.parts]
+    wanted = list(dict.fromkeys([*columns, *(["reason"] if reason is not None else [])]))
+    dtypes = {c: QUARANTINE_SCHEMA[c] for c in wanted}
+    if not paths:
+        return pl.LazyFrame(schema=dtypes).select(list(columns))
+    lazy = store.scan_files(paths, wanted, "pointwise", dtypes=dtypes)
+    if reason is not None:
+        lazy = lazy.filter(pl.col("reason") == reason)
+    return lazy.select(list(columns))
+
+
+@dataclass(frozen=True, slots=True)
+class QuarantineListing:
+    """The first records of a quarantine query and how many match in all.
+
+    Attributes
+    ----------
+    rows
+        At most the limit's records, in store order, with :data:`QUARANTINE_COLUMNS`.
+    matched
+        Every committed record that matches the query.
+    sources
+        The committed sources the query covered (after the source filter).
+    """
+
+    rows: pl.DataFrame
+    matched: int
+    sources: list[QuarantinedSource]
+
+
+def list_quarantine(store: Store, *, sources: Sequence[QuarantinedSource] | None = None, reason: str | None = None,
+                    limit: int | None = 20) -> QuarantineListing:
+    """The first ``limit`` committed quarantined records of ``sources`` (every source if ``None``) and their count.
+
+    ``limit=None`` reads every matching record. The count reads only the
+    ``reason`` column (or, without a reason, the parts' footers); the rows stop
+    the scan at ``limit`` (the streaming engine keeps store order).
+    """
+    if limit is not None and limit < 1:
+        msg = f"limit must be positive, got {limit}"
+        raise ValueError(msg)
+    chosen = committed_sources(store) if sources is None else list(sources)
+    count = scan_quarantine(store, chosen, reason, columns=["reason"]).select(pl.len())
+    rows = scan_quarantine(store, chosen, reason)
+    if limit is not None:
+        rows = rows.head(limit)
+    matched, found = pl.collect_all([count, rows], engine="streaming")
+    return QuarantineListing(rows=found, matched=int(matched.item()), sources=chosen)
+
+
+def first_quarantined(store: Store, sha256s: Iterable[str], per_source: int = 5) -> pl.DataFrame:
+    """The first ``per_source`` committed quarantined records of each source in ``sha256s``, in store order.
+
+    What ``jurymeter ingest`` shows after its table: each source's scan stops at
+    ``per_source`` rows, so a source with millions of rejects costs a few rows.
+    """
+    sources = committed_sources(store, sha256s)
+    frames = [scan_quarantine(store, [s]).head(per_source) for s in sources if s.parts]
+    if not frames:
+        return pl.DataFrame(schema={c: QUARANTINE_SCHEMA[c] for c in QUARANTINE_COLUMNS})
+    return pl.concat(pl.collect_all(frames, engine="streaming"))
+
+
+def reasons_by_source(store: Store) -> pl.DataFrame:
+    """Quarantined records per reason and source (columns ``reason``, ``source``, ``records``), sorted.
+
+    Reads the ``reason`` and ``source`` columns of the committed parts only.
+    """
+    sources = committed_sources(store)
+    lazy = scan_quarantine(store, sources, columns=["reason", "source"])
+    return (
+        lazy.group_by("reason", "source").agg(pl.len().cast(pl.Int64).alias("records"))
+        .sort("reason", "source").collect(engine="streaming")
+    )
