@@ -257,10 +257,10 @@ def print_quarantine_examples(store: Store, report: IngestReport, store_args: st
         if s.quarantined > seen.get(s.source, 0):
             out.print(f"{safe_text(s.source)}: {seen.get(s.source, 0):,} of {s.quarantined:,} quarantined records "
                       f"shown; all of them: jurymeter quarantine{safe_text(store_args)} "
-                      f"--source {safe_text(shlex.quote(s.source))}", markup=False)
+                      f"--source {safe_text(shlex.quote(s.source))}", markup=False, soft_wrap=True)
     if len(quarantined) > len(shown):
-        out.print(f"{len(quarantined) - len(shown):,} more sources quarantined records: "
-                  f"jurymeter quarantine{safe_text(store_args)} lists every source's", markup=False)
+        out.print(f"{len(quarantined) - len(shown):,} more sources have quarantined records: "
+                  f"jurymeter quarantine{safe_text(store_args)} lists every source's", markup=False, soft_wrap=True)
 
 
 @store_app.command("info")
@@ -345,7 +345,7 @@ def print_store_info(url: str, summary: pl.DataFrame, quarantine: pl.DataFrame, 
         q.add_row(safe_text(row["reason"]), f"{row['records']:,}", named + (f" and {rest:,} more" if rest > 0 else ""))
     out.print(q)
     out.print(f"the records: jurymeter quarantine{safe_text(store_args)} --reason R (--source F, --csv)",
-              markup=False)
+              markup=False, soft_wrap=True)
 
 
 @app.command()
