@@ -218,23 +218,30 @@ def _source_names(urls: list[str]) -> dict[str, str]:
     return {u: name if taken[name] == 1 else u for u, name in base.items()}
 
 
-def quarantine_table(rows: pl.DataFrame, title: str) -> tuple[Table, bool]:
-    """Quarantined records as a terminal table (every cell escaped, long text cut); whether a cut was made."""
-    table = Table(title=title, title_justify="left")
-    for col in ("source", "line", "reason", "message", "raw"):
-        table.add_column(col, justify="right" if col == "line" else "left", overflow="fold")
-    names = _source_names(rows["source"].to_list())
+def quarantine_tables(rows: pl.DataFrame, counts: dict[str, int],
+                      noun: str = "quarantined records") -> tuple[list[Table], bool]:
+    """Quarantined records as terminal tables, one per source in the rows' order, titled with how many of
+    the source's ``counts`` are shown; every cell escaped, long text cut. The tables, and whether a cut was made."""
+    tables: list[Table] = []
     cut = False
-    for row in rows.iter_rows(named=True):
-        raw, message = row["raw"] or "", row["message"] or ""
-        cut = cut or len(raw) > RAW_WIDTH or len(message) > MESSAGE_WIDTH
-        table.add_row(safe_text(names[row["source"]]), "-" if row["line"] is None else f"{row['line']:,}",
-                      safe_text(row["reason"]), shorten(message, MESSAGE_WIDTH), shorten(raw, RAW_WIDTH))
-    return table, cut
+    for (source,), part in rows.group_by("source", maintain_order=True):
+        table = Table(title=f"{safe_text(source)}: {part.height:,} of {counts.get(str(source), part.height):,} "
+                            f"{noun}", title_justify="left")
+        for col in ("line", "reason", "message", "raw"):
+            table.add_column(col, justify="right" if col == "line" else "left", overflow="fold")
+        for row in part.iter_rows(named=True):
+            raw, message = row["raw"] or "", row["message"] or ""
+            cut = cut or len(raw) > RAW_WIDTH or len(message) > MESSAGE_WIDTH
+            table.add_row("-" if row["line"] is None else f"{row['line']:,}", safe_text(row["reason"]),
+                          shorten(message, MESSAGE_WIDTH), shorten(raw, RAW_WIDTH))
+        tables.append(table)
+    return tables, cut
 
 
 def print_quarantine_examples(store: Store, report: IngestReport, store_args: str = "") -> None:
     """The first quarantined records of each source this ingest committed, read back from the store."""
+    import shlex
+
     from jurymeter.io.quarantine import first_quarantined
 
     quarantined = [s for s in report.sources if s.status == "ingested" and s.quarantined]
@@ -244,19 +251,18 @@ def print_quarantine_examples(store: Store, report: IngestReport, store_args: st
     rows = first_quarantined(store, [s.sha256 for s in shown], EXAMPLES_PER_SOURCE)
     if not rows.height:
         return
-    table, cut = quarantine_table(rows, f"first quarantined records (up to {EXAMPLES_PER_SOURCE} per source)")
-    out.print(table)
+    out.print(f"first quarantined records (up to {EXAMPLES_PER_SOURCE} per source):", markup=False)
+    tables, cut = quarantine_tables(rows, {s.source: s.quarantined for s in shown})
+    for table in tables:
+        out.print(table)
     if cut:
         out.print(f"(text cut at {RAW_WIDTH} characters of raw, {MESSAGE_WIDTH} of message; "
                   "jurymeter quarantine --csv or --json gives it whole)", markup=False)
-    import shlex
-
     counted = rows.group_by("source").len()
     seen = dict(zip(counted["source"].to_list(), counted["len"].to_list(), strict=True))
     for s in shown:
         if s.quarantined > seen.get(s.source, 0):
-            out.print(f"{safe_text(s.source)}: {seen.get(s.source, 0):,} of {s.quarantined:,} quarantined records "
-                      f"shown; all of them: jurymeter quarantine{safe_text(store_args)} "
+            out.print(f"the rest of {safe_text(s.source)}: jurymeter quarantine{safe_text(store_args)} "
                       f"--source {safe_text(shlex.quote(s.source))}", markup=False, soft_wrap=True)
     if len(quarantined) > len(shown):
         out.print(f"{len(quarantined) - len(shown):,} more sources have quarantined records: "
@@ -366,7 +372,7 @@ def quarantine(
         bool, typer.Option("--csv", help="Write the records as CSV to stdout (exact and whole raw text)")
     ] = False,
 ) -> None:
-    """Rejected records: source, line, reason, message and raw text, the first 20 in store order.
+    """Rejected records: source, line, reason, message and raw text, the first 20 by source and line.
 
     Reads the committed quarantine only (a crashed ingest's records are not
     there). The table cuts long text and escapes control characters; --json
@@ -415,19 +421,18 @@ def _quarantine(store: str | None, storage_option: list[str] | None, config: Pat
         return
     if not matched:
         out.print(f"quarantine of {safe_text(target.url)}: no record"
-                  + (f" of {safe_text(what)}" if what else " (the quarantine is empty)"), markup=False)
+                  + (f" of {safe_text(what)}" if what else " (the quarantine is empty)"), markup=False, soft_wrap=True)
         return
-    table, cut = quarantine_table(rows, f"quarantine of {safe_text(target.url)}: {counted} (store order)")
-    out.print(table)
+    out.print(f"quarantine of {safe_text(target.url)}: {counted} (by source, then line)", markup=False,
+              soft_wrap=True)
+    tables, cut = quarantine_tables(rows, listing.by_source, "matching records" if what else "quarantined records")
+    for table in tables:
+        out.print(table)
     if cut:
         out.print(f"(text cut at {RAW_WIDTH} characters of raw, {MESSAGE_WIDTH} of message; "
                   "--csv or --json gives it whole)", markup=False)
     if rows.height < matched:
         out.print(f"{matched - rows.height:,} more: --limit N, or --all with --csv or --json", markup=False)
-    names = _source_names(rows["source"].to_list())
-    for url, name in names.items():
-        if name != url:
-            out.print(f"source {safe_text(name)}: {safe_text(url)}", markup=False)
 
 
 @app.command()

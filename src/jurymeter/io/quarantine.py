@@ -6,11 +6,9 @@ so a crashed ingest's parts are never read. Every read here is a lazy scan of
 those parts with the filters pushed down: a source filter picks the parts
 (from the markers, before any file is opened), a reason filter skips the
 sources whose marker counts none of that reason and then reads only the
-``reason`` column to find the rows, and a limit stops the scan once it has
-that many rows. Records come in store order: sources by URL, each source's
-parts in the order it wrote them, rows as written (roughly line order: within
-one block of input, malformed lines first, then the adapter's and the
-validation's rejects, conflicting duplicates last).
+``reason`` column to find the rows, and a limit is found on the ``source`` and
+``line`` columns before any record is read whole. Records come by source URL,
+then line.
 """
 
 from __future__ import annotations
@@ -123,44 +121,74 @@ class QuarantineListing:
         Every committed record that matches the query.
     sources
         The committed sources the query covered (after the source filter).
+    by_source
+        The matching records per source URL (sources with none left out).
     """
 
     rows: pl.DataFrame
     matched: int
     sources: list[QuarantinedSource]
+    by_source: dict[str, int]
+
+
+def first_rows(store: Store, sources: Sequence[QuarantinedSource], reason: str | None = None,
+               limit: int | None = 20) -> pl.DataFrame:
+    """The first ``limit`` committed quarantined records of ``sources`` (of ``reason``), by source URL and line.
+
+    Two lazy passes, so a quarantine of millions answers fast: the first reads
+    only ``source`` and ``line`` (and ``reason`` for its filter) and keeps the
+    ``limit`` smallest (source, line) keys; the second reads the whole records
+    of those keys only, from the parts of the sources they name, with the
+    largest line as a predicate (Parquet statistics skip the row groups past
+    it). Records of one line (an MT-Bench pair line's two judgments) keep the
+    order they were written in. ``limit=None``: every record, sorted the same way.
+    """
+    order = ["source", "line"]
+    if limit is None:
+        return scan_quarantine(store, sources, reason).sort(order, maintain_order=True).collect(engine="streaming")
+    keys = scan_quarantine(store, sources, reason, columns=order).bottom_k(limit, by=order).collect(engine="streaming")
+    if not keys.height:
+        return scan_quarantine(store, []).collect()
+    last = dict(keys.group_by("source").agg(pl.col("line").max()).iter_rows())
+    frames = [
+        scan_quarantine(store, [s], reason).filter(pl.col("line") <= last[s.source]).join(
+            keys.lazy().unique(), on=order, how="semi", maintain_order="left")
+        for s in sources if s.source in last
+    ]
+    return pl.concat(pl.collect_all(frames, engine="streaming")).sort(order, maintain_order=True).head(limit)
 
 
 def list_quarantine(store: Store, *, sources: Sequence[QuarantinedSource] | None = None, reason: str | None = None,
                     limit: int | None = 20) -> QuarantineListing:
     """The first ``limit`` committed quarantined records of ``sources`` (every source if ``None``) and their count.
 
-    ``limit=None`` reads every matching record. The count reads only the
-    ``reason`` column (or, without a reason, the parts' footers); the rows stop
-    the scan at ``limit`` (the streaming engine keeps store order).
+    The records are those of :func:`first_rows` (by source URL, then line);
+    ``limit=None`` reads every matching record. The counts read only the
+    ``source`` column (and ``reason`` for its filter: both dictionary-encoded).
     """
     if limit is not None and limit < 1:
         msg = f"limit must be positive, got {limit}"
         raise ValueError(msg)
     chosen = committed_sources(store) if sources is None else list(sources)
-    count = scan_quarantine(store, chosen, reason, columns=["reason"]).select(pl.len())
-    rows = scan_quarantine(store, chosen, reason)
-    if limit is not None:
-        rows = rows.head(limit)
-    matched, found = pl.collect_all([count, rows], engine="streaming")
-    return QuarantineListing(rows=found, matched=int(matched.item()), sources=chosen)
+    counted = scan_quarantine(store, chosen, reason, columns=["source"]).group_by("source").agg(
+        pl.len().cast(pl.Int64).alias("records")).collect(engine="streaming")
+    found = first_rows(store, chosen, reason, limit)
+    by_source = dict(zip(counted["source"].to_list(), counted["records"].to_list(), strict=True))
+    return QuarantineListing(rows=found, matched=sum(by_source.values()), sources=chosen,
+                             by_source={s.source: by_source[s.source] for s in chosen if s.source in by_source})
 
 
 def first_quarantined(store: Store, sha256s: Iterable[str], per_source: int = 5) -> pl.DataFrame:
-    """The first ``per_source`` committed quarantined records of each source in ``sha256s``, in store order.
+    """The first ``per_source`` committed quarantined records (by line) of each source in ``sha256s``.
 
-    What ``jurymeter ingest`` shows after its table: each source's scan stops at
-    ``per_source`` rows, so a source with millions of rejects costs a few rows.
+    What ``jurymeter ingest`` shows after its table: each source's scans read
+    its keys and then ``per_source`` records, so a source with millions of
+    rejects costs little.
     """
-    sources = committed_sources(store, sha256s)
-    frames = [scan_quarantine(store, [s]).head(per_source) for s in sources if s.parts]
+    frames = [first_rows(store, [s], limit=per_source) for s in committed_sources(store, sha256s) if s.parts]
     if not frames:
-        return pl.DataFrame(schema={c: QUARANTINE_SCHEMA[c] for c in QUARANTINE_COLUMNS})
-    return pl.concat(pl.collect_all(frames, engine="streaming"))
+        return scan_quarantine(store, []).collect()
+    return pl.concat(frames)
 
 
 def reasons_by_source(store: Store) -> pl.DataFrame:
