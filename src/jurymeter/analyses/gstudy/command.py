@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from jurymeter.analyses.gstudy import GStudyOptions, dropped_summary, dropped_text
 from jurymeter.cli.common import (
@@ -99,7 +100,9 @@ def _gstudy(item_set: str, store: str | None, storage_option: list[str] | None, 
     )
     # The nightly run's own fit path (one scan, or item chunks: memory follows the
     # cells); one process, one fit: it may read more cells in one scan than a worker.
-    with err.status(f"fitting {item_set} and {boot} bootstrap resamples") if err.is_terminal else contextlib.nullcontext():
+    # A Text, not a str: rich's spinner would read a str as markup, past the console's escaping.
+    status = Text(f"fitting {safe_text(item_set)} and {boot} bootstrap resamples")
+    with err.status(status) if err.is_terminal else contextlib.nullcontext():
         outcome = run_fit(job, scan_cells=COMMAND_SCAN_CELLS)["gstudy"]
     if outcome.result is None:  # fewer than two systems or items: the reason says what to do
         from jurymeter.errors import DesignError
