@@ -291,3 +291,20 @@ def test_the_store_comes_from_the_config_file_too(inputs: dict[str, Any], tmp_pa
     result = runner.invoke(app, ["quarantine", "--config", str(config), "--json", "--reason", "score_out_of_scale"])
     assert result.exit_code == 0, result.output
     assert [r["line"] for r in json.loads(result.stdout)] == [6]
+
+
+def test_a_failed_read_back_is_a_note_and_the_ingest_still_succeeds(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    import jurymeter.io.quarantine as quarantine
+
+    def broken(*_: Any, **__: Any) -> None:
+        raise OSError("the store went away\nsecond line")
+
+    monkeypatch.setattr(quarantine, "first_quarantined", broken)
+    source = tmp_path / "x.jsonl"
+    source.write_text("\n".join([good(1), wrong_type(2)]) + "\n")
+    result = runner.invoke(app, ["ingest", str(source), "--store", str(tmp_path / "store")])
+    assert result.exit_code == 0, result.output
+    assert result.stderr.strip() == ("note: the quarantined records could not be read back (OSError: the store "
+                                     "went away); jurymeter quarantine lists them")
+    assert "first quarantined records" not in result.stdout

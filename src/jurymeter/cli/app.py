@@ -248,7 +248,13 @@ def print_quarantine_examples(store: Store, report: IngestReport, store_args: st
     if not quarantined:
         return
     shown = quarantined[:EXAMPLE_SOURCES]
-    rows = first_quarantined(store, [s.sha256 for s in shown], EXAMPLES_PER_SOURCE)
+    try:
+        rows = first_quarantined(store, [s.sha256 for s in shown], EXAMPLES_PER_SOURCE)
+    except Exception as exc:  # the sources are committed: a failed read-back must not cost the ingest's exit status
+        err.print(f"note: the quarantined records could not be read back ({type(exc).__name__}: "
+                  f"{safe_text(str(exc).splitlines()[0] if str(exc) else '')}); jurymeter quarantine lists them",
+                  markup=False)
+        return
     if not rows.height:
         return
     out.print(f"first quarantined records (up to {EXAMPLES_PER_SOURCE} per source):", markup=False)
@@ -360,7 +366,7 @@ def quarantine(
     storage_option: StorageOpt = None,
     config: ConfigOpt = None,
     source: Annotated[
-        str | None, typer.Option("--source", help="Only this source: its URL as ingested, or its file name")
+        str | None, typer.Option("--source", help="Only this source: its URL as ingested, its path, or its file name")
     ] = None,
     reason: Annotated[str | None, typer.Option("--reason", help="Only this reason (docs/schema.md)")] = None,
     limit: Annotated[int, typer.Option("--limit", help="Records to show")] = 20,
