@@ -308,3 +308,17 @@ def test_a_failed_read_back_is_a_note_and_the_ingest_still_succeeds(tmp_path: Pa
     assert result.stderr.strip() == ("note: the quarantined records could not be read back (OSError: the store "
                                      "went away); jurymeter quarantine lists them")
     assert "first quarantined records" not in result.stdout
+
+
+def test_an_s3_store_lists_the_same_records(inputs: dict[str, Any], moto_s3: Any) -> None:
+    store = f"s3://{moto_s3.bucket}/quarantine-store"
+    files = [str(f) for f in inputs["files"].values()]
+    ingested = runner.invoke(app, ["ingest", *files, "--store", store, "--scale", "1,10"])
+    assert ingested.exit_code == 0, ingested.output
+    assert f"the rest of {inputs['files']['a']}: jurymeter quarantine --store {store} --source" in ingested.stdout
+    s3_rows, _ = _json({**inputs, "store": store}, "--all")
+    local_rows, _ = _json(inputs, "--all")
+    assert s3_rows == local_rows
+    wrong, said = _json({**inputs, "store": store}, "--reason", "wrong_type", "--source", "dump.jsonl", "--limit", "4")
+    assert [(r["source"], r["line"]) for r in wrong] == [(files[0], 2), (files[0], 8), (files[0], 9), (files[0], 10)]
+    assert "4 of 21 quarantined records of source 'dump.jsonl' and reason wrong_type shown" in said
