@@ -279,6 +279,9 @@ def test_a_reingest_shows_nothing_new_and_an_empty_quarantine_says_so(inputs: di
     empty = runner.invoke(app, ["quarantine", "--store", store])
     assert empty.exit_code == 0
     assert "no record (the quarantine is empty)" in empty.stdout
+    clean_source = runner.invoke(app, ["quarantine", "--store", store, "--source", "clean.jsonl"])
+    assert clean_source.exit_code == 0  # a source the store holds, with nothing quarantined
+    assert "no record of source 'clean.jsonl'" in clean_source.stdout
     assert "quarantine: empty" in runner.invoke(app, ["store", "info", "--store", store]).stdout
     missing = runner.invoke(app, ["quarantine", "--store", str(tmp_path / "nostore")])
     assert missing.exit_code == 1

@@ -390,7 +390,12 @@ def quarantine(
 
 def _quarantine(store: str | None, storage_option: list[str] | None, config: Path | None, source: str | None,
                 reason: str | None, limit: int, show_all: bool, as_json: bool, as_csv: bool) -> None:
-    from jurymeter.io.quarantine import committed_sources, list_quarantine, matching_sources
+    from jurymeter.io.quarantine import (
+        committed_sources,
+        list_quarantine,
+        matching_sources,
+        quarantined_sources,
+    )
     from jurymeter.io.schema import REASONS
 
     if as_json and as_csv:
@@ -404,13 +409,12 @@ def _quarantine(store: str | None, storage_option: list[str] | None, config: Pat
         raise ConfigError(msg)
     target = open_store(store, storage_option, config)
     target.check()
-    sources = committed_sources(target)
-    chosen = sources
+    chosen = quarantined_sources(target)  # their markers only: a store of many clean sources reads few
     if source is not None:
-        chosen = matching_sources(sources, source)
-        if not chosen:
+        chosen = matching_sources(chosen, source)
+        if not chosen and not matching_sources(every := committed_sources(target), source):
             msg = (f"--source {source!r}: no source of that URL or file name in {target.url} "
-                   f"({len(sources):,} sources ingested; `jurymeter store info` names those with quarantined records)")
+                   f"({len(every):,} sources ingested; `jurymeter store info` names those with quarantined records)")
             raise ConfigError(msg)
     listing = list_quarantine(target, sources=chosen, reason=reason, limit=None if show_all else limit)
     rows, matched = listing.rows, listing.matched

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from jurymeter.io.quarantine import committed_sources, reasons_by_source, scan_quarantine
+from jurymeter.io.quarantine import reasons_by_source, scan_committed
 from jurymeter.io.schema import JUDGE_FAILURES, JUDGMENT_PROTOCOLS, Protocol
 from jurymeter.io.store import Store
 
@@ -84,7 +84,7 @@ def metadata_counts(store: Store) -> dict[str, int]:
 
 def quarantine_counts(store: Store) -> pl.DataFrame:
     """Quarantined records per reason (``reason``, ``records``), from the ``reason`` column alone."""
-    lazy = scan_quarantine(store, committed_sources(store), columns=["reason"])
+    lazy = scan_committed(store, columns=["reason"])
     return lazy.group_by("reason").agg(pl.len().alias("records")).sort("reason").collect(engine="streaming")
 
 
@@ -121,7 +121,7 @@ def judge_health(store: Store, protocol: Protocol | None = None) -> pl.DataFrame
     counts = pl.concat(pl.collect_all(stored)).group_by("judge_id").agg(pl.col("stored").sum().cast(pl.Int64))
     # Three columns of the committed parts, lazily: a part written before judge_id
     # existed reads it as null, and its failures drop with the null judges below.
-    failed = scan_quarantine(store, committed_sources(store), columns=["judge_id", "reason", "protocol"]).filter(
+    failed = scan_committed(store, columns=["judge_id", "reason", "protocol"]).filter(
         pl.col("reason").is_in(JUDGE_FAILURES)
     )
     if scope is not None:

@@ -1,14 +1,16 @@
 """The committed quarantine, read back: which sources hold rejected records, and the records themselves.
 
-A quarantine part counts only when the commit marker of its source lists it
-(``ingested/<sha256>.json``, ``quarantine_parts``): the marker is written last,
-so a crashed ingest's parts are never read. Every read here is a lazy scan of
-those parts with the filters pushed down: a source filter picks the parts
-(from the markers, before any file is opened), a reason filter skips the
-sources whose marker counts none of that reason and then reads only the
-``reason`` column to find the rows, and a limit is found on the ``source`` and
-``line`` columns before any record is read whole. Records come by source URL,
-then line.
+A quarantine part counts only when its source is committed: the commit marker
+(``ingested/<sha256>.json``) is written last, so a crashed ingest's parts are
+never read. The store-wide counts (``store info``, judge health) scan the parts
+a listing finds with a committed source id and read no marker; the record
+listings read the markers of the sources that quarantined anything and scan
+the parts each marker lists (``quarantine_parts``). Every read is a lazy scan
+with the filters pushed down: a source filter picks the parts before any file
+is opened, a reason filter skips the sources whose marker counts none of that
+reason and reads only the ``reason`` column of the rest, and a limit is found
+on the ``source`` and ``line`` columns before any record is read whole.
+Records come by source URL, then line.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 import polars as pl
 
 from jurymeter.io.schema import QUARANTINE_SCHEMA
-from jurymeter.io.store import Store
+from jurymeter.io.store import SOURCE_ID_LENGTH, Store
 
 # The columns a user reads, in the order they are shown.
 QUARANTINE_COLUMNS = ("source", "line", "reason", "message", "raw", "protocol", "judge_id")
@@ -71,14 +73,31 @@ def _source_of(store: Store, marker: dict[str, Any]) -> QuarantinedSource:
 def committed_sources(store: Store, sha256s: Iterable[str] | None = None) -> list[QuarantinedSource]:
     """Every committed source (or those of ``sha256s`` that are committed), sorted by URL.
 
-    Sources without quarantined records are included (their ``parts`` are empty),
-    so a caller can tell "no such source" from "nothing quarantined".
+    Reads every named source's marker. Sources without quarantined records are
+    included (their ``parts`` are empty), so a caller can tell "no such source"
+    from "nothing quarantined".
     """
     if sha256s is None:
         markers = store.markers()
     else:
         markers = [m for sha in dict.fromkeys(sha256s) if (m := store.marker(sha)) is not None]
     return sorted((_source_of(store, m) for m in markers), key=lambda s: (s.source, s.sha256))
+
+
+def quarantined_sources(store: Store) -> list[QuarantinedSource]:
+    """The committed sources that quarantined anything, sorted by URL.
+
+    Two listings (``ingested/`` and ``quarantine/``) find them; only their
+    markers are read, so a store of thousands of clean sources costs two listings.
+    """
+    committed = store.committed()
+    sids = {_sid_of(path) for path in store.quarantine_files()}
+    return committed_sources(store, [committed[sid] for sid in sorted(sids) if sid in committed])
+
+
+def _sid_of(path: str) -> str:
+    base = path.rsplit("/", 1)[-1]
+    return base[len("part-"):len("part-") + SOURCE_ID_LENGTH]
 
 
 def matching_sources(sources: Sequence[QuarantinedSource], name: str) -> list[QuarantinedSource]:
@@ -90,23 +109,32 @@ def matching_sources(sources: Sequence[QuarantinedSource], name: str) -> list[Qu
     ]
 
 
-def scan_quarantine(store: Store, sources: Sequence[QuarantinedSource], reason: str | None = None,
-                    columns: Sequence[str] = QUARANTINE_COLUMNS) -> pl.LazyFrame:
-    """A lazy frame of the committed quarantined records of ``sources`` (of ``reason`` only, if given).
+def scan_parts(store: Store, paths: Sequence[str], reason: str | None = None,
+               columns: Sequence[str] = QUARANTINE_COLUMNS) -> pl.LazyFrame:
+    """A lazy frame of the quarantined records in the parts ``paths`` (of ``reason`` only, if given).
 
     Nothing is read until it is collected; then only ``columns`` (and ``reason``
-    for the filter) of the parts of the sources that may hold ``reason``. A part
-    written before a column existed (``judge_id``) reads it as null.
+    for the filter). A part written before a column existed (``judge_id``) reads it as null.
     """
-    paths = [p for s in sources if s.may_hold(reason) for p in s.parts]
     wanted = list(dict.fromkeys([*columns, *(["reason"] if reason is not None else [])]))
     dtypes = {c: QUARANTINE_SCHEMA[c] for c in wanted}
     if not paths:
         return pl.LazyFrame(schema=dtypes).select(list(columns))
-    lazy = store.scan_files(paths, wanted, "pointwise", dtypes=dtypes)
+    lazy = store.scan_files(list(paths), wanted, "pointwise", dtypes=dtypes)
     if reason is not None:
         lazy = lazy.filter(pl.col("reason") == reason)
     return lazy.select(list(columns))
+
+
+def scan_committed(store: Store, reason: str | None = None, columns: Sequence[str] = QUARANTINE_COLUMNS) -> pl.LazyFrame:
+    """:func:`scan_parts` over every committed part, found by listing (no marker is read): the store-wide counts."""
+    return scan_parts(store, store.quarantine_files(), reason, columns)
+
+
+def scan_quarantine(store: Store, sources: Sequence[QuarantinedSource], reason: str | None = None,
+                    columns: Sequence[str] = QUARANTINE_COLUMNS) -> pl.LazyFrame:
+    """:func:`scan_parts` over the parts of ``sources`` that may hold ``reason`` (their markers' counts say)."""
+    return scan_parts(store, [p for s in sources if s.may_hold(reason) for p in s.parts], reason, columns)
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +197,7 @@ def list_quarantine(store: Store, *, sources: Sequence[QuarantinedSource] | None
     if limit is not None and limit < 1:
         msg = f"limit must be positive, got {limit}"
         raise ValueError(msg)
-    chosen = committed_sources(store) if sources is None else list(sources)
+    chosen = quarantined_sources(store) if sources is None else list(sources)
     counted = scan_quarantine(store, chosen, reason, columns=["source"]).group_by("source").agg(
         pl.len().cast(pl.Int64).alias("records")).collect(engine="streaming")
     found = first_rows(store, chosen, reason, limit)
@@ -196,8 +224,7 @@ def reasons_by_source(store: Store) -> pl.DataFrame:
 
     Reads the ``reason`` and ``source`` columns of the committed parts only.
     """
-    sources = committed_sources(store)
-    lazy = scan_quarantine(store, sources, columns=["reason", "source"])
+    lazy = scan_committed(store, columns=["reason", "source"])
     return (
         lazy.group_by("reason", "source").agg(pl.len().cast(pl.Int64).alias("records"))
         .sort("reason", "source").collect(engine="streaming")
