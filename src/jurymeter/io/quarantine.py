@@ -144,7 +144,7 @@ class QuarantineListing:
     Attributes
     ----------
     rows
-        At most the limit's records, in store order, with :data:`QUARANTINE_COLUMNS`.
+        At most the limit's records, by source URL then line, with :data:`QUARANTINE_COLUMNS`.
     matched
         Every committed record that matches the query.
     sources
