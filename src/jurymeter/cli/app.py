@@ -28,8 +28,11 @@ from jurymeter.cli.common import (
     open_store,
     out,
     pairs,
+    print_json,
     progress_bar,
     run_command,
+    safe_text,
+    shorten,
     write_table,
 )
 from jurymeter.errors import ConfigError, JurymeterError
@@ -39,6 +42,7 @@ if TYPE_CHECKING:
 
     from jurymeter.cyclic import VarianceComponents
     from jurymeter.io.ingest import IngestReport
+    from jurymeter.io.store import Store
 
 app = typer.Typer(
     help="How far to trust a leaderboard scored by LLM judges.",
@@ -138,42 +142,44 @@ def _ingest(sources: list[str], store: str | None, map_: list[str] | None, item_
             on_source=lambda r: progress.advance(task_id, sizes.get(r.source, 0)),
         )
     if as_json:
-        sys.stdout.write(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2).decode() + "\n")
+        print_json(report.to_json())
     else:
-        print_ingest_report(report)
+        print_ingest_report(report, target, _store_args(store, config))
     empty = [s for s in report.sources if s.status == "ingested" and s.read and s.quarantined == s.read]
     for s in empty:
-        err.print(f"error: {s.source}: no judgment accepted ({s.read:,} read, all quarantined: "
+        err.print(f"error: {safe_text(s.source)}: no judgment accepted ({s.read:,} read, all quarantined: "
                   + ", ".join(f"{k} {v}" for k, v in s.reasons.items()) + ")", markup=False)
     if empty:
         raise typer.Exit(5)
 
 
-def print_ingest_report(report: IngestReport) -> None:
-    table = Table(title=f"ingest {report.run_id} -> {report.store}", title_justify="left")
+def print_ingest_report(report: IngestReport, store: Store | None = None, store_args: str = "") -> None:
+    """The ingest's table and notes; with ``store``, each source's first quarantined records after them."""
+    table = Table(title=f"ingest {safe_text(report.run_id)} -> {safe_text(report.store)}", title_justify="left")
     for col in ("source", "format", "status", "protocol", "lines", "judgments", "accepted", "quarantined",
                 "duplicates"):
         table.add_column(col, justify="right" if col in ("lines", "judgments", "accepted", "quarantined",
                                                          "duplicates") else "left")
     for s in report.sources:
         table.add_row(
-            s.source, s.format, s.status, s.protocol or "-", f"{s.lines:,}", f"{s.read:,}", f"{s.accepted:,}",
-            f"{s.quarantined:,}", f"{s.duplicates_dropped:,}",
+            safe_text(s.source), safe_text(s.format), s.status, s.protocol or "-", f"{s.lines:,}", f"{s.read:,}",
+            f"{s.accepted:,}", f"{s.quarantined:,}", f"{s.duplicates_dropped:,}",
         )
     t = report.totals()
     table.add_row("total", "", "", "", f"{sum(s.lines for s in report.sources):,}", f"{t['read']:,}",
                   f"{t['accepted']:,}", f"{t['quarantined']:,}", f"{t['duplicates_dropped']:,}")
     out.print(table)
     for s in report.sources:
+        name = safe_text(s.source)
         if s.format != "canonical" and s.status == "ingested":
-            out.print(f"{s.source}: read as {s.format}", markup=False)
+            out.print(f"{name}: read as {safe_text(s.format)}", markup=False)
         for note in s.notes:
-            out.print(f"{s.source}: {note}", markup=False)
+            out.print(f"{name}: {safe_text(note)}", markup=False)
         if s.note:
-            out.print(f"{s.source}: {s.note}", markup=False)
+            out.print(f"{name}: {safe_text(s.note)}", markup=False)
         if s.reasons:
             out.print(
-                f"{s.source}: quarantined " + ", ".join(f"{k} {v}" for k, v in s.reasons.items()),
+                f"{name}: quarantined " + ", ".join(f"{safe_text(k)} {v}" for k, v in s.reasons.items()),
                 markup=False,
             )
     balanced = all(s.balanced for s in report.sources)
@@ -181,6 +187,92 @@ def print_ingest_report(report: IngestReport) -> None:
         "reconciliation: judgments read = accepted + quarantined + duplicates dropped "
         + ("holds for every source" if balanced else "DOES NOT HOLD")
     )
+    if store is not None:
+        print_quarantine_examples(store, report, store_args)
+
+
+# What `ingest` shows of the records it quarantined: the first few of each source, of
+# the first few sources; `jurymeter quarantine` shows the rest.
+EXAMPLES_PER_SOURCE = 5
+EXAMPLE_SOURCES = 20
+# Characters of a raw line and of a message in a terminal table (the cut is said).
+RAW_WIDTH = 60
+MESSAGE_WIDTH = 80
+
+
+def _store_args(store: str | None, config: Path | None) -> str:
+    """The store flags a printed command line repeats: those the user gave (never --storage-option)."""
+    import shlex
+
+    if config is not None:
+        return f" --config {shlex.quote(str(config))}"
+    return f" --store {shlex.quote(store)}" if store else ""
+
+
+def _source_names(urls: list[str]) -> dict[str, str]:
+    """A short name per source URL: its file name, or the whole URL where two share a file name."""
+    base = {u: u.rstrip("/").rsplit("/", 1)[-1] or u for u in dict.fromkeys(urls)}
+    taken: dict[str, int] = {}
+    for name in base.values():
+        taken[name] = taken.get(name, 0) + 1
+    return {u: name if taken[name] == 1 else u for u, name in base.items()}
+
+
+def quarantine_tables(rows: pl.DataFrame, counts: dict[str, int],
+                      noun: str = "quarantined records") -> tuple[list[Table], bool]:
+    """Quarantined records as terminal tables, one per source in the rows' order, titled with how many of
+    the source's ``counts`` are shown; every cell escaped, long text cut. The tables, and whether a cut was made."""
+    tables: list[Table] = []
+    cut = False
+    for (source,), part in rows.group_by("source", maintain_order=True):
+        table = Table(title=f"{safe_text(source)}: {part.height:,} of {counts.get(str(source), part.height):,} "
+                            f"{noun}", title_justify="left")
+        for col in ("line", "reason", "message", "raw"):
+            table.add_column(col, justify="right" if col == "line" else "left", overflow="fold")
+        for row in part.iter_rows(named=True):
+            raw, message = row["raw"] or "", row["message"] or ""
+            cut = cut or len(raw) > RAW_WIDTH or len(message) > MESSAGE_WIDTH
+            table.add_row("-" if row["line"] is None else f"{row['line']:,}", safe_text(row["reason"]),
+                          shorten(message, MESSAGE_WIDTH), shorten(raw, RAW_WIDTH))
+        tables.append(table)
+    return tables, cut
+
+
+def print_quarantine_examples(store: Store, report: IngestReport, store_args: str = "") -> None:
+    """The first quarantined records of each source this ingest committed, read back from the store."""
+    import shlex
+
+    from jurymeter.io.quarantine import first_quarantined
+
+    quarantined = [s for s in report.sources if s.status == "ingested" and s.quarantined]
+    if not quarantined:
+        return
+    shown = quarantined[:EXAMPLE_SOURCES]
+    try:
+        rows = first_quarantined(store, [s.sha256 for s in shown], EXAMPLES_PER_SOURCE)
+    except Exception as exc:  # the sources are committed: a failed read-back must not cost the ingest's exit status
+        err.print(f"note: the quarantined records could not be read back ({type(exc).__name__}: "
+                  f"{safe_text(str(exc).splitlines()[0] if str(exc) else '')}); jurymeter quarantine lists them",
+                  markup=False)
+        return
+    if not rows.height:
+        return
+    out.print(f"first quarantined records (up to {EXAMPLES_PER_SOURCE} per source):", markup=False)
+    tables, cut = quarantine_tables(rows, {s.source: s.quarantined for s in shown})
+    for table in tables:
+        out.print(table)
+    if cut:
+        out.print(f"(text cut at {RAW_WIDTH} characters of raw, {MESSAGE_WIDTH} of message; "
+                  "jurymeter quarantine --csv or --json gives it whole)", markup=False)
+    counted = rows.group_by("source").len()
+    seen = dict(zip(counted["source"].to_list(), counted["len"].to_list(), strict=True))
+    for s in shown:
+        if s.quarantined > seen.get(s.source, 0):
+            out.print(f"the rest of {safe_text(s.source)}: jurymeter quarantine{safe_text(store_args)} "
+                      f"--source {safe_text(shlex.quote(s.source))}", markup=False, soft_wrap=True)
+    if len(quarantined) > len(shown):
+        out.print(f"{len(quarantined) - len(shown):,} more sources have quarantined records: "
+                  f"jurymeter quarantine{safe_text(store_args)} lists every source's", markup=False, soft_wrap=True)
 
 
 @store_app.command("info")
@@ -195,11 +287,11 @@ def store_info_cmd(
 
 
 def _store_info(store: str | None, storage_option: list[str] | None, config: Path | None, as_json: bool) -> None:
-    from jurymeter.io.info import judge_health, metadata_counts, quarantine_counts, store_info
+    from jurymeter.io.info import judge_health, metadata_counts, quarantine_summary, store_info
 
     target = open_store(store, storage_option, config)
     summary = store_info(target)
-    quarantine = quarantine_counts(target)
+    quarantine = quarantine_summary(target)
     meta = metadata_counts(target)
     health = judge_health(target)
     if as_json:
@@ -208,11 +300,14 @@ def _store_info(store: str | None, storage_option: list[str] | None, config: Pat
             "item_sets": summary.to_dicts(),
             "metadata": meta,
             "quarantine": {r["reason"]: r["records"] for r in quarantine.to_dicts()},
+            "quarantine_sources": {
+                r["reason"]: dict(zip(r["sources"], r["source_records"], strict=True)) for r in quarantine.to_dicts()
+            },
             "judges": health.to_dicts(),
         }
-        sys.stdout.write(orjson.dumps(payload, option=orjson.OPT_INDENT_2).decode() + "\n")
+        print_json(payload)
         return
-    print_store_info(target.url, summary, quarantine, meta)
+    print_store_info(target.url, summary, quarantine, meta, _store_args(store, config))
     print_judge_health(health)
 
 
@@ -225,29 +320,129 @@ def print_judge_health(health: Any) -> None:
     for col in ("judge", "stored", "failed", "failed share", "parse_failure", "judge_call_failed", "unscored"):
         table.add_column(col, justify="left" if col == "judge" else "right")
     for row in health.iter_rows(named=True):
-        table.add_row(row["judge_id"], f"{row['stored']:,}", f"{row['failed']:,}", f"{100 * row['failed_share']:.1f}%",
-                      f"{row['parse_failure']:,}", f"{row['judge_call_failed']:,}", f"{row['unscored']:,}")
+        table.add_row(safe_text(row["judge_id"]), f"{row['stored']:,}", f"{row['failed']:,}",
+                      f"{100 * row['failed_share']:.1f}%", f"{row['parse_failure']:,}",
+                      f"{row['judge_call_failed']:,}", f"{row['unscored']:,}")
     out.print(table)
 
 
-def print_store_info(url: str, summary: pl.DataFrame, quarantine: pl.DataFrame, meta: dict[str, int]) -> None:
-    table = Table(title=f"store {url}", title_justify="left")
+# Sources named per reason in `store info`'s quarantine table; the rest are counted.
+SOURCES_PER_REASON = 3
+
+
+def print_store_info(url: str, summary: pl.DataFrame, quarantine: pl.DataFrame, meta: dict[str, int],
+                     store_args: str = "") -> None:
+    """The store's item sets, its metadata counts and its quarantine by reason (``io.info.quarantine_summary``)."""
+    table = Table(title=f"store {safe_text(url)}", title_justify="left")
     for col in summary.columns:
         table.add_column(col, justify="left" if col in ("protocol", "item_set") else "right")
     for row in summary.iter_rows(named=True):
         table.add_row(*[
-            f"{v:.3f}" if k == "completeness" else (f"{v:,}" if isinstance(v, int) else str(v))
+            f"{v:.3f}" if k == "completeness" else (f"{v:,}" if isinstance(v, int) else safe_text(v))
             for k, v in row.items()
         ])
     out.print(table)
     out.print(f"metadata: {meta['systems']} systems, {meta['judges']} judges")
-    if quarantine.height:
-        out.print(
-            "quarantine: "
-            + ", ".join(f"{r['reason']} {r['records']:,}" for r in quarantine.to_dicts())
-        )
-    else:
+    if not quarantine.height:
         out.print("quarantine: empty")
+        return
+    names = _source_names([u for urls in quarantine["sources"].to_list() for u in urls])
+    q = Table(title=f"quarantine: {quarantine['records'].sum():,} records", title_justify="left")
+    for col in ("reason", "records", "sources"):
+        q.add_column(col, justify="right" if col == "records" else "left")
+    for row in quarantine.iter_rows(named=True):
+        ranked = sorted(zip(row["sources"], row["source_records"], strict=True), key=lambda kv: (-kv[1], kv[0]))
+        named = ", ".join(f"{safe_text(names[u])} ({n:,})" for u, n in ranked[:SOURCES_PER_REASON])
+        rest = len(ranked) - SOURCES_PER_REASON
+        q.add_row(safe_text(row["reason"]), f"{row['records']:,}", named + (f" and {rest:,} more" if rest > 0 else ""))
+    out.print(q)
+    out.print(f"the records: jurymeter quarantine{safe_text(store_args)} --reason R (--source F, --csv)",
+              markup=False, soft_wrap=True)
+
+
+@app.command()
+def quarantine(
+    store: StoreOpt = None,
+    storage_option: StorageOpt = None,
+    config: ConfigOpt = None,
+    source: Annotated[
+        str | None, typer.Option("--source", help="Only this source: its URL as ingested, its path, or its file name")
+    ] = None,
+    reason: Annotated[str | None, typer.Option("--reason", help="Only this reason (docs/schema.md)")] = None,
+    limit: Annotated[int, typer.Option("--limit", help="Records to show")] = 20,
+    show_all: Annotated[
+        bool, typer.Option("--all", help="Every matching record, whatever --limit says (for --csv and --json)")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the records as a JSON array (exact text)")] = False,
+    as_csv: Annotated[
+        bool, typer.Option("--csv", help="Write the records as CSV to stdout (exact and whole raw text)")
+    ] = False,
+) -> None:
+    """Rejected records: source, line, reason, message and raw text, the first 20 by source and line.
+
+    Reads the committed quarantine only (a crashed ingest's records are not
+    there). The table cuts long text and escapes control characters; --json
+    and --csv give every field exactly. How many records match in all is said
+    (on stderr with --json and --csv).
+    """
+    run_command(_quarantine, store, storage_option, config, source, reason, limit, show_all, as_json, as_csv)
+
+
+def _quarantine(store: str | None, storage_option: list[str] | None, config: Path | None, source: str | None,
+                reason: str | None, limit: int, show_all: bool, as_json: bool, as_csv: bool) -> None:
+    from jurymeter.io.quarantine import (
+        committed_sources,
+        list_quarantine,
+        matching_sources,
+        quarantined_sources,
+    )
+    from jurymeter.io.schema import REASONS
+
+    if as_json and as_csv:
+        msg = "--json and --csv exclude each other: give one"
+        raise ConfigError(msg)
+    if reason is not None and reason not in REASONS:
+        msg = f"--reason must be one of {', '.join(REASONS)}, got {reason!r}"
+        raise ConfigError(msg)
+    if limit < 1:
+        msg = f"--limit must be positive, got {limit}"
+        raise ConfigError(msg)
+    target = open_store(store, storage_option, config)
+    target.check()
+    chosen = quarantined_sources(target)  # their markers only: a store of many clean sources reads few
+    if source is not None:
+        chosen = matching_sources(chosen, source)
+        if not chosen and not matching_sources(every := committed_sources(target), source):
+            msg = (f"--source {source!r}: no source of that URL or file name in {target.url} "
+                   f"({len(every):,} sources ingested; `jurymeter store info` names those with quarantined records)")
+            raise ConfigError(msg)
+    listing = list_quarantine(target, sources=chosen, reason=reason, limit=None if show_all else limit)
+    rows, matched = listing.rows, listing.matched
+    what = " and ".join(p for p in (f"source {source!r}" if source else "", f"reason {reason}" if reason else "") if p)
+    counted = (f"{rows.height:,} of {matched:,} quarantined records"
+               + (f" of {safe_text(what)}" if what else "") + " shown")
+    if as_json or as_csv:
+        if as_json:
+            print_json(rows.to_dicts())
+        else:
+            sys.stdout.write(rows.write_csv())
+        err.print(f"quarantine: {counted}" + ("" if rows.height == matched else " (--all for every one)"),
+                  markup=False)
+        return
+    if not matched:
+        out.print(f"quarantine of {safe_text(target.url)}: no record"
+                  + (f" of {safe_text(what)}" if what else " (the quarantine is empty)"), markup=False, soft_wrap=True)
+        return
+    out.print(f"quarantine of {safe_text(target.url)}: {counted} (by source, then line)", markup=False,
+              soft_wrap=True)
+    tables, cut = quarantine_tables(rows, listing.by_source, "matching records" if what else "quarantined records")
+    for table in tables:
+        out.print(table)
+    if cut:
+        out.print(f"(text cut at {RAW_WIDTH} characters of raw, {MESSAGE_WIDTH} of message; "
+                  "--csv or --json gives it whole)", markup=False)
+    if rows.height < matched:
+        out.print(f"{matched - rows.height:,} more: --limit N, or --all with --csv or --json", markup=False)
 
 
 @app.command()
@@ -367,9 +562,9 @@ def _plan(out_path: Path, store: str | None, storage_option: list[str] | None, c
     write_table(table, out_path)
     calls = table.group_by("judge_id").agg(pl.len().alias("calls")).sort("judge_id")
     out.print(
-        f"wrote {table.height:,} assignments to {out_path} ({len(ids['systems'])} systems x "
+        f"wrote {table.height:,} assignments to {safe_text(out_path)} ({len(ids['systems'])} systems x "
         f"{len(ids['items'])} items x {generations} generations); calls per judge: "
-        + ", ".join(f"{r['judge_id']} {r['calls']:,}" for r in calls.to_dicts()),
+        + ", ".join(f"{safe_text(r['judge_id'])} {r['calls']:,}" for r in calls.to_dicts()),
         markup=False,
     )
     if cost_note:
@@ -408,7 +603,7 @@ def _simulate(out_dir: Path, seed: int, systems: int | None, items: int | None, 
     dump = simulate_dump(params)
     paths = write_dump(dump, out_dir, faults=faults, seed=seed)
     for name, path in paths.items():
-        out.print(f"wrote {name}: {path}", markup=False)
+        out.print(f"wrote {name}: {safe_text(path)}", markup=False)
     return paths
 
 
@@ -450,7 +645,7 @@ def _run_flow(config_path: Path | None, overrides: dict[str, Any], force: bool) 
     settings = load_config(config_path, overrides=overrides)  # fail fast, before Prefect starts
     from jurymeter.orchestration.runtime import run_environment
 
-    out.print(f"store {settings.store}, landing {settings.landing or '(none)'}", markup=False)
+    out.print(f"store {safe_text(settings.store)}, landing {safe_text(settings.landing or '(none)')}", markup=False)
     dask = settings.dask
     where = f"Dask scheduler {dask.address}" if dask.address else f"a LocalCluster of {dask.workers} workers"
     out.print(f"starting: Prefect's API and {where}; ingesting the landing folder meanwhile", markup=False)
@@ -473,7 +668,7 @@ def _run_flow(config_path: Path | None, overrides: dict[str, Any], force: bool) 
         def on_fit(outcome: Any) -> None:
             progress.advance(task_id)
             if outcome.status == "failed":
-                err.print(f"fit failed: {outcome.job.name}: {outcome.error}", markup=False)
+                err.print(f"fit failed: {safe_text(outcome.job.name)}: {safe_text(outcome.error)}", markup=False)
 
         with progress, listening(on_fit, print_ingest_line):
             task_id = progress.add_task("fits", total=None)
@@ -506,7 +701,7 @@ def print_run_summary(summary: dict[str, Any], *, ingest_printed: bool = False) 
     for protocol in protocols:
         columns = [(a.name, h) for a in registered() if protocol in a.protocols
                    for h in a.headline if h.kind == "number" and h.table]
-        title = f"run {summary['run_id']}: {summary['status']}"
+        title = f"run {safe_text(summary['run_id'])}: {safe_text(summary['status'])}"
         table = Table(title=title if len(protocols) == 1 else f"{title} ({protocol} item sets)", title_justify="left")
         for col in ("item set", "universe", "population", "status"):
             table.add_column(col)
@@ -517,34 +712,33 @@ def print_run_summary(summary: dict[str, Any], *, ingest_printed: bool = False) 
                 continue
             parts = fit.get("analyses") or {}
             table.add_row(
-                fit["item_set"], fit["universe"], fit["population"],
-                fit["status"] if fit["status"] != "failed" else f"failed: {fit['error']}",
+                safe_text(fit["item_set"]), safe_text(fit["universe"]), safe_text(fit["population"]),
+                fit["status"] if fit["status"] != "failed" else f"failed: {safe_text(fit['error'])}",
                 *(fmt((parts.get(name) or {}).get(h.key)) if name in parts else "-" for name, h in columns),
             )
         out.print(table)
     for judge in summary.get("judges") or []:
         if judge.get("failed"):
-            out.print(f"judge {judge['judge_id']}: {judge['failed']:,} of {judge['stored'] + judge['failed']:,} "
+            out.print(f"judge {safe_text(judge['judge_id'])}: {judge['failed']:,} of {judge['stored'] + judge['failed']:,} "
                       f"judgments failed ({100 * judge['failed_share']:.1f}%: parse failures "
                       f"{judge['parse_failure']:,}, failed calls {judge['judge_call_failed']:,}, "
                       f"unscored {judge['unscored']:,})", markup=False)
     for skip in summary.get("skipped") or []:
-        out.print(f"not fitted: {skip['protocol']} item set {skip['item_set']}: {skip['reason']}", markup=False)
+        out.print(f"not fitted: {skip['protocol']} item set {safe_text(skip['item_set'])}: {safe_text(skip['reason'])}",
+                  markup=False)
     for fit in summary["fits"]:  # what a fit left out (issue 14, point 5): one line per fit that dropped anything
         for a in registered():
             line = dropped_line(a.headline, (fit.get("analyses") or {}).get(a.name) or {})
             if line:
-                out.print(f"dropped in {fit['item_set']} / {fit['universe']} / {fit['population']} "
-                          f"({a.name}): {line}", markup=False)
+                out.print(f"dropped in {_fit_name(fit)} ({a.name}): {safe_text(line)}", markup=False)
     for fit in summary["fits"]:
         for name, part in (fit.get("analyses") or {}).items():
             if part.get("status") == "skipped":
-                out.print(f"{name} not run on {fit['item_set']} / {fit['universe']} / "
-                          f"{fit['population']}: {part.get('reason')}", markup=False)
+                out.print(f"{name} not run on {_fit_name(fit)}: {safe_text(part.get('reason'))}", markup=False)
     if not summary["fits"] and not summary.get("skipped"):
         out.print(
             "no fits: the store holds no item set yet "
-            f"(drop judgment dumps into {summary.get('landing') or 'a landing folder'} and run again)",
+            f"(drop judgment dumps into {safe_text(summary.get('landing') or 'a landing folder')} and run again)",
             markup=False,
         )
     timings = summary["timings"]
@@ -553,11 +747,16 @@ def print_run_summary(summary: dict[str, Any], *, ingest_printed: bool = False) 
         + "; timings " + ", ".join(f"{k} {v:.1f} s" for k, v in timings.items()),
         markup=False,
     )
-    folder = summary["store"].rstrip("/") + f"/results/{summary['run_id']}"
+    folder = safe_text(summary["store"].rstrip("/") + f"/results/{summary['run_id']}")
     if "report" in timings:
         out.print(f"report: {folder}/report/index.html", markup=False)
     out.print(f"results: {folder}/ (summary.json and tables)", markup=False)
     print_headlines(summary)
+
+
+def _fit_name(fit: dict[str, Any]) -> str:
+    """A fit as the terminal names it: item set / universe / population, escaped."""
+    return " / ".join(safe_text(fit[k]) for k in ("item_set", "universe", "population"))
 
 
 def print_headlines(summary: dict[str, Any]) -> None:
@@ -569,11 +768,11 @@ def print_headlines(summary: dict[str, Any]) -> None:
     if alerts:
         out.print(f"alerts ({len(alerts)}):", style="bold red", markup=False)
         for alert in alerts:
-            out.print(f"  ! {alert}", markup=False)
+            out.print(f"  ! {safe_text(alert)}", markup=False)
     else:
         out.print("alerts: none", markup=False)
     for fit in headlines.get("fits") or []:
-        out.print(f"{fit['label']}: {fit['sentence']}", markup=False)
+        out.print(f"{safe_text(fit['label'])}: {safe_text(fit['sentence'])}", markup=False)
 
 
 @app.command()
@@ -615,7 +814,7 @@ def _report(results: str, store: str | None, storage_option: list[str] | None, c
         except FileNotFoundError as exc:
             msg = f"not a complete run folder: {target.path(folder)} (no summary.json)"
             raise ConfigError(msg) from exc
-        out.print(f"run {summary.get('run_id')}: {summary.get('status')}", markup=False)
+        out.print(f"run {safe_text(summary.get('run_id'))}: {safe_text(summary.get('status'))}", markup=False)
         print_headlines(summary)
         return str(target.path(f"{folder}/report/index.html"))
     try:
@@ -624,7 +823,7 @@ def _report(results: str, store: str | None, storage_option: list[str] | None, c
         msg = f"not a complete run folder: {target.path(folder)} (no summary.json or tables)"
         raise ConfigError(msg) from exc
     page = write_report(target, folder, tables, summary)
-    out.print(f"report: {page}", markup=False)
+    out.print(f"report: {safe_text(page)}", markup=False)
     return page
 
 
@@ -662,7 +861,7 @@ def _demo(workdir: Path, seed: int) -> None:
     config_path.write_text(
         DEMO_CONFIG.format(store=workdir / "store", landing=landing, home=workdir / ".jurymeter")
     )
-    out.print(f"config: {config_path}", markup=False)
+    out.print(f"config: {safe_text(config_path)}", markup=False)
     _run_flow(config_path, {}, False)
 
 

@@ -1,9 +1,10 @@
-"""Store summary: per protocol and item set, what the store holds and how crossed it is."""
+"""Store summary: per protocol and item set, what the store holds and how crossed it is; the quarantine's counts."""
 
 from __future__ import annotations
 
 import polars as pl
 
+from jurymeter.io.quarantine import reasons_by_source, scan_committed
 from jurymeter.io.schema import JUDGE_FAILURES, JUDGMENT_PROTOCOLS, Protocol
 from jurymeter.io.store import Store
 
@@ -82,14 +83,23 @@ def metadata_counts(store: Store) -> dict[str, int]:
 
 
 def quarantine_counts(store: Store) -> pl.DataFrame:
-    """Quarantined records per reason."""
-    files = store.quarantine_files()
-    if not files:
-        return pl.DataFrame(schema={"reason": pl.String, "records": pl.UInt32})
-    frames = [store.read_parquet(p).select("reason") for p in files]
-    return (
-        pl.concat(frames).group_by("reason").agg(pl.len().alias("records")).sort("reason")
-    )
+    """Quarantined records per reason (``reason``, ``records``), from the ``reason`` column alone."""
+    lazy = scan_committed(store, columns=["reason"])
+    return lazy.group_by("reason").agg(pl.len().alias("records")).sort("reason").collect(engine="streaming")
+
+
+def quarantine_summary(store: Store) -> pl.DataFrame:
+    """Per reason: the records quarantined and the sources they came from.
+
+    Columns ``reason``, ``records`` (Int64), ``sources`` (the source URLs, sorted)
+    and ``source_records`` (their records, in the same order), sorted by reason.
+    """
+    by_source = reasons_by_source(store)
+    return by_source.group_by("reason").agg(
+        pl.col("records").sum().cast(pl.Int64),
+        pl.col("source").alias("sources"),
+        pl.col("records").alias("source_records"),
+    ).sort("reason")
 
 
 def judge_health(store: Store, protocol: Protocol | None = None) -> pl.DataFrame:
@@ -109,24 +119,19 @@ def judge_health(store: Store, protocol: Protocol | None = None) -> pl.DataFrame
         for protocol in (JUDGMENT_PROTOCOLS if scope is None else (scope,))
     ]
     counts = pl.concat(pl.collect_all(stored)).group_by("judge_id").agg(pl.col("stored").sum().cast(pl.Int64))
-    frames = []
-    for path in store.quarantine_files():
-        part = store.read_parquet(path)
-        if "judge_id" in part.columns:
-            failed = part.filter(pl.col("reason").is_in(JUDGE_FAILURES))
-            if scope is not None:
-                failed = failed.filter(pl.col("protocol") == scope)
-            frames.append(failed.select("judge_id", "reason"))
+    # Three columns of the committed parts, lazily: a part written before judge_id
+    # existed reads it as null, and its failures drop with the null judges below.
+    failed = scan_committed(store, columns=["judge_id", "reason", "protocol"]).filter(
+        pl.col("reason").is_in(JUDGE_FAILURES)
+    )
+    if scope is not None:
+        failed = failed.filter(pl.col("protocol") == scope)
     schema = {"judge_id": pl.String, "stored": pl.Int64, "failed": pl.Int64, "failed_share": pl.Float64,
               **{r: pl.Int64 for r in JUDGE_FAILURES}}
-    failures = (
-        pl.concat(frames).drop_nulls("judge_id").group_by("judge_id").agg(
-            pl.len().cast(pl.Int64).alias("failed"),
-            *(((pl.col("reason") == r).sum().cast(pl.Int64)).alias(r) for r in JUDGE_FAILURES),
-        )
-        if frames else pl.DataFrame(schema={"judge_id": pl.String, "failed": pl.Int64,
-                                            **{r: pl.Int64 for r in JUDGE_FAILURES}})
-    )
+    failures = failed.drop_nulls("judge_id").group_by("judge_id").agg(
+        pl.len().cast(pl.Int64).alias("failed"),
+        *(((pl.col("reason") == r).sum().cast(pl.Int64)).alias(r) for r in JUDGE_FAILURES),
+    ).collect(engine="streaming")
     joined = counts.join(failures, on="judge_id", how="full", coalesce=True).with_columns(
         pl.col("stored").fill_null(0), pl.col("failed").fill_null(0), *(pl.col(r).fill_null(0) for r in JUDGE_FAILURES)
     )

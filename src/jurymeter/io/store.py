@@ -442,8 +442,18 @@ class Store:
             )
         return pl.concat(frames, how="vertical_relaxed")
 
-    def scan_files(self, paths: list[str], columns: list[str], protocol: Protocol) -> pl.LazyFrame:
+    def scan_files(
+        self,
+        paths: list[str],
+        columns: list[str],
+        protocol: Protocol,
+        *,
+        dtypes: dict[str, PolarsDataType] | None = None,
+    ) -> pl.LazyFrame:
         """Scan parts of one protocol whose extra columns may differ; absent ones read as null.
+
+        ``dtypes``: stored types that override the protocol's (the quarantine's
+        parts, whose columns are not a protocol's: ``io.schema.QUARANTINE_SCHEMA``).
 
         Lazy on both backends: nothing is read until the frame is collected,
         and then only the columns and row groups the query needs (projection
@@ -454,7 +464,7 @@ class Store:
         """
         # polars takes the first file's schema; name every wanted column's type so
         # a column missing from the first part (an extra column) still reads.
-        wanted = {c: _dtype_of(c, protocol) for c in columns}
+        wanted = {c: dtypes[c] if dtypes and c in dtypes else _dtype_of(c, protocol) for c in columns}
         if not paths:
             return pl.LazyFrame(schema=wanted)
         if not self.is_s3:

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING, Annotated
 
-import orjson
 import typer
 from rich.table import Table
 
@@ -15,7 +13,9 @@ from jurymeter.cli.common import (
     StoreOpt,
     int_list,
     out,
+    print_json,
     run_command,
+    safe_text,
     store_with_item_set,
 )
 
@@ -70,16 +70,16 @@ def _cyclic(item_set: str, store: str | None, storage_option: list[str] | None, 
     report = dict(outcome.result.report)
     report["item_set"] = item_set
     if as_json:
-        sys.stdout.write(orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode() + "\n")
+        print_json(report)
         return
     block, own = report["block"], report["system_blocks"]
     out.print(
-        f"item set {item_set}: {len(own)} systems decomposed, each on its own complete block of "
+        f"item set {safe_text(item_set)}: {len(own)} systems decomposed, each on its own complete block of "
         f"scenarios x generations x the panel's {block['judges']} judges (replicates averaged)",
         markup=False,
     )
     for system, why in (report.get("skipped_systems") or {}).items():
-        out.print(f"not decomposed: {system}: {why}", markup=False)
+        out.print(f"not decomposed: {safe_text(system)}: {safe_text(why)}", markup=False)
     table = Table(title="per-system decomposition", title_justify="left")
     for col in ("system", "scenarios", "generations", "sigma2_scenario", "sigma2_generation", "sigma2_judge",
                 "sigma2_residual", "F", "p", "A vs B"):
@@ -87,9 +87,9 @@ def _cyclic(item_set: str, store: str | None, storage_option: list[str] | None, 
     for system, r in report["systems"].items():
         b = own[system]
         table.add_row(
-            system, str(b["scenarios"]), str(b["generations"]), f"{r['sigma2_scenario']:.4f}",
+            safe_text(system), str(b["scenarios"]), str(b["generations"]), f"{r['sigma2_scenario']:.4f}",
             f"{r['sigma2_generation']:.4f}", f"{r['sigma2_judge']:.4f}", f"{r['sigma2_residual']:.4f}",
-            f"{r['f_statistic']:.2f}", f"{r['p_value']:.2g}", str(r["strategies"].get("winner_ab", "")),
+            f"{r['f_statistic']:.2f}", f"{r['p_value']:.2g}", safe_text(r["strategies"].get("winner_ab", "")),
         )
     out.print(table)
     offsets = report["judge_system_offsets"]
@@ -97,13 +97,13 @@ def _cyclic(item_set: str, store: str | None, storage_option: list[str] | None, 
     heat = Table(title="judge offsets by system (judge mean - panel mean)", title_justify="left")
     heat.add_column("system")
     for j in judges:
-        heat.add_column(j, justify="right")
+        heat.add_column(safe_text(j), justify="right")
     for system, row in offsets.items():
-        heat.add_row(system, *[f"{row[j]:+.3f}" for j in judges])
+        heat.add_row(safe_text(system), *[f"{row[j]:+.3f}" for j in judges])
     out.print(heat)
     for p in report.get("self_preference", []):
         out.print(
-            f"self-preference: {p['judge_id']} on {p['system_id']} ({p['family']}): offset "
+            f"self-preference: {safe_text(p['judge_id'])} on {safe_text(p['system_id'])} ({safe_text(p['family'])}): offset "
             f"{p['offset']:+.3f}, on other families {p['other_offset']:+.3f}, excess {p['excess']:+.3f}",
             markup=False,
         )

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import contextlib
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
-import orjson
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from jurymeter.analyses.gstudy import GStudyOptions, dropped_summary, dropped_text
 from jurymeter.cli.common import (
@@ -24,7 +23,9 @@ from jurymeter.cli.common import (
     load_config,
     named_levels,
     out,
+    print_json,
     run_command,
+    safe_text,
     store_with_item_set,
 )
 
@@ -99,7 +100,9 @@ def _gstudy(item_set: str, store: str | None, storage_option: list[str] | None, 
     )
     # The nightly run's own fit path (one scan, or item chunks: memory follows the
     # cells); one process, one fit: it may read more cells in one scan than a worker.
-    with err.status(f"fitting {item_set} and {boot} bootstrap resamples") if err.is_terminal else contextlib.nullcontext():
+    # A Text, not a str: rich's spinner would read a str as markup, past the console's escaping.
+    status = Text(f"fitting {safe_text(item_set)} and {boot} bootstrap resamples")
+    with err.status(status) if err.is_terminal else contextlib.nullcontext():
         outcome = run_fit(job, scan_cells=COMMAND_SCAN_CELLS)["gstudy"]
     if outcome.result is None:  # fewer than two systems or items: the reason says what to do
         from jurymeter.errors import DesignError
@@ -112,7 +115,7 @@ def _gstudy(item_set: str, store: str | None, storage_option: list[str] | None, 
         kept = report["items"]["screened_items"] if report["items"] else []
         screened_out.write_text("".join(f"{item}\n" for item in kept))
     if as_json:
-        sys.stdout.write(orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode() + "\n")
+        print_json(report)
         return
     print_gstudy(report)
 
@@ -120,24 +123,25 @@ def _gstudy(item_set: str, store: str | None, storage_option: list[str] | None, 
 def print_gstudy(report: dict[str, Any]) -> None:
     block = report["block"]
     out.print(
-        f"item set {report['item_set']}  universe {report['universe']}  population "
-        f"{report['population']}  design {report['design']}  "
+        f"item set {safe_text(report['item_set'])}  universe {safe_text(report['universe'])}  population "
+        f"{safe_text(report['population'])}  design {report['design']}  "
         f"({block['systems']} systems x {block['items']} items x {block['judges']} judges x "
         f"{block['replicates']} replicates; completeness {block['completeness']:.3f})",
         markup=False,
     )
     out.print(f"estimator: {report.get('estimator', 'balanced')}"
-              + (f" ({report['estimator_note']})" if report.get("estimator_note") else ""), markup=False)
+              + (f" ({safe_text(report['estimator_note'])})" if report.get("estimator_note") else ""), markup=False)
     dropped = dropped_text(dropped_summary(report), block)
     if dropped:  # the counts first (issue 14, point 5), then the ids
-        out.print(f"dropped: {dropped}", markup=False)
+        out.print(f"dropped: {safe_text(dropped)}", markup=False)
     for kind in ("systems", "items", "judges"):
         if block[f"dropped_{kind}"]:
-            out.print(f"dropped {kind} to balance: {', '.join(block[f'dropped_{kind}'])}", markup=False)
+            out.print(f"dropped {kind} to balance: {', '.join(map(safe_text, block[f'dropped_{kind}']))}",
+                      markup=False)
     for note in block["notes"]:
-        out.print(f"note: {note}", markup=False)
+        out.print(f"note: {safe_text(note)}", markup=False)
     for note in report.get("design_notes") or []:
-        out.print(f"design {report['design']} (block {report.get('block_design')}): {note}", markup=False)
+        out.print(f"design {report['design']} (block {report.get('block_design')}): {safe_text(note)}", markup=False)
     table = Table(title="variance components", title_justify="left")
     for col in ("component", "raw", "share", "95% interval"):
         table.add_column(col, justify="left" if col == "component" else "right")
@@ -149,7 +153,7 @@ def print_gstudy(report: dict[str, Any]) -> None:
     iv = report["intervals"]
     if iv.get("method"):  # which draws gave the intervals (an every-record fit's choice and why)
         out.print(f"intervals: {iv['method']}, {iv.get('n_boot')} draws"
-                  + (f"; {iv['method_note']}" if iv.get("method_note") else ""), markup=False)
+                  + (f"; {safe_text(iv['method_note'])}" if iv.get("method_note") else ""), markup=False)
     rows = [
         ("E rho^2 (native)", report["erho2"], iv["erho2"]),
         ("Phi (native)", report["phi"], iv["phi"]),
@@ -198,7 +202,7 @@ def print_gstudy(report: dict[str, Any]) -> None:
         )
     naive = report["naive_item_bootstrap"]
     if naive["halfwidth"] is None and "naive_item_bootstrap.halfwidth" in reasons:
-        out.print(f"naive item bootstrap: {reasons['naive_item_bootstrap.halfwidth']}", markup=False)
+        out.print(f"naive item bootstrap: {safe_text(reasons['naive_item_bootstrap.halfwidth'])}", markup=False)
     else:
         out.print(
             f"naive item bootstrap half-width {fmt(naive['halfwidth'])} vs single-judge MDD95 "
@@ -236,4 +240,4 @@ def print_gstudy(report: dict[str, Any]) -> None:
     for title, notes in (("not estimable", reasons), ("at a bound", report.get("truncated") or {}),
                          ("extrapolated beyond the observed sizes", report.get("extrapolated") or {})):
         for key, why in notes.items():
-            out.print(f"{title}: {key}: {why}", markup=False)
+            out.print(f"{title}: {key}: {safe_text(why)}", markup=False)

@@ -18,6 +18,7 @@ from jurymeter.cli.common import (
     fmt,
     out,
     run_command,
+    safe_text,
 )
 
 if TYPE_CHECKING:
@@ -70,7 +71,7 @@ def _pairwise(item_set: str, store: str | None, storage_option: list[str] | None
 def _print(report: dict[str, Any]) -> None:
     share = report.get("both_orders_share")
     out.print(
-        f"item set {report['item_set']}: {report['games']} judgments, {report['outcomes']} outcomes "
+        f"item set {safe_text(report['item_set'])}: {report['games']} judgments, {report['outcomes']} outcomes "
         f"({report['systems']} systems, {report['items']} items, {len(report['judges'])} judges); "
         f"in both orders: {fmt(None if share is None else 100 * share, 1)}%",
         markup=False,
@@ -84,7 +85,7 @@ def _print(report: dict[str, Any]) -> None:
         judges.add_column(label, justify="left" if label == "judge" else "right")
     for judge, row in report["judges"].items():
         flag = " *" if row.get("exceeds_content_noise_bound") else ""
-        judges.add_row(judge, *[fmt(row.get(key), 1 if key == "slot_a_advantage" else 3)
+        judges.add_row(safe_text(judge), *[fmt(row.get(key), 1 if key == "slot_a_advantage" else 3)
                                 + (flag if key == "reversal_rate" else "") for _, key in columns[1:]])
     out.print(judges)
     if any(r.get("exceeds_content_noise_bound") for r in report["judges"].values()):
@@ -97,19 +98,19 @@ def _print(report: dict[str, Any]) -> None:
             ratings.add_column(label, justify="left" if label == "system" else "right")
         rows = sorted(bt["systems"].items(), key=lambda kv: kv[1]["rank"])
         for system, r in rows:
-            ratings.add_row(system, fmt(r["rating_elo"], 0), fmt(r["low_elo"], 0), fmt(r["high_elo"], 0),
+            ratings.add_row(safe_text(system), fmt(r["rating_elo"], 0), fmt(r["low_elo"], 0), fmt(r["high_elo"], 0),
                             str(r["rank"]), f"{r['rank_low']}-{r['rank_high']}", str(r["tie_group"]))
         out.print(ratings)
         out.print(f"prompt-bootstrap / battle-bootstrap interval width: {fmt(bt.get('interval_ratio'), 2)}x",
                   markup=False)
     elif bt.get("reason"):
-        out.print(f"Bradley-Terry: {bt['reason']}", markup=False)
+        out.print(f"Bradley-Terry: {safe_text(bt['reason'])}", markup=False)
     family = report.get("family_preference", {})
     if family.get("fps") is not None:
         out.print(f"family preference score {fmt(family['fps'], 3)} (permutation p = "
                   f"{fmt(family.get('p_permutation'), 4)})", markup=False)
     elif family.get("reason"):
-        out.print(f"family preference: {family['reason']}", markup=False)
+        out.print(f"family preference: {safe_text(family['reason'])}", markup=False)
     gstudy = report.get("gstudy", {})
     if gstudy.get("arms"):
         table = Table(title="pairwise G-study (win indicator against the baseline)", title_justify="left")
@@ -117,9 +118,9 @@ def _print(report: dict[str, Any]) -> None:
             table.add_column(label, justify="left" if label in ("arm", "design") else "right")
         for arm in gstudy["arms"]:
             design = f"{arm['systems']} x {arm['items']} x {arm['judges']}"
-            table.add_row(arm["arm"], design, fmt(arm["sigma2_s"], 5), fmt(arm["sigma2_sj"], 5),
+            table.add_row(safe_text(arm["arm"]), design, fmt(arm["sigma2_s"], 5), fmt(arm["sigma2_sj"], 5),
                           fmt(arm["ceiling"]), fmt(arm["erho2"]), fmt(arm["judges_needed"], 0))
         out.print(table)
     elif gstudy.get("reason"):
-        out.print(f"pairwise G-study: {gstudy['reason']} (--baseline; [fit.pairwise] baseline in the config)",
+        out.print(f"pairwise G-study: {safe_text(gstudy['reason'])} (--baseline; [fit.pairwise] baseline in the config)",
                   markup=False)

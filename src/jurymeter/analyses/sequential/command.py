@@ -19,6 +19,7 @@ from jurymeter.cli.common import (
     fmt,
     out,
     run_command,
+    safe_text,
     write_table,
 )
 
@@ -68,7 +69,7 @@ def _sequential(item_set: str, store: str | None, storage_option: list[str] | No
 
 
 def _print(report: dict[str, Any]) -> None:
-    out.print(f"item set {report['item_set']}: unit {report['unit']}, GLMM lags {report['lags']}"
+    out.print(f"item set {safe_text(report['item_set'])}: unit {report['unit']}, GLMM lags {report['lags']}"
               + (f"; {report['ratings_without_batch']:,} ratings without a batch position left out"
                  if report["ratings_without_batch"] else ""), markup=False)
     table = Table(title="per judge (95% batch-bootstrap intervals)", title_justify="left")
@@ -82,15 +83,15 @@ def _print(report: dict[str, Any]) -> None:
 
     for judge, j in report["judges"].items():
         checked = "" if j.get("check_outside") is None else f"{j['check_outside']}/{j['check_terms']}"
-        table.add_row(judge, str(j["ratings"]), str(j["batches"]), j.get("response") or "",
+        table.add_row(safe_text(judge), str(j["ratings"]), str(j["batches"]), j.get("response") or "",
                       with_interval(j, "serial_contrast"), with_interval(j, "rho_1"), with_interval(j, "batch_sd"),
-                      checked, j.get("top_naive") or "", j.get("top_model") or "")
+                      checked, safe_text(j.get("top_naive") or ""), safe_text(j.get("top_model") or ""))
     out.print(table)
     for judge, j in report["judges"].items():
         for part, reason in j["reasons"].items():
-            out.print(f"{judge}: {part} not estimated: {reason}", markup=False)
+            out.print(f"{safe_text(judge)}: {part} not estimated: {safe_text(reason)}", markup=False)
         for row in j.get("groups") or []:
-            out.print(f"{judge}: group A - group B ({row.get('method')}): {fmt(row.get('estimate'))} "
+            out.print(f"{safe_text(judge)}: group A - group B ({row.get('method')}): {fmt(row.get('estimate'))} "
                       f"(SE {fmt(row.get('se'))}, p {fmt(row.get('p_value'), 4)})"
                       + (f", {row['outcome']}" if row.get("outcome") else ""), markup=False)
 
@@ -116,5 +117,5 @@ def _batch_plan(out_path: Path, items: Path, judges: Path, batches: int, design:
     assert judge_ids is not None
     table = batch_plan(item_ids, batches, judge_ids, design=design, seed=seed)  # type: ignore[arg-type]
     write_table(table, out_path)
-    out.print(f"wrote {table.height:,} ratings in {batches:,} batches of {len(item_ids)} to {out_path} "
-              f"({design} orders, seed {seed}; judges in turn: {', '.join(judge_ids)})", markup=False)
+    out.print(f"wrote {table.height:,} ratings in {batches:,} batches of {len(item_ids)} to {safe_text(out_path)} "
+              f"({design} orders, seed {seed}; judges in turn: {', '.join(map(safe_text, judge_ids))})", markup=False)
