@@ -181,19 +181,36 @@ class Store:
             try:
                 self.fs.pipe_file(target, data)
             except Exception as exc:  # s3fs/botocore raise many types for one cause
-                msg = f"cannot write {self.display(target)}: {_short(exc)}"
-                raise StoreError(msg) from exc
+                raise self._write_error(target, exc) from exc
             return
-        os.makedirs(os.path.dirname(target), exist_ok=True)
         tmp = f"{target}.tmp-{uuid.uuid4().hex}"
-        with open(tmp, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, target)
+        try:
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            with open(tmp, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, target)
+        except OSError as exc:  # disk full, read-only, no permission: the target is as it was
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
+            raise self._write_error(target, exc) from exc
+
+    def _write_error(self, target: str, exc: BaseException) -> StoreError:
+        """One line naming the store, the operation and the cause (``[Errno 28] No space left on device``)."""
+        return StoreError(f"cannot write {self.display(target)}: {_short(exc)}")
 
     def read_json(self, relpath: str) -> Any:
-        return orjson.loads(self.fs.cat_file(self.path(relpath)))
+        """A JSON file of the store; ``FileNotFoundError`` if it is not there, :class:`StoreError` if it cannot be read."""
+        target = self.path(relpath)
+        try:
+            data = self.fs.cat_file(target)
+        except FileNotFoundError:
+            raise
+        except Exception as exc:  # s3fs/botocore raise many types for one cause
+            msg = f"cannot read {self.display(target)}: {_short(exc)}"
+            raise StoreError(msg) from exc
+        return orjson.loads(data)
 
     def write_parquet(self, relpath: str, frame: pl.DataFrame) -> None:
         """Write one zstd Parquet file (polars' writer: faster than pyarrow's here)."""
@@ -205,24 +222,42 @@ class Store:
             try:
                 self.fs.pipe_file(target, sink.getvalue())
             except Exception as exc:  # s3fs/botocore raise many types for one cause
-                msg = f"cannot write {self.display(target)}: {_short(exc)}"
-                raise StoreError(msg) from exc
+                raise self._write_error(target, exc) from exc
             return
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        frame.write_parquet(target, compression="zstd")
+        try:
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            frame.write_parquet(target, compression="zstd")
+        except Exception as exc:  # OSError, or polars' own error around one (disk full)
+            # Only parts not yet committed and a run's tables are written in place; a cut one goes.
+            with contextlib.suppress(OSError):
+                os.remove(target)
+            raise self._write_error(target, exc) from exc
 
     def read_parquet(self, path: str) -> pl.DataFrame:
         """One Parquet file of the store, whole (``path`` as returned by listings)."""
         import pyarrow.parquet as pq  # here, not at the top: a command that reads no file whole skips its import
 
-        with self.fs.open(path, "rb") as handle:
-            frame = pl.from_arrow(pq.ParquetFile(handle).read())
+        try:
+            with self.fs.open(path, "rb") as handle:
+                frame = pl.from_arrow(pq.ParquetFile(handle).read())
+        except FileNotFoundError:
+            raise
+        except Exception as exc:  # s3fs/botocore/pyarrow raise many types for one cause
+            msg = f"cannot read {self.display(path)}: {_short(exc)}"
+            raise StoreError(msg) from exc
         assert isinstance(frame, pl.DataFrame)
         return frame
 
     def remove(self, paths: list[str]) -> None:
-        if paths:
+        if not paths:
+            return
+        try:
             self.fs.rm(paths)
+        except FileNotFoundError:
+            pass  # already gone: what removing wanted
+        except Exception as exc:  # s3fs/botocore raise many types for one cause
+            msg = f"cannot remove {self.display(paths[0])}: {_short(exc)}"
+            raise StoreError(msg) from exc
 
     # ------------------------------------------------------------ layout
     @staticmethod
@@ -284,6 +319,9 @@ class Store:
             return list(self.fs.find(self.path(relpath)))
         except FileNotFoundError:
             return []
+        except Exception as exc:  # s3fs/botocore raise many types for one cause
+            msg = f"cannot list {self.display(self.path(relpath))}: {_short(exc)}"
+            raise StoreError(msg) from exc
 
     def _files(self, relpath: str, *, committed_only: bool) -> list[tuple[str, str]]:
         """(path, source id) of the Parquet parts under ``relpath``."""
@@ -392,7 +430,10 @@ class Store:
             msg = "a staging area exists on local stores only"
             raise ValueError(msg)
         area = self.path(STAGING, f"{sid}-{uuid.uuid4().hex[:8]}")
-        os.makedirs(area)
+        try:
+            os.makedirs(area)
+        except OSError as exc:  # disk full, read-only
+            raise self._write_error(area, exc) from exc
         return area
 
     def adopt(self, area: str, relpaths: list[str]) -> None:
@@ -403,8 +444,11 @@ class Store:
         """
         for relpath in relpaths:
             target = self.path(relpath)
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            os.replace(os.path.join(area, relpath), target)
+            try:
+                os.makedirs(os.path.dirname(target), exist_ok=True)
+                os.replace(os.path.join(area, relpath), target)
+            except OSError as exc:  # disk full (a new folder): the moved parts stay invisible
+                raise self._write_error(target, exc) from exc
         shutil.rmtree(area, ignore_errors=True)
 
     # ------------------------------------------------------------ reading

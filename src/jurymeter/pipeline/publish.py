@@ -71,15 +71,18 @@ def publish_run(
     timings["write"] = time.perf_counter() - clock
     fits = [fit_entry(o) for o in outcomes]
     failed = sum(f["status"] == FAILED for f in fits)
+    # Landing files the ingest could not read (nothing of them stored): alerts of the run.
+    unreadable = list((ingest_report or {}).get("sources_unreadable") or [])
     summary: dict[str, Any] = {
         "run_id": run_id,
         "started": started,
         "finished": None,
-        "status": "partial" if failed else "complete",
+        "status": "partial" if failed or unreadable else "complete",
         "store": store.url,
         "landing": config.landing,
         "config_digest": config.digest(),
         "ingest": ingest_report,
+        "sources_unreadable": unreadable,
         "fits": fits,
         "skipped": [asdict(s) for s in skipped or []],
         "judges": _judge_health(store),
