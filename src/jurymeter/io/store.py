@@ -56,6 +56,7 @@ SOURCE_ID_LENGTH = 16
 S3_LOCK_STALE_SECONDS = 6 * 3600
 S3_LOCK_FILE = "_lock.json"
 STAGING = "_staging"
+RUN_LOCK_FILE = "_run_lock"  # held by a nightly run (Store.run_lock)
 # In a partition folder whose name is digested (a long item-set name): the full name.
 ITEM_SET_FILE = "_item_set.json"
 # Pause before an S3 lock owner reads its lock back, and between attempts.
@@ -595,6 +596,53 @@ class Store:
                 held = self.read_json(S3_LOCK_FILE)
                 if held.get("token") == token:
                     self.fs.rm(self.path(S3_LOCK_FILE))
+
+    @contextlib.contextmanager
+    def run_lock(self) -> Iterator[bool]:
+        """Held by a nightly run from its start to its end; yields whether no other run holds it.
+
+        Local stores: an OS file lock beside the ingest's, never waited for
+        (two runs may overlap; only one that holds it may clean what a killed
+        run left) and released by the kernel when the process dies, SIGKILL
+        included. S3 has no such lock: yields ``False`` (a run there cleans
+        only by age, :func:`jurymeter.pipeline.publish.clean_unpublished`).
+        """
+        if self.is_s3:
+            yield False
+            return
+        import filelock
+
+        try:
+            os.makedirs(self.root, exist_ok=True)
+        except OSError as exc:
+            raise self._write_error(self.root, exc) from exc
+        lock = filelock.FileLock(self.path(RUN_LOCK_FILE))
+        try:
+            lock.acquire(timeout=0)
+        except filelock.Timeout:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            lock.release()
+
+    def ages(self, relpath: str) -> dict[str, float]:
+        """Seconds since each file under ``relpath`` was last written, by path (none: ``{}``)."""
+        try:
+            found = self.fs.find(self.path(relpath), detail=True)
+        except FileNotFoundError:
+            return {}
+        except Exception as exc:  # s3fs/botocore raise many types for one cause
+            msg = f"cannot list {self.display(self.path(relpath))}: {_short(exc)}"
+            raise StoreError(msg) from exc
+        now = time.time()
+        out = {}
+        for path, info in found.items():
+            stamp = info.get("mtime", info.get("LastModified"))
+            seconds = stamp.timestamp() if hasattr(stamp, "timestamp") else float(stamp or now)
+            out[path] = max(0.0, now - seconds)
+        return out
 
     def _acquire_s3_lock(self, timeout: float) -> str:
         """Take the S3 lock object; return the token that proves ownership.

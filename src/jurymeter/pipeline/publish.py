@@ -18,7 +18,7 @@ import polars as pl
 
 from jurymeter.analyses.headlines import run_headlines
 from jurymeter.io.store import Store
-from jurymeter.pipeline.cache import FAILED, FitOutcome, dumps, tables_of
+from jurymeter.pipeline.cache import CACHE, FAILED, FitOutcome, dumps, tables_of
 from jurymeter.pipeline.history import load_history
 from jurymeter.pipeline.tables import combine_tables, schemas
 
@@ -106,6 +106,45 @@ def publish_run(
     store.write_bytes(f"{folder}/summary.json", dumps(summary))
     store.write_json("results/latest.json", {"run_id": run_id, "path": store.path(folder)})
     return summary
+
+
+# A results folder without summary.json whose newest file is older than this is a
+# killed run's, also where no run lock says so (S3): no run publishes for a day.
+UNPUBLISHED_STALE_SECONDS = 24 * 3600
+
+
+def clean_unpublished(store: Store, *, alone: bool) -> list[str]:
+    """Remove what killed runs left: results folders without ``summary.json``, temporary files.
+
+    A run folder counts only once its ``summary.json`` is written (the
+    history and ``results/latest.json`` never point at one without it), so
+    such a folder is a run being published or one that was killed. ``alone``
+    (this run holds :meth:`Store.run_lock`, so no other run is publishing)
+    removes them all; otherwise only those untouched for
+    :data:`UNPUBLISHED_STALE_SECONDS`. Returns the folders removed.
+    """
+    ages = store.ages("results")
+    folders: dict[str, list[float]] = {}
+    prefix = store.path("results") + "/"
+    cache = CACHE.split("/", 1)[1]  # the fit cache lives under results/ too; its entries have their own marker
+    for path, age in ages.items():
+        rest = path[len(prefix):] if path.startswith(prefix) else ""
+        if "/" in rest and rest.split("/", 1)[0] != cache:
+            folders.setdefault(rest.split("/", 1)[0], []).append(age)
+    removed = []
+    for run, file_ages in sorted(folders.items()):
+        if store.fs.exists(store.path("results", run, "summary.json")):
+            continue
+        if alone or min(file_ages) > UNPUBLISHED_STALE_SECONDS:
+            store.remove([p for p in ages if p.startswith(f"{prefix}{run}/")])
+            if not store.is_s3:
+                import shutil
+
+                shutil.rmtree(store.path("results", run), ignore_errors=True)  # its empty folders
+            removed.append(run)
+    if alone:  # a write cut between its temporary file and the rename (the cache's included)
+        store.remove([p for p in ages if ".tmp-" in p.rsplit("/", 1)[-1]])
+    return removed
 
 
 def _judge_health(store: Store) -> list[dict[str, Any]]:
