@@ -293,3 +293,50 @@ def test_an_s3_failure_mid_ingest_is_one_store_error_and_a_rerun_equals_a_clean_
     reference = Store(str(tmp_path / "reference"))
     run_ingest(reference, first, last)
     assert_same_store(Store(url), reference)
+
+
+def test_the_landing_ingest_reports_every_unreadable_file_and_the_run_alerts_each(
+    tmp_path: Path, hostile_folder: tuple[Path, list[Path], dict[str, str]]
+) -> None:
+    """The run's path without Prefect: the landing ingest, then publishing (the flow's stages)."""
+    from jurymeter.pipeline.config import load_config
+    from jurymeter.pipeline.landing import ingest_landing
+    from jurymeter.pipeline.publish import publish_run
+
+    folder, _, reasons = hostile_folder
+    (tmp_path / "jm.toml").write_text(f'store = "{tmp_path / "store"}"\nlanding = "{folder}"\n')
+    config = load_config(tmp_path / "jm.toml", environ={})
+    ingested = ingest_landing(config)
+    assert ingested is not None  # never "nothing new" while files were there
+    assert ingested["totals"]["accepted"] == 360
+    named = {u["source"].rsplit("/", 1)[-1]: u["reason"] for u in ingested["sources_unreadable"]}
+    assert set(named) == set(reasons)
+    for name, reason in reasons.items():
+        assert reason in named[name]
+    store = Store(config.store)
+    summary = publish_run(store, "with-bad-files", config=config, started="t", ingest_report=ingested,
+                          outcomes=[], timings={})
+    assert summary["status"] == "partial"
+    assert summary["sources_unreadable"] == ingested["sources_unreadable"]
+    alerts = summary["headlines"]["alerts"]
+    assert len([a for a in alerts if a.startswith("source not ingested: ")]) == len(reasons)
+    page = (tmp_path / "store" / "results" / "with-bad-files" / "report" / "index.html").read_text()
+    assert f"source not ingested: {folder}/bad-\\xff-name.jsonl: file name is not UTF-8" in page
+    assert "\udcff" not in page
+    on_disk = orjson.loads((tmp_path / "store" / "results" / "with-bad-files" / "summary.json").read_bytes())
+    assert on_disk["sources_unreadable"] == summary["sources_unreadable"]
+
+
+def test_a_landing_of_unreadable_files_only_is_reported_not_nothing_new(tmp_path: Path) -> None:
+    from jurymeter.pipeline.config import load_config
+    from jurymeter.pipeline.landing import ingest_landing
+
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    (landing / "cut.jsonl.gz").write_bytes(gzip.compress(b'{"item_set": "x"}\n' * 1000)[:40])
+    (tmp_path / "jm.toml").write_text(f'store = "{tmp_path / "store"}"\nlanding = "{landing}"\n')
+    ingested = ingest_landing(load_config(tmp_path / "jm.toml", environ={}))
+    assert ingested is not None
+    [bad] = ingested["sources_unreadable"]
+    assert bad["source"] == str(landing / "cut.jsonl.gz")
+    assert ingested["totals"]["read"] == 0
