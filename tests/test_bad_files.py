@@ -340,3 +340,23 @@ def test_a_landing_of_unreadable_files_only_is_reported_not_nothing_new(tmp_path
     [bad] = ingested["sources_unreadable"]
     assert bad["source"] == str(landing / "cut.jsonl.gz")
     assert ingested["totals"]["read"] == 0
+
+
+def test_on_s3_a_results_folder_without_summary_goes_only_once_untouched_for_a_day(
+    moto_s3: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from jurymeter.pipeline import publish
+
+    store = Store(f"s3://{moto_s3.bucket}/store")  # type: ignore[attr-defined]
+    store.write_bytes("results/20260101T000000Z-aaaaaaaa/summary.json", b"{}")
+    store.write_bytes("results/20260101T000000Z-aaaaaaaa/leaderboard.parquet", b"x")
+    store.write_bytes("results/20260102T000000Z-bbbbbbbb/leaderboard.parquet", b"x")
+    store.write_bytes("results/cache/k/report.json", b"{}")
+    with store.run_lock() as alone:
+        assert not alone  # S3 has no lock the kernel releases: never "alone"
+        assert publish.clean_unpublished(store, alone=alone) == []  # written just now: maybe a run publishing
+        monkeypatch.setattr(publish, "UNPUBLISHED_STALE_SECONDS", -1.0)
+        assert publish.clean_unpublished(store, alone=alone) == ["20260102T000000Z-bbbbbbbb"]
+    keys = sorted(p.split("/store/", 1)[1] for p in store.fs.find(store.path("results")))
+    assert keys == ["results/20260101T000000Z-aaaaaaaa/leaderboard.parquet",
+                    "results/20260101T000000Z-aaaaaaaa/summary.json", "results/cache/k/report.json"]

@@ -165,7 +165,7 @@ def test_sigkill_during_each_stage_of_a_run_then_rerun_equals_a_clean_run(tmp_pa
     assert {f["status"] for f in summary["fits"]} == {"fitted"}
     page = (_run_folders(reference)[0] / "report" / "index.html").read_text()
     assert f"source not ingested: {unreadable['source']}" in page
-    assert "alerts: " in done.stdout
+    assert "alerts (1):" in done.stdout
     assert "source not ingested:" in done.stdout
 
     for stage, when in STAGES:
