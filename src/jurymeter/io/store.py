@@ -627,6 +627,26 @@ class Store:
         finally:
             lock.release()
 
+    def folders(self, relpath: str) -> list[str]:
+        """Names of the folders right under ``relpath`` (none: ``[]``), empty ones included on a local disk."""
+        target = self.path(relpath)
+        try:
+            if not self.is_s3:
+                return sorted(e.name for e in os.scandir(target) if e.is_dir(follow_symlinks=False))
+            return sorted(str(p).rstrip("/").rsplit("/", 1)[-1] for p in self.fs.ls(target, detail=False)
+                          if self.fs.isdir(p))
+        except FileNotFoundError:
+            return []
+        except Exception as exc:  # s3fs/botocore raise many types for one cause
+            msg = f"cannot list {self.display(target)}: {_short(exc)}"
+            raise StoreError(msg) from exc
+
+    def remove_folder(self, relpath: str, files: list[str]) -> None:
+        """Remove ``files`` (full paths, as listings return them) and, on a local disk, the folder ``relpath``."""
+        self.remove(files)
+        if not self.is_s3:
+            shutil.rmtree(self.path(relpath), ignore_errors=True)
+
     def ages(self, relpath: str) -> dict[str, float]:
         """Seconds since each file under ``relpath`` was last written, by path (none: ``{}``)."""
         try:

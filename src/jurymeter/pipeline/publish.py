@@ -124,23 +124,17 @@ def clean_unpublished(store: Store, *, alone: bool) -> list[str]:
     :data:`UNPUBLISHED_STALE_SECONDS`. Returns the folders removed.
     """
     ages = store.ages("results")
-    folders: dict[str, list[float]] = {}
     prefix = store.path("results") + "/"
     cache = CACHE.split("/", 1)[1]  # the fit cache lives under results/ too; its entries have their own marker
-    for path, age in ages.items():
-        rest = path[len(prefix):] if path.startswith(prefix) else ""
-        if "/" in rest and rest.split("/", 1)[0] != cache:
-            folders.setdefault(rest.split("/", 1)[0], []).append(age)
     removed = []
-    for run, file_ages in sorted(folders.items()):
-        if store.fs.exists(store.path("results", run, "summary.json")):
+    for run in store.folders("results"):
+        if run == cache or store.fs.exists(store.path("results", run, "summary.json")):
             continue
-        if alone or min(file_ages) > UNPUBLISHED_STALE_SECONDS:
-            store.remove([p for p in ages if p.startswith(f"{prefix}{run}/")])
-            if not store.is_s3:
-                import shutil
-
-                shutil.rmtree(store.path("results", run), ignore_errors=True)  # its empty folders
+        files = [p for p in ages if p.startswith(f"{prefix}{run}/")]
+        # No file yet: a folder made by a run killed before its first file (or being published
+        # this instant, which only a run alone can rule out).
+        if alone or (files and min(ages[p] for p in files) > UNPUBLISHED_STALE_SECONDS):
+            store.remove_folder(f"results/{run}", files)
             removed.append(run)
     if alone:  # a write cut between its temporary file and the rename (the cache's included)
         store.remove([p for p in ages if ".tmp-" in p.rsplit("/", 1)[-1]])
