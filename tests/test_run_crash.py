@@ -6,8 +6,8 @@ ingest, the fits and the publishing. Independent references: what a reader
 finds in the store after the kill (no ``summary.json``, no ``latest.json``,
 ``jurymeter report latest`` refusing), and after the rerun the run folder's
 files, tables and summary against those of a clean run in another store
-(run ids and timings aside). The server's end is checked with psutil on the
-process itself.
+(run ids and timings aside). The end of the run's Prefect server (and of its
+LocalCluster's processes) is checked with psutil on the processes themselves.
 """
 
 from __future__ import annotations
@@ -254,7 +254,7 @@ def test_the_temporary_server_ends_with_the_process_that_started_it(tmp_path: Pa
     assert not alive, f"the server outlived the process killed with {how.name}"
 
 
-def test_a_run_killed_with_sigkill_leaves_no_prefect_server(tmp_path: Path) -> None:
+def test_a_run_killed_with_sigkill_leaves_no_prefect_server_and_no_worker(tmp_path: Path) -> None:
     # No PREFECT_API_URL: the run starts its own temporary server.
     config = _setup(tmp_path)
     env = _venv_env(PREFECT_HOME=str(tmp_path / "prefect-home"))
@@ -262,9 +262,16 @@ def test_a_run_killed_with_sigkill_leaves_no_prefect_server(tmp_path: Path) -> N
                             cwd=tmp_path, env=env)
     run = psutil.Process(proc.pid)
     server = _server_of(run, 120)  # its launcher has exec'd uvicorn: the kernel's request is set
+    assert proc.stdout is not None
+    for line in proc.stdout:  # the flow runs: the server answered, the LocalCluster is up
+        if line.startswith("ingest: "):
+            break
+    children = run.children(recursive=True)
+    assert server in children
+    assert len(children) >= 3, children  # the server, the cluster's worker processes
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    _gone, alive = psutil.wait_procs([server], timeout=20)
+    _, alive = psutil.wait_procs(children, timeout=30)
     for left in alive:
         left.kill()
-    assert not alive, "the run's Prefect server outlived it"
+    assert not alive, f"outlived the run: {[' '.join(p.cmdline())[:80] for p in alive]}"
