@@ -8,7 +8,8 @@ Each fit's sentence is the clauses of the registered analyses that ran on it
 (:meth:`jurymeter.analyses.base.Analysis.sentence`), in registry order; no
 analysis is named here.
 
-Alerts, in this order: fits that failed; judges whose change since the last
+Alerts, in this order: landing files the run could not read (nothing of
+them was ingested; ``sources_unreadable``, each with its reason); fits that failed; judges whose change since the last
 run is larger than the intervals allow (given by the run history,
 ``extra_alerts``); judges with a large share of failed judgments; what a fit
 left out (``dropped_*`` headlines).
@@ -59,7 +60,8 @@ def fit_sentence(entry: Mapping[str, Any], context: HeadlineContext) -> str:
 
 def run_alerts(summary: Mapping[str, Any], extra_alerts: Sequence[str] = ()) -> list[str]:
     """The alerts of a run, most urgent first (see the module docstring)."""
-    alerts = []
+    alerts = [f"source not ingested: {u.get('source')}: {u.get('reason')}"
+              for u in summary.get("sources_unreadable") or []]
     for entry in summary.get("fits") or []:
         if entry.get("status") == "failed":
             error = str(entry.get("error") or "no error message").splitlines()[0]

@@ -1,9 +1,14 @@
 """The ``jurymeter`` command line (typer + rich): the commands, and every registered analysis's own.
 
 Every :class:`~jurymeter.errors.JurymeterError` becomes one line on stderr and a
-non-zero exit status: 1 for a fatal problem (missing source, unreadable store),
-3 when ``--strict`` rejected a source, 4 when ``jurymeter run`` published a run
-in which some fits failed. Other exceptions are bugs and keep their traceback.
+non-zero exit status: 1 for a fatal problem (missing source, unreadable or full
+store: nothing of the source being ingested is committed), 3 when ``--strict``
+rejected a source, 4 when ``jurymeter run`` published a run in which some fits
+failed, 5 when ``ingest`` stored no judgment of a source (all quarantined), 6
+when some sources could not be read (each named on stderr with its reason)
+and the rest were ingested (``ingest``), or, with no fit failed, published
+(``run``: the sources are alerts of the run). Other exceptions are bugs and
+keep their traceback.
 """
 
 from __future__ import annotations
@@ -91,8 +96,11 @@ def ingest(
 
     Reads canonical records and the logs of MT-Bench, Arena-Hard-Auto,
     AlpacaEval and inspect_ai as they are (``--format auto`` recognises each
-    file and says which format it chose). Exit 5 when a source yielded no
-    accepted judgment at all.
+    file and says which format it chose). A file that cannot be read (a
+    dangling link, a FIFO, a cut or undecodable stream, a name that is not
+    UTF-8) is one line with its reason; nothing of it is stored and the other
+    files are ingested. Exit 6 when a source could not be read, else 5 when a
+    source yielded no accepted judgment at all.
     """
     run_command(_ingest, sources, store, map_, item_set, scale, storage_option, config, strict,
          lock_timeout, as_json, block_mb, log_format, baseline)
@@ -149,6 +157,11 @@ def _ingest(sources: list[str], store: str | None, map_: list[str] | None, item_
     for s in empty:
         err.print(f"error: {safe_text(s.source)}: no judgment accepted ({s.read:,} read, all quarantined: "
                   + ", ".join(f"{k} {v}" for k, v in s.reasons.items()) + ")", markup=False)
+    unreadable = report.unreadable()
+    for u in unreadable:  # nothing of it is stored; the other sources are
+        err.print(f"error: {u['source']}: not ingested: {u['reason']}", markup=False)
+    if unreadable:
+        raise typer.Exit(6)
     if empty:
         raise typer.Exit(5)
 
@@ -628,14 +641,22 @@ def run(
         str | None, typer.Option("--home", help="Run state folder (Prefect's database and logs) [default: .jurymeter]")
     ] = None,
 ) -> None:
-    """The nightly flow: ingest what landed, fit every item set on Dask, publish results and report."""
+    """The nightly flow: ingest what landed, fit every item set on Dask, publish results and report.
+
+    Exit 4 when some fits failed, else 6 when some landing files could not be
+    read (each an alert of the run; every readable one is ingested).
+    """
     overrides = {
         "store": store, "landing": landing, "dask.address": scheduler, "dask.workers": workers,
         "fit.n_boot": n_boot, "home": home, "report": False if no_report else None,
     }
     summary = run_command(_run_flow, config, overrides, force)
+    # The results are published; the status tells a scheduler that some part failed.
+    if any(fit.get("status") == "failed" for fit in summary["fits"]):
+        raise typer.Exit(4)
+    if summary.get("sources_unreadable"):
+        raise typer.Exit(6)
     if summary["status"] != "complete":
-        # The results are published; the status tells a scheduler that some fits failed.
         raise typer.Exit(4)
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import errno
 import queue
 import threading
 import uuid
@@ -29,7 +30,7 @@ from typing import Any, TypeVar, cast
 import numpy as np
 import polars as pl
 
-from jurymeter.errors import StrictModeError
+from jurymeter.errors import SourceError, StoreError, StrictModeError
 from jurymeter.io.adapters.reading import REJECT_MESSAGE, REJECT_REASON
 from jurymeter.io.schema import (
     ID_LIKE_COLUMNS,
@@ -61,7 +62,7 @@ class SourceReport:
 
     source: str
     sha256: str
-    status: str  # "ingested" | "already_ingested"
+    status: str  # "ingested" | "already_ingested" | "unreadable" (nothing of it committed; ``note`` says why)
     protocol: str | None = None
     format: str = "canonical"  # or the log adapter that read it (io.adapters)
     lines: int = 0  # lines (or elements, samples) read; a line may hold several judgments
@@ -95,6 +96,10 @@ class IngestReport:
             for k in ("read", "accepted", "quarantined", "duplicates_dropped")
         }
 
+    def unreadable(self) -> list[dict[str, str]]:
+        """The sources that could not be read, each with its one-line reason (nothing of them is stored)."""
+        return [{"source": s.source, "reason": s.note} for s in self.sources if s.status == UNREADABLE]
+
     def to_json(self) -> dict[str, Any]:
         return {
             "run_id": self.run_id,
@@ -103,8 +108,12 @@ class IngestReport:
             "finished": self.finished,
             "removed_uncommitted_files": self.removed_uncommitted,
             "totals": self.totals(),
+            "sources_unreadable": self.unreadable(),
             "sources": [asdict(s) for s in self.sources],
         }
+
+
+UNREADABLE = "unreadable"
 
 
 def _now() -> str:
@@ -128,10 +137,17 @@ def ingest(
 ) -> IngestReport:
     """Ingest ``sources`` into ``store`` under its write lock.
 
+    A source that cannot be read (marked by discovery, or whose reading fails
+    part way: :class:`~jurymeter.errors.SourceError`) leaves nothing of it in
+    the store and is reported with ``status="unreadable"`` and its reason in
+    ``note``; the sources after it are ingested.
+
     Raises
     ------
     StoreError
-        The store cannot be created, read, written or locked.
+        The store cannot be created, read, written or locked (disk full, S3):
+        the source being ingested is not committed (its parts, invisible to
+        readers, are removed by the next ingest).
     StrictModeError
         ``strict`` is set and a record went to quarantine (that source is not
         committed; earlier sources stay committed).
@@ -143,27 +159,14 @@ def ingest(
         seen: dict[str, str] = {}
         sizes: set[int] | None = None  # of the committed sources and those of this run so far
         for source in sources:
-            # The fast path's census, or an adapter's reading, runs beside the hash (two
-            # cores, one pass's wall time); it is cancelled if the file needs no ingest.
-            census = Census(source) if eligible(source, store) else None
-            early = None
-            if source.adapter is not None and not store.is_s3:
-                if sizes is None:
+            if source.unreadable is not None:  # discovery could not read it: never opened here
+                result = _unreadable(source, source.unreadable)
+            else:
+                if source.adapter is not None and not store.is_s3 and sizes is None:
                     sizes = {int(m.get("size", -1)) for m in store.markers()}
-                # A source the size of one already seen is most likely a re-delivery: hash it
-                # alone (the no-op costs only the hash); any other starts reading now.
-                if source.size not in sizes:
-                    early = AdapterRead(source, options)
-                sizes.add(source.size)
-            try:
-                result = _hash_and_ingest(
-                    store, source, census, options, report.run_id, strict, block_bytes, seen, early
-                )
-            finally:
-                if census is not None:
-                    census.cancel()
-                if early is not None:
-                    early.close()
+                result = _one_source(store, source, options, report.run_id, strict, block_bytes, seen, sizes)
+                if source.adapter is not None and sizes is not None:
+                    sizes.add(source.size)
             report.sources.append(result)
             store.write_json(f"runs/{report.run_id}.json", {**report.to_json(), "status": "running"})
             if on_source is not None:
@@ -171,6 +174,73 @@ def ingest(
         report.finished = _now()
         store.write_json(f"runs/{report.run_id}.json", {**report.to_json(), "status": "complete"})
     return report
+
+
+def _unreadable(source: SourceFile, reason: str) -> SourceReport:
+    """The report of a source that could not be read: nothing of it is in the store (read 0)."""
+    # The report names the file: "<url>: why" and "cannot read <url>: why" say it once.
+    prefix = f"{source.url}: "
+    reason = reason[len(prefix):] if reason.startswith(prefix) else reason.replace(f" {prefix}", ": ", 1)
+    return SourceReport(source=source.url, sha256="", status=UNREADABLE, format=source.adapter or "canonical",
+                        note=reason.splitlines()[0] if reason else "cannot read")
+
+
+# OS errors that are the store's (its disk), never the source's: they stop the ingest.
+_STORE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
+
+
+def _is_read_failure(exc: BaseException) -> bool:
+    """Whether a failure while a source was ingested is its reading's (that source is reported, the rest go on).
+
+    Every reader raises :class:`SourceError` for a file it cannot read; a
+    decoder's own error (a cut stream) is taken as one too. A store error
+    (disk full, S3) stops the ingest.
+    """
+    if isinstance(exc, StoreError):
+        return False
+    if isinstance(exc, SourceError | EOFError):
+        return True
+    return isinstance(exc, OSError) and exc.errno not in _STORE_ERRNOS
+
+
+def _one_source(
+    store: Store,
+    source: SourceFile,
+    options: ValidationOptions,
+    run_id: str,
+    strict: bool,
+    block_bytes: int,
+    seen: dict[str, str],
+    sizes: set[int] | None,
+) -> SourceReport:
+    """One source's transaction; a read failure leaves nothing of it and is its report."""
+    # The fast path's census, or an adapter's reading, runs beside the hash (two
+    # cores, one pass's wall time); it is cancelled if the file needs no ingest.
+    census = Census(source) if eligible(source, store) else None
+    early = None
+    # A source the size of one already seen is most likely a re-delivery: hash it
+    # alone (the no-op costs only the hash); any other starts reading now (local stores).
+    if source.adapter is not None and sizes is not None and source.size not in sizes:
+        early = AdapterRead(source, options)
+    before = set(seen)
+    try:
+        return _hash_and_ingest(store, source, census, options, run_id, strict, block_bytes, seen, early)
+    except Exception as exc:
+        if not _is_read_failure(exc):
+            # A store failure (disk full, S3) stops the ingest: this source's parts have no
+            # commit marker, so no reader sees them, and the next ingest removes them first.
+            raise
+        # This source's staged parts have no commit marker: remove them now, so the
+        # store is as before it (the sources before it are committed, so keep theirs).
+        store.remove_uncommitted()
+        for sha in set(seen) - before:  # a later copy of its content is not "already ingested"
+            del seen[sha]
+        return _unreadable(source, str(exc) or type(exc).__name__)
+    finally:
+        if census is not None:
+            census.cancel()
+        if early is not None:
+            early.close()
 
 
 def _hash_and_ingest(

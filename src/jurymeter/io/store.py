@@ -56,6 +56,7 @@ SOURCE_ID_LENGTH = 16
 S3_LOCK_STALE_SECONDS = 6 * 3600
 S3_LOCK_FILE = "_lock.json"
 STAGING = "_staging"
+RUN_LOCK_FILE = "_run_lock"  # held by a nightly run (Store.run_lock)
 # In a partition folder whose name is digested (a long item-set name): the full name.
 ITEM_SET_FILE = "_item_set.json"
 # Pause before an S3 lock owner reads its lock back, and between attempts.
@@ -181,19 +182,36 @@ class Store:
             try:
                 self.fs.pipe_file(target, data)
             except Exception as exc:  # s3fs/botocore raise many types for one cause
-                msg = f"cannot write {self.display(target)}: {_short(exc)}"
-                raise StoreError(msg) from exc
+                raise self._write_error(target, exc) from exc
             return
-        os.makedirs(os.path.dirname(target), exist_ok=True)
         tmp = f"{target}.tmp-{uuid.uuid4().hex}"
-        with open(tmp, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, target)
+        try:
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            with open(tmp, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, target)
+        except OSError as exc:  # disk full, read-only, no permission: the target is as it was
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
+            raise self._write_error(target, exc) from exc
+
+    def _write_error(self, target: str, exc: BaseException) -> StoreError:
+        """One line naming the store, the operation and the cause (``[Errno 28] No space left on device``)."""
+        return StoreError(f"cannot write {self.display(target)}: {_short(exc)}")
 
     def read_json(self, relpath: str) -> Any:
-        return orjson.loads(self.fs.cat_file(self.path(relpath)))
+        """A JSON file of the store; ``FileNotFoundError`` if it is not there, :class:`StoreError` if it cannot be read."""
+        target = self.path(relpath)
+        try:
+            data = self.fs.cat_file(target)
+        except FileNotFoundError:
+            raise
+        except Exception as exc:  # s3fs/botocore raise many types for one cause
+            msg = f"cannot read {self.display(target)}: {_short(exc)}"
+            raise StoreError(msg) from exc
+        return orjson.loads(data)
 
     def write_parquet(self, relpath: str, frame: pl.DataFrame) -> None:
         """Write one zstd Parquet file (polars' writer: faster than pyarrow's here)."""
@@ -205,24 +223,42 @@ class Store:
             try:
                 self.fs.pipe_file(target, sink.getvalue())
             except Exception as exc:  # s3fs/botocore raise many types for one cause
-                msg = f"cannot write {self.display(target)}: {_short(exc)}"
-                raise StoreError(msg) from exc
+                raise self._write_error(target, exc) from exc
             return
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        frame.write_parquet(target, compression="zstd")
+        try:
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            frame.write_parquet(target, compression="zstd")
+        except Exception as exc:  # OSError, or polars' own error around one (disk full)
+            # Only parts not yet committed and a run's tables are written in place; a cut one goes.
+            with contextlib.suppress(OSError):
+                os.remove(target)
+            raise self._write_error(target, exc) from exc
 
     def read_parquet(self, path: str) -> pl.DataFrame:
         """One Parquet file of the store, whole (``path`` as returned by listings)."""
         import pyarrow.parquet as pq  # here, not at the top: a command that reads no file whole skips its import
 
-        with self.fs.open(path, "rb") as handle:
-            frame = pl.from_arrow(pq.ParquetFile(handle).read())
+        try:
+            with self.fs.open(path, "rb") as handle:
+                frame = pl.from_arrow(pq.ParquetFile(handle).read())
+        except FileNotFoundError:
+            raise
+        except Exception as exc:  # s3fs/botocore/pyarrow raise many types for one cause
+            msg = f"cannot read {self.display(path)}: {_short(exc)}"
+            raise StoreError(msg) from exc
         assert isinstance(frame, pl.DataFrame)
         return frame
 
     def remove(self, paths: list[str]) -> None:
-        if paths:
+        if not paths:
+            return
+        try:
             self.fs.rm(paths)
+        except FileNotFoundError:
+            pass  # already gone: what removing wanted
+        except Exception as exc:  # s3fs/botocore raise many types for one cause
+            msg = f"cannot remove {self.display(paths[0])}: {_short(exc)}"
+            raise StoreError(msg) from exc
 
     # ------------------------------------------------------------ layout
     @staticmethod
@@ -284,6 +320,9 @@ class Store:
             return list(self.fs.find(self.path(relpath)))
         except FileNotFoundError:
             return []
+        except Exception as exc:  # s3fs/botocore raise many types for one cause
+            msg = f"cannot list {self.display(self.path(relpath))}: {_short(exc)}"
+            raise StoreError(msg) from exc
 
     def _files(self, relpath: str, *, committed_only: bool) -> list[tuple[str, str]]:
         """(path, source id) of the Parquet parts under ``relpath``."""
@@ -392,7 +431,10 @@ class Store:
             msg = "a staging area exists on local stores only"
             raise ValueError(msg)
         area = self.path(STAGING, f"{sid}-{uuid.uuid4().hex[:8]}")
-        os.makedirs(area)
+        try:
+            os.makedirs(area)
+        except OSError as exc:  # disk full, read-only
+            raise self._write_error(area, exc) from exc
         return area
 
     def adopt(self, area: str, relpaths: list[str]) -> None:
@@ -403,8 +445,11 @@ class Store:
         """
         for relpath in relpaths:
             target = self.path(relpath)
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            os.replace(os.path.join(area, relpath), target)
+            try:
+                os.makedirs(os.path.dirname(target), exist_ok=True)
+                os.replace(os.path.join(area, relpath), target)
+            except OSError as exc:  # disk full (a new folder): the moved parts stay invisible
+                raise self._write_error(target, exc) from exc
         shutil.rmtree(area, ignore_errors=True)
 
     # ------------------------------------------------------------ reading
@@ -561,6 +606,73 @@ class Store:
                 held = self.read_json(S3_LOCK_FILE)
                 if held.get("token") == token:
                     self.fs.rm(self.path(S3_LOCK_FILE))
+
+    @contextlib.contextmanager
+    def run_lock(self) -> Iterator[bool]:
+        """Held by a nightly run from its start to its end; yields whether no other run holds it.
+
+        Local stores: an OS file lock beside the ingest's, never waited for
+        (two runs may overlap; only one that holds it may clean what a killed
+        run left) and released by the kernel when the process dies, SIGKILL
+        included. S3 has no such lock: yields ``False`` (a run there cleans
+        only by age, :func:`jurymeter.pipeline.publish.clean_unpublished`).
+        """
+        if self.is_s3:
+            yield False
+            return
+        import filelock
+
+        try:
+            os.makedirs(self.root, exist_ok=True)
+        except OSError as exc:
+            raise self._write_error(self.root, exc) from exc
+        lock = filelock.FileLock(self.path(RUN_LOCK_FILE))
+        try:
+            lock.acquire(timeout=0)
+        except filelock.Timeout:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            lock.release()
+
+    def folders(self, relpath: str) -> list[str]:
+        """Names of the folders right under ``relpath`` (none: ``[]``), empty ones included on a local disk."""
+        target = self.path(relpath)
+        try:
+            if not self.is_s3:
+                return sorted(e.name for e in os.scandir(target) if e.is_dir(follow_symlinks=False))
+            return sorted(str(p).rstrip("/").rsplit("/", 1)[-1] for p in self.fs.ls(target, detail=False)
+                          if self.fs.isdir(p))
+        except FileNotFoundError:
+            return []
+        except Exception as exc:  # s3fs/botocore raise many types for one cause
+            msg = f"cannot list {self.display(target)}: {_short(exc)}"
+            raise StoreError(msg) from exc
+
+    def remove_folder(self, relpath: str, files: list[str]) -> None:
+        """Remove ``files`` (full paths, as listings return them) and, on a local disk, the folder ``relpath``."""
+        self.remove(files)
+        if not self.is_s3:
+            shutil.rmtree(self.path(relpath), ignore_errors=True)
+
+    def ages(self, relpath: str) -> dict[str, float]:
+        """Seconds since each file under ``relpath`` was last written, by path (none: ``{}``)."""
+        try:
+            found = self.fs.find(self.path(relpath), detail=True)
+        except FileNotFoundError:
+            return {}
+        except Exception as exc:  # s3fs/botocore raise many types for one cause
+            msg = f"cannot list {self.display(self.path(relpath))}: {_short(exc)}"
+            raise StoreError(msg) from exc
+        now = time.time()
+        out = {}
+        for path, info in found.items():
+            stamp = info.get("mtime", info.get("LastModified"))
+            seconds = stamp.timestamp() if hasattr(stamp, "timestamp") else float(stamp or now)
+            out[path] = max(0.0, now - seconds)
+        return out
 
     def _acquire_s3_lock(self, timeout: float) -> str:
         """Take the S3 lock object; return the token that proves ownership.

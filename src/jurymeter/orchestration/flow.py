@@ -31,7 +31,7 @@ from jurymeter.pipeline.config import DaskConfig, RunConfig, load_config
 from jurymeter.pipeline.fit import fit_and_tabulate, one_line
 from jurymeter.pipeline.jobs import FitJob, Plan, new_run_id, plan_fits
 from jurymeter.pipeline.landing import ingest_landing as _ingest_landing
-from jurymeter.pipeline.publish import publish_run
+from jurymeter.pipeline.publish import clean_unpublished, publish_run
 
 if TYPE_CHECKING:
     import distributed
@@ -255,9 +255,19 @@ def nightly(
     -------
     The run's ``summary.json`` content (``docs/results.md``).
     """
+    config = load_config(config_path, overrides=overrides)
+    store = Store(config.store, config.storage_options)
+    # Held to the end (the kernel releases it if this process is killed): a run that
+    # holds it knows a results folder without summary.json is a killed run's.
+    with store.run_lock() as alone:
+        clean_unpublished(store, alone=alone)
+        return _nightly(config, force)
+
+
+def _nightly(config: RunConfig, force: bool) -> dict[str, Any]:
+    """The flow's stages, in the flow's run (see :func:`nightly`)."""
     import datetime as dt
 
-    config = load_config(config_path, overrides=overrides)
     run_id = new_run_id()
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     timings: dict[str, float] = {}

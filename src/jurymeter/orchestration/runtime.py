@@ -58,6 +58,29 @@ SERVER_ENV = {"PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREF
 PORT_IN_USE = 3  # uvicorn's exit status when its port is taken
 
 
+# The server's command runs through this: on Linux it asks the kernel to send it
+# SIGTERM when its parent dies (prctl PR_SET_PDEATHSIG, kept across exec), so a
+# run killed with SIGKILL, which can tell no child, still ends its server. The
+# "parent" is the thread that started it: TemporaryServer starts it from the thread
+# that runs the run (the main thread). If the parent is gone before the request
+# took effect, it exits at once. Elsewhere it just runs the command.
+_DIES_WITH_PARENT = """\
+import ctypes, os, signal, sys
+try:
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+except (AttributeError, OSError):
+    pass
+if os.getppid() != int(sys.argv[1]):
+    sys.exit(0)
+os.execv(sys.argv[2], sys.argv[2:])
+"""
+
+
+def dies_with_parent(command: list[str]) -> list[str]:
+    """``command`` run so that it ends when this process ends, SIGKILL included (Linux)."""
+    return [sys.executable, "-c", _DIES_WITH_PARENT, str(os.getpid()), *command]
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -93,11 +116,11 @@ class TemporaryServer:
         self.port = _free_port()
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
-                [
+                dies_with_parent([
                     sys.executable, "-m", "uvicorn", "--app-dir", app_dir, "--factory",
                     "prefect.server.api.server:create_app", "--host", "127.0.0.1",
                     "--port", str(self.port), "--log-level", "error", "--lifespan", "on",
-                ],
+                ]),
                 env={**os.environ, **SERVER_ENV},
                 stdin=subprocess.DEVNULL,
                 stdout=log,

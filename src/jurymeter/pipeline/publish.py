@@ -18,7 +18,7 @@ import polars as pl
 
 from jurymeter.analyses.headlines import run_headlines
 from jurymeter.io.store import Store
-from jurymeter.pipeline.cache import FAILED, FitOutcome, dumps, tables_of
+from jurymeter.pipeline.cache import CACHE, FAILED, FitOutcome, dumps, tables_of
 from jurymeter.pipeline.history import load_history
 from jurymeter.pipeline.tables import combine_tables, schemas
 
@@ -71,15 +71,18 @@ def publish_run(
     timings["write"] = time.perf_counter() - clock
     fits = [fit_entry(o) for o in outcomes]
     failed = sum(f["status"] == FAILED for f in fits)
+    # Landing files the ingest could not read (nothing of them stored): alerts of the run.
+    unreadable = list((ingest_report or {}).get("sources_unreadable") or [])
     summary: dict[str, Any] = {
         "run_id": run_id,
         "started": started,
         "finished": None,
-        "status": "partial" if failed else "complete",
+        "status": "partial" if failed or unreadable else "complete",
         "store": store.url,
         "landing": config.landing,
         "config_digest": config.digest(),
         "ingest": ingest_report,
+        "sources_unreadable": unreadable,
         "fits": fits,
         "skipped": [asdict(s) for s in skipped or []],
         "judges": _judge_health(store),
@@ -103,6 +106,39 @@ def publish_run(
     store.write_bytes(f"{folder}/summary.json", dumps(summary))
     store.write_json("results/latest.json", {"run_id": run_id, "path": store.path(folder)})
     return summary
+
+
+# A results folder without summary.json whose newest file is older than this is a
+# killed run's, also where no run lock says so (S3): no run publishes for a day.
+UNPUBLISHED_STALE_SECONDS = 24 * 3600
+
+
+def clean_unpublished(store: Store, *, alone: bool) -> list[str]:
+    """Remove what killed runs left: results folders without ``summary.json``, temporary files.
+
+    A run folder counts only once its ``summary.json`` is written (the
+    history and ``results/latest.json`` never point at one without it), so
+    such a folder is a run being published or one that was killed. ``alone``
+    (this run holds :meth:`Store.run_lock`, so no other run is publishing)
+    removes them all; otherwise only those untouched for
+    :data:`UNPUBLISHED_STALE_SECONDS`. Returns the folders removed.
+    """
+    ages = store.ages("results")
+    prefix = store.path("results") + "/"
+    cache = CACHE.split("/", 1)[1]  # the fit cache lives under results/ too; its entries have their own marker
+    removed = []
+    for run in store.folders("results"):
+        if run == cache or store.fs.exists(store.path("results", run, "summary.json")):
+            continue
+        files = [p for p in ages if p.startswith(f"{prefix}{run}/")]
+        # No file yet: a folder made by a run killed before its first file (or being published
+        # this instant, which only a run alone can rule out).
+        if alone or (files and min(ages[p] for p in files) > UNPUBLISHED_STALE_SECONDS):
+            store.remove_folder(f"results/{run}", files)
+            removed.append(run)
+    if alone:  # a write cut between its temporary file and the rename (the cache's included)
+        store.remove([p for p in ages if ".tmp-" in p.rsplit("/", 1)[-1]])
+    return removed
 
 
 def _judge_health(store: Store) -> list[dict[str, Any]]:
