@@ -176,3 +176,11 @@ def test_logs_without_batches_keep_their_keys(tmp_path: Path) -> None:
     (source,) = report.sources
     # i1: three records of one key with two values, all conflicts; i2: two replicates
     assert (source.accepted, source.quarantined, source.duplicates_dropped) == (2, 3, 0)
+
+
+def test_store_info_counts_the_batch_ratings_as_replicates(batched: tuple[Store, list[dict[str, Any]]]) -> None:
+    store, _ = batched
+    result = CliRunner().invoke(app, ["store", "info", "--store", store.url, "--json"])
+    assert result.exit_code == 0, result.output
+    (row,) = orjson.loads(result.stdout)["item_sets"]
+    assert (row["records"], row["replicates"], row["cells_present"]) == (1440, CYCLES, 3 * 8 * 2)

@@ -53,6 +53,9 @@ def test_store_info_reads_the_old_store(old_store: Store) -> None:
     records = {(r["protocol"], r["item_set"]): r["records"] for r in info["item_sets"]}
     assert records == {("pointwise", "fixture"): 12, ("pointwise", "mt-bench"): 12,
                        ("pointwise", "jm_mock_judge"): 22, ("pairwise", "fixture-pairs"): 6}
+    replicates = {r["item_set"]: r["replicates"] for r in info["item_sets"]}
+    # mt_bench_single.jsonl: 6 keys judged twice; the others rate each output once (batches or not)
+    assert replicates == {"fixture": 1, "mt-bench": 2, "jm_mock_judge": 1, "fixture-pairs": 1}
     assert info["quarantine"] == {"unscored": 2}
     assert info["metadata"] == {"systems": 2, "judges": 0}
 

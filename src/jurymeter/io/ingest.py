@@ -34,6 +34,7 @@ from jurymeter.io.adapters.reading import REJECT_MESSAGE, REJECT_REASON
 from jurymeter.io.schema import (
     ID_LIKE_COLUMNS,
     QUARANTINE_SCHEMA,
+    RATING_KEY,
     SCHEMAS,
     SOURCE_ID,
     SOURCE_LINE,
@@ -530,6 +531,11 @@ def _resolve_duplicates(
     """
     schema = SCHEMAS[protocol]
     key = [c for c in schema.key if c != "item_set"]
+    # Candidates are found by a hash of the key without the rating columns (run, batch,
+    # position): rows equal on the whole key are equal on it, so no pair is missed, and
+    # the pass reads and hashes no more than before those columns joined the key (a log
+    # that rates an output in several batches makes them all candidates, compared exactly).
+    hashed = [c for c in key if c not in RATING_KEY]
     needed = [*key, *schema.value, SOURCE_ID, SOURCE_LINE]
     dropped = 0
     conflicts: list[pl.DataFrame] = []
@@ -543,7 +549,7 @@ def _resolve_duplicates(
             frames.append(
                 store.scan_files(old_paths, needed, protocol).with_columns(is_new=pl.lit(False))
             )
-        both = pl.concat(frames).with_columns(pl.struct(key).hash().alias("__h"))
+        both = pl.concat(frames).with_columns(pl.struct(hashed).hash().alias("__h"))
         repeated = (
             both.group_by("__h").agg(pl.len().alias("n")).filter(pl.col("n") > 1).select("__h")
         ).collect()
