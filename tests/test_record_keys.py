@@ -184,3 +184,22 @@ def test_store_info_counts_the_batch_ratings_as_replicates(batched: tuple[Store,
     assert result.exit_code == 0, result.output
     (row,) = orjson.loads(result.stdout)["item_sets"]
     assert (row["records"], row["replicates"], row["cells_present"]) == (1440, CYCLES, 3 * 8 * 2)
+
+
+def test_only_an_item_set_with_several_ratings_of_a_cell_is_flagged(
+        batched: tuple[Store, list[dict[str, Any]]], tmp_path: Path) -> None:
+    from jurymeter.io.store import RATED_CELLS_FILE
+
+    store, _ = batched
+    assert (Path(store.root) / store.partition_dir("pointwise", "seq") / RATED_CELLS_FILE).is_file()
+    # one rating per cell, batched or not, over two files: no flag (the fits read such records as they are)
+    once = [{**BASE, "score": 3, "batch_id": "b1", "batch_position": 0},
+            {**BASE, "item_id": "i2", "score": 4, "batch_id": "b1", "batch_position": 1}]
+    plain = Store(str(tmp_path / "plain"))
+    run_ingest(plain, write_jsonl(tmp_path / "once.jsonl", once))
+    run_ingest(plain, write_jsonl(tmp_path / "again.jsonl", [*once, {**BASE, "item_id": "i3", "score": 1}]))
+    assert not (Path(plain.root) / plain.partition_dir("pointwise", "keys") / RATED_CELLS_FILE).exists()
+    # a later file rates i1 in another batch: now flagged
+    run_ingest(plain, write_jsonl(tmp_path / "more.jsonl", [{**BASE, "score": 5, "batch_id": "b2",
+                                                            "batch_position": 0}]))
+    assert (Path(plain.root) / plain.partition_dir("pointwise", "keys") / RATED_CELLS_FILE).is_file()

@@ -49,7 +49,7 @@ from jurymeter.io.sources import (
     content_sha256,
     read_batches,
 )
-from jurymeter.io.store import Store
+from jurymeter.io.store import RATED_CELLS_FILE, Store
 from jurymeter.io.streaming import Census, eligible, stream_source
 from jurymeter.io.validate import ROW, ValidationOptions, apply_column_map, validate_batch
 
@@ -557,6 +557,7 @@ def _resolve_duplicates(
             continue
         buckets = -(-repeated.height // CANDIDATES_PER_PASS)
         drop_parts, conflict_parts = [], []
+        rated = False
         for bucket in range(buckets):
             in_bucket = (pl.col("__h") % buckets) == bucket
             candidates = both.filter(in_bucket).join(
@@ -565,6 +566,9 @@ def _resolve_duplicates(
             drop_lines, conflict = _classify_candidates(candidates, key, protocol)
             drop_parts.append(drop_lines)
             conflict_parts.append(conflict)
+            rated = rated or _several_ratings(candidates, hashed, pl.concat([drop_lines, conflict[SOURCE_LINE]]))
+        if rated and item_set is not None:
+            store.write_json(f"{store.partition_dir(protocol, item_set)}/{RATED_CELLS_FILE}", {"rated_cells": True})
         drop_lines = pl.concat(drop_parts)
         conflict = pl.concat(conflict_parts)
         if conflict.height:
@@ -575,6 +579,17 @@ def _resolve_duplicates(
             emptied = _rewrite_without(store, new_paths, removed)
             staged.parts = [p for p in staged.parts if store.path(p[1]) not in emptied]
     return dropped, (pl.concat(conflicts) if conflicts else None)
+
+
+def _several_ratings(candidates: pl.DataFrame, cell: list[str], removed: pl.Series) -> bool:
+    """Whether the rows that stay (stored, or new and neither dropped nor in conflict) rate one cell twice.
+
+    The rows that stay have distinct keys, so two of them equal on ``cell`` (the
+    key without its rating columns) are two ratings of one cell, told apart by
+    run, batch or position.
+    """
+    stay = candidates.filter(~(pl.col("is_new") & pl.col(SOURCE_LINE).is_in(removed.implode())))
+    return bool(stay.select(pl.struct(cell).is_duplicated().any()).item())
 
 
 def _classify_candidates(

@@ -23,7 +23,7 @@ from jurymeter.analyses import registered
 from jurymeter.analyses.base import FitScope, Mapper
 from jurymeter.errors import NotApplicableError
 from jurymeter.io.schema import RATING_KEY, SCHEMAS, Protocol
-from jurymeter.io.store import Store
+from jurymeter.io.store import RATED_CELLS_FILE, Store
 from jurymeter.pipeline.jobs import FitJob
 from jurymeter.pipeline.tables import fit_tables
 
@@ -108,7 +108,7 @@ def fit_scope(job: FitJob, mapper: Mapper = map) -> FitScope:
             records = records.filter(pl.col("system_id").is_in(population))
         else:  # a pairwise judgment belongs to the population when both its systems do
             records = records.filter(pl.col("system_a").is_in(population) & pl.col("system_b").is_in(population))
-    records = rated_replicates(records, job.protocol)
+    records = rated_replicates(records, job.protocol, flagged=_rated_cells(store, job))
     judge_health = None
     if any(a.reads_judge_health for a in analyses):
         from jurymeter.io.info import judge_health as read_judge_health
@@ -119,7 +119,16 @@ def fit_scope(job: FitJob, mapper: Mapper = map) -> FitScope:
                     settings=settings, judge_health=judge_health, mapper=mapper)
 
 
-def rated_replicates(records: pl.LazyFrame, protocol: Protocol) -> pl.LazyFrame:
+def _rated_cells(store: Store, job: FitJob) -> bool:
+    """Whether an ingest stored two ratings of one cell in the job's item set (``io.store.RATED_CELLS_FILE``)."""
+    try:
+        store.read_json(f"{store.partition_dir(job.protocol, job.item_set)}/{RATED_CELLS_FILE}")
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def rated_replicates(records: pl.LazyFrame, protocol: Protocol, *, flagged: bool = True) -> pl.LazyFrame:
     """The records with every rating of a cell under its own ``replicate``: what the fits index.
 
     The stored key (``io.schema``) tells apart ratings of one (system, item,
@@ -132,19 +141,17 @@ def rated_replicates(records: pl.LazyFrame, protocol: Protocol) -> pl.LazyFrame:
     counts them as replicates (the ``r:sij`` facet), as it counts repeated
     judge calls. The numbering keeps each cell's replicates in their order, so
     rule 3 of the balanced block (the first ``k`` replicates) keeps the same
-    records, and records whose cells hold one rating per replicate (every
-    store without repeated outputs) are handed on untouched, unread: the check
-    is one scan of the key columns, only when a rating column holds a value.
-    The renumbered records are read into memory (a sequential log's size).
+    records. ``flagged``: whether the item set may hold such cells (the ingest
+    that stored one wrote ``io.store.RATED_CELLS_FILE``); unflagged records are
+    handed on untouched and unread, so a store without them pays nothing.
+    Flagged, one scan of the key columns checks; the renumbered records are
+    read into memory (a sequential log's size: 2M records take about 5 s).
     """
     names = records.collect_schema().names()
     extra = [c for c in RATING_KEY if c in names]
-    if not extra:
+    if not extra or not flagged:
         return records
     cell = [c for c in SCHEMAS[protocol].key if c not in ("item_set", "replicate", *RATING_KEY)]
-    rated = records.select(pl.any_horizontal(pl.col(c).is_not_null() for c in extra).any()).collect().item()
-    if not rated:
-        return records
     counted = records.select(pl.len(), pl.struct(*cell, "replicate").hash().n_unique().alias("cells")).collect()
     if counted["cells"].item() == counted["len"].item():  # a hash collision only makes this renumber
         return records
