@@ -7,6 +7,8 @@
 | ``jurymeter gstudy`` on it counts each output's 30 batch ratings as replicates (``r:sij``), keeps every record, and its system means are the plain means | 30 replicates by construction; means summed in plain Python |
 | the same rating delivered again is an exact duplicate; the same batch and position with another score is a conflict; logs without batches keep their old keys | hand-written records, hand-counted |
 | a second run (``run_id``) of one output is stored beside the first | hand-written records |
+| ``store info`` counts the batch ratings as replicates; only an item set with such cells is flagged for the fits | 30 by construction; hand-written records over three files |
+| with 15 ratings left out, Henderson's every-record fit keeps 1425 observations as replicates and its system means are the plain means | the CSV's scores summed in plain Python |
 """
 
 from __future__ import annotations
@@ -203,3 +205,30 @@ def test_only_an_item_set_with_several_ratings_of_a_cell_is_flagged(
     run_ingest(plain, write_jsonl(tmp_path / "more.jsonl", [{**BASE, "score": 5, "batch_id": "b2",
                                                             "batch_position": 0}]))
     assert (Path(plain.root) / plain.partition_dir("pointwise", "keys") / RATED_CELLS_FILE).is_file()
+
+
+def test_the_every_record_fit_counts_uneven_batch_ratings(
+        batched: tuple[Store, list[dict[str, Any]]], tmp_path: Path) -> None:
+    _, filled = batched
+    kept = [r for k, r in enumerate(filled) if k % 97 != 5]  # 15 ratings left out: uneven cells
+    log = tmp_path / "uneven.csv"
+    with log.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(kept[0]))
+        writer.writeheader()
+        writer.writerows(kept)
+    store = Store(str(tmp_path / "store"))
+    run_ingest(store, log, item_set="seq")
+    result = CliRunner().invoke(app, ["gstudy", "--store", store.url, "--item-set", "seq", "--json",
+                                      "--boot", "20", "--estimator", "henderson"])
+    assert result.exit_code == 0, result.output
+    report = orjson.loads(result.stdout)
+    assert len(kept) == 1440 - 15
+    assert report["estimator"] == "henderson"
+    assert report["design"] == "s x i x j x r:sij"
+    assert report["block"]["observations_used"] == 1425
+    # every rating is its own cell (system, item, judge, renumbered replicate): the system means are plain means
+    sums: dict[str, list[float]] = defaultdict(list)
+    for r in kept:
+        sums[r["system_id"]].append(float(r["score"]))
+    for system, scores in sums.items():
+        assert report["system_means"][system] == pytest.approx(sum(scores) / len(scores), abs=1e-12)
