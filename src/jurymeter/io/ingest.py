@@ -586,10 +586,16 @@ def _several_ratings(candidates: pl.DataFrame, cell: list[str], removed: pl.Seri
 
     The rows that stay have distinct keys, so two of them equal on ``cell`` (the
     key without its rating columns) are two ratings of one cell, told apart by
-    run, batch or position.
+    run, batch or position. Only a cell with a new row that stays can be new
+    such a cell (the stored rows' were flagged when they came), so a re-delivery
+    whose every row is dropped costs nothing more.
     """
     stay = candidates.filter(~(pl.col("is_new") & pl.col(SOURCE_LINE).is_in(removed.implode())))
-    return bool(stay.select(pl.struct(cell).is_duplicated().any()).item())
+    fresh = stay.filter(pl.col("is_new")).select(cell)
+    if not fresh.height:
+        return False
+    touched = stay.join(fresh.unique(), on=cell, how="semi", nulls_equal=True)
+    return bool(touched.select(pl.struct(cell).is_duplicated().any()).item())
 
 
 def _classify_candidates(
