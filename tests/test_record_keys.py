@@ -232,3 +232,24 @@ def test_the_every_record_fit_counts_uneven_batch_ratings(
         sums[r["system_id"]].append(float(r["score"]))
     for system, scores in sums.items():
         assert report["system_means"][system] == pytest.approx(sum(scores) / len(scores), abs=1e-12)
+
+
+def test_a_pairwise_game_judged_in_two_batches_is_two_games(tmp_path: Path) -> None:
+    systems = ["a", "b", "c"]
+    rows: list[dict[str, Any] | str] = []
+    for item in range(12):
+        for x, y in ((x, y) for x in systems for y in systems if x != y):
+            for batch in ("b1", "b2"):  # each ordered game in two batches, with verdicts that differ
+                rows.append({"item_set": "pw", "item_id": f"i{item}", "system_a": x, "system_b": y,
+                             "judge_id": "j", "winner": ("A", "B", "tie")[(item + len(batch + x + y) + ord(batch[1]))
+                                                                          % 3],
+                             "batch_id": f"{batch}-{item}", "batch_position": 3 * systems.index(x) + systems.index(y)})
+    report = run_ingest(tmp_path / "store", write_jsonl(tmp_path / "pw.jsonl", rows))
+    (source,) = report.sources
+    assert (source.accepted, source.quarantined, source.duplicates_dropped) == (144, 0, 0)
+    result = CliRunner().invoke(app, ["pairwise", "--store", str(tmp_path / "store"), "--item-set", "pw",
+                                      "--json", "--boot", "20"])
+    assert result.exit_code == 0, result.output
+    out = orjson.loads(result.stdout)
+    # 12 items x 6 ordered games x 2 batches; the two orders of a pair reconciled per replicate: 12 x 3 x 2
+    assert (out["games"], out["outcomes"]) == (144, 72)
