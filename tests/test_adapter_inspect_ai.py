@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import pytest
 import zstandard
 
@@ -482,3 +483,80 @@ def test_cuts_and_flipped_bytes_anywhere_never_raise(path: Path) -> None:
         for variant in (data[:at], bytes(flipped)):
             out, _ = run(variant, path.name)
             assert all(isinstance(j, Judgment | Unreadable) for j in out)
+
+
+# -- item identity: the eval's task and dataset, runs told apart by the key -----------------
+
+
+def another_eval(*, run_id: str, eval_id: str, model: str | None = None, regrade: str | None = None) -> bytes:
+    """The .eval sample as another run: its header's (and journal's) ids and model edited, written with deflate.
+
+    ``regrade``: the grade grader-alpha gives q01 in epoch 1 of this run (the sample's is ``C``).
+    """
+    members = []
+    for name, text in eval_members(EVAL.read_bytes()):
+        if name in ("header.json", "_journal/start.json"):
+            document = json.loads(text)
+            document["eval"]["run_id"], document["eval"]["eval_id"] = run_id, eval_id
+            if model is not None:
+                document["eval"]["model"] = model
+            text = json.dumps(document).encode()
+        elif name == "samples/q01_epoch_1.json" and regrade is not None:
+            document = json.loads(text)
+            assert document["scores"][ALPHA]["value"] == "C"
+            document["scores"][ALPHA]["value"] = regrade
+            text = json.dumps(document).encode()
+        members.append((name, text))
+    return deflate_eval(members)
+
+
+def _ingest(tmp_path: Path, logs: dict[str, bytes]) -> Any:
+    from ingest_util import run_ingest
+    from jurymeter.io.store import Store
+
+    paths = []
+    for name, data in logs.items():
+        (tmp_path / name).write_bytes(data)
+        paths.append(tmp_path / name)
+    store = Store(str(tmp_path / "store"))
+    return store, run_ingest(store, *paths)
+
+
+def test_two_runs_of_one_model_are_both_stored(tmp_path: Path) -> None:
+    second = another_eval(run_id="run-two", eval_id="eval-two", regrade="I")
+    store, report = _ingest(tmp_path, {"first.eval": EVAL.read_bytes(), "second.eval": second})
+    # each run: 12 sample-epochs x 2 graders = 24 judgments, 22 graded, 2 unscored; nothing merged
+    for source in report.sources:
+        assert (source.read, source.accepted, source.quarantined, source.duplicates_dropped) == (24, 22, 2, 0)
+        assert source.reasons == {"unscored": 2}
+    stored = store.scan("pointwise", "jm_mock_judge").collect()
+    assert stored.height == 44
+    assert sorted(stored["item_id"].unique().to_list()) == [f"q0{n}" for n in range(1, 7)]
+    q01 = stored.filter((pl.col("item_id") == "q01") & (pl.col("generation") == 0)
+                        & (pl.col("judge_id") == JUDGES[ALPHA]))
+    assert sorted(zip(q01["run_id"].to_list(), q01["score"].to_list(), strict=True)) == [
+        ("Zibe37Wu5UjDmr4xmwB99E", 1.0), ("run-two", 0.0)]
+
+
+def test_two_models_share_their_items(tmp_path: Path) -> None:
+    other = another_eval(run_id="run-other", eval_id="eval-other", model="mockllm/other")
+    store, _ = _ingest(tmp_path, {"model.eval": EVAL.read_bytes(), "other.eval": other})
+    stored = store.scan("pointwise", "jm_mock_judge").collect()
+    items = {s: set(stored.filter(pl.col("system_id") == s)["item_id"].to_list())
+             for s in ("mockllm/model", "mockllm/other")}
+    assert items["mockllm/model"] == items["mockllm/other"] == {f"q0{n}" for n in range(1, 7)}
+
+
+def test_the_dataset_and_an_overridden_task_prefix_the_item() -> None:
+    def named(document: dict[str, Any]) -> None:
+        document["eval"]["dataset"]["name"] = "capitals"
+
+    data = edited_json(named)
+    plain = judgments(run(data, "named.json")[0])
+    assert {j.fields["item_id"] for j in plain} == {f"capitals/q0{n}" for n in range(1, 7)}
+    assert {j.fields["sample_id"] for j in plain} == {f"q0{n}" for n in range(1, 7)}
+    # another item set than the task: the task keeps two tasks' samples apart in it
+    override = judgments(run(data, "named.json", AdapterOptions(item_set="bench"))[0])
+    assert {j.fields["item_id"] for j in override} == {f"jm_mock_judge/capitals/q0{n}" for n in range(1, 7)}
+    unnamed = judgments(run(JSON.read_bytes(), str(JSON), AdapterOptions(item_set="bench"))[0])
+    assert {j.fields["item_id"] for j in unnamed} == {f"jm_mock_judge/q0{n}" for n in range(1, 7)}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 
 from jurymeter.io.quarantine import reasons_by_source, scan_committed
-from jurymeter.io.schema import JUDGE_FAILURES, JUDGMENT_PROTOCOLS, Protocol
+from jurymeter.io.schema import JUDGE_FAILURES, JUDGMENT_PROTOCOLS, RATING_KEY, SCHEMAS, Protocol
 from jurymeter.io.store import Store
 
 INFO_COLUMNS = (
@@ -62,16 +62,43 @@ def _summary_of(protocol: Protocol, item_set: str, frame: pl.LazyFrame) -> pl.La
     )
 
 
+def _most_ratings(protocol: Protocol, frame: pl.LazyFrame) -> pl.LazyFrame:
+    """The most ratings of one (system or systems, item, judge, generation): its replicates as the fits count them.
+
+    Where runs or batches rate one output several times under one replicate
+    number (``io.schema.RATING_KEY``), the distinct replicate numbers undercount
+    them; the fits number such ratings as replicates (``pipeline.fit.rated_replicates``).
+    """
+    cell = [c for c in SCHEMAS[protocol].key if c not in ("item_set", "replicate", *RATING_KEY)]
+    return frame.group_by(cell).agg(pl.struct("replicate", *RATING_KEY).n_unique().alias("n")).select(
+        pl.col("n").max().cast(pl.Int64).alias("replicates"))
+
+
 def store_info(store: Store) -> pl.DataFrame:
-    """One row per (protocol, item set) with counts and crossing completeness."""
+    """One row per (protocol, item set) with counts and crossing completeness.
+
+    ``replicates`` is the number of distinct replicate numbers, or, in an item
+    set whose records carry a run or batch, the most ratings of one output by
+    one judge (:func:`_most_ratings`).
+    """
     store.check()
-    rows = []
+    rows, rated, scans = [], [], []
     for protocol in JUDGMENT_PROTOCOLS:
         for item_set in store.item_sets(protocol):
-            rows.append(_summary_of(protocol, item_set, store.scan(protocol, item_set)))
+            scan = store.scan(protocol, item_set)
+            rows.append(_summary_of(protocol, item_set, scan))
+            rated.append(scan.select(pl.any_horizontal(pl.col(c).is_not_null() for c in RATING_KEY).any()))
+            scans.append((protocol, scan))
     if not rows:
         return pl.DataFrame(schema={c: pl.String if c in ("protocol", "item_set") else (pl.Float64 if c == "completeness" else pl.Int64) for c in INFO_COLUMNS})
-    return pl.concat(pl.collect_all(rows))
+    summary = pl.concat(pl.collect_all(rows))
+    flags = [bool(f.item()) for f in pl.collect_all(rated)]
+    if any(flags):
+        counted = iter(pl.collect_all([_most_ratings(p, scan) for (p, scan), f in zip(scans, flags, strict=True) if f]))
+        replicates = [int(next(counted).item()) if f else r
+                      for f, r in zip(flags, summary["replicates"].to_list(), strict=True)]
+        summary = summary.with_columns(pl.Series("replicates", replicates, dtype=pl.Int64))
+    return summary
 
 
 def metadata_counts(store: Store) -> dict[str, int]:

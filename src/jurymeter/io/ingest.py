@@ -35,6 +35,7 @@ from jurymeter.io.adapters.reading import REJECT_MESSAGE, REJECT_REASON
 from jurymeter.io.schema import (
     ID_LIKE_COLUMNS,
     QUARANTINE_SCHEMA,
+    RATING_KEY,
     SCHEMAS,
     SOURCE_ID,
     SOURCE_LINE,
@@ -49,7 +50,7 @@ from jurymeter.io.sources import (
     content_sha256,
     read_batches,
 )
-from jurymeter.io.store import Store
+from jurymeter.io.store import RATED_CELLS_FILE, Store
 from jurymeter.io.streaming import Census, eligible, stream_source
 from jurymeter.io.validate import ROW, ValidationOptions, apply_column_map, validate_batch
 
@@ -600,6 +601,11 @@ def _resolve_duplicates(
     """
     schema = SCHEMAS[protocol]
     key = [c for c in schema.key if c != "item_set"]
+    # Candidates are found by a hash of the key without the rating columns (run, batch,
+    # position): rows equal on the whole key are equal on it, so no pair is missed, and
+    # the pass reads and hashes no more than before those columns joined the key (a log
+    # that rates an output in several batches makes them all candidates, compared exactly).
+    hashed = [c for c in key if c not in RATING_KEY]
     needed = [*key, *schema.value, SOURCE_ID, SOURCE_LINE]
     dropped = 0
     conflicts: list[pl.DataFrame] = []
@@ -613,7 +619,7 @@ def _resolve_duplicates(
             frames.append(
                 store.scan_files(old_paths, needed, protocol).with_columns(is_new=pl.lit(False))
             )
-        both = pl.concat(frames).with_columns(pl.struct(key).hash().alias("__h"))
+        both = pl.concat(frames).with_columns(pl.struct(hashed).hash().alias("__h"))
         repeated = (
             both.group_by("__h").agg(pl.len().alias("n")).filter(pl.col("n") > 1).select("__h")
         ).collect()
@@ -621,6 +627,7 @@ def _resolve_duplicates(
             continue
         buckets = -(-repeated.height // CANDIDATES_PER_PASS)
         drop_parts, conflict_parts = [], []
+        rated = False
         for bucket in range(buckets):
             in_bucket = (pl.col("__h") % buckets) == bucket
             candidates = both.filter(in_bucket).join(
@@ -629,6 +636,9 @@ def _resolve_duplicates(
             drop_lines, conflict = _classify_candidates(candidates, key, protocol)
             drop_parts.append(drop_lines)
             conflict_parts.append(conflict)
+            rated = rated or _several_ratings(candidates, hashed, pl.concat([drop_lines, conflict[SOURCE_LINE]]))
+        if rated and item_set is not None:
+            store.write_json(f"{store.partition_dir(protocol, item_set)}/{RATED_CELLS_FILE}", {"rated_cells": True})
         drop_lines = pl.concat(drop_parts)
         conflict = pl.concat(conflict_parts)
         if conflict.height:
@@ -639,6 +649,23 @@ def _resolve_duplicates(
             emptied = _rewrite_without(store, new_paths, removed)
             staged.parts = [p for p in staged.parts if store.path(p[1]) not in emptied]
     return dropped, (pl.concat(conflicts) if conflicts else None)
+
+
+def _several_ratings(candidates: pl.DataFrame, cell: list[str], removed: pl.Series) -> bool:
+    """Whether the rows that stay (stored, or new and neither dropped nor in conflict) rate one cell twice.
+
+    The rows that stay have distinct keys, so two of them equal on ``cell`` (the
+    key without its rating columns) are two ratings of one cell, told apart by
+    run, batch or position. Only a cell with a new row that stays can be new
+    such a cell (the stored rows' were flagged when they came), so a re-delivery
+    whose every row is dropped costs nothing more.
+    """
+    stay = candidates.filter(~(pl.col("is_new") & pl.col(SOURCE_LINE).is_in(removed.implode())))
+    fresh = stay.filter(pl.col("is_new")).select(cell)
+    if not fresh.height:
+        return False
+    touched = stay.join(fresh.unique(), on=cell, how="semi", nulls_equal=True)
+    return bool(touched.select(pl.struct(cell).is_duplicated().any()).item())
 
 
 def _classify_candidates(

@@ -55,9 +55,17 @@ _OPTIONAL_JUDGMENT: dict[str, PolarsDataType] = {
     "run_id": ID,
 }
 
+# Key columns that say which rating of a (system, item, judge, generation, replicate)
+# cell a record is, beyond its replicate number: the run that made it, the batch it was
+# rated in and its place there. Null for a log without them, so the keys of such logs
+# are what they were; a log that rates one output in several batches (a sequential
+# plan) or in several runs (two inspect evals of one model) stores each rating. The
+# fits count such ratings as replicates of their cell (`docs/schema.md`, "Keys").
+RATING_KEY: tuple[str, ...] = ("run_id", "batch_id", "batch_position")
+
 POINTWISE = ProtocolSchema(
     name="pointwise",
-    key=("item_set", "item_id", "system_id", "judge_id", "generation", "replicate"),
+    key=("item_set", "item_id", "system_id", "judge_id", "generation", "replicate", *RATING_KEY),
     value=("score",),
     required=("item_set", "item_id", "system_id", "judge_id", "score"),
     optional={**_OPTIONAL_JUDGMENT, "response_length": INDEX},
@@ -76,7 +84,7 @@ POINTWISE = ProtocolSchema(
 
 PAIRWISE = ProtocolSchema(
     name="pairwise",
-    key=("item_set", "item_id", "system_a", "system_b", "judge_id", "generation", "replicate"),
+    key=("item_set", "item_id", "system_a", "system_b", "judge_id", "generation", "replicate", *RATING_KEY),
     value=("winner", "preference"),
     required=("item_set", "item_id", "system_a", "system_b", "judge_id"),
     optional={**_OPTIONAL_JUDGMENT, "length_a": INDEX, "length_b": INDEX},

@@ -59,6 +59,13 @@ STAGING = "_staging"
 RUN_LOCK_FILE = "_run_lock"  # held by a nightly run (Store.run_lock)
 # In a partition folder whose name is digested (a long item-set name): the full name.
 ITEM_SET_FILE = "_item_set.json"
+# In a partition folder: written when an ingest stores a second rating of one (system,
+# item, judge, generation, replicate) cell, told apart by run, batch or position
+# (io.schema.RATING_KEY). The fits renumber such ratings as replicates only where it
+# is (pipeline.fit.rated_replicates). Written before the source's marker, so a crash
+# can leave it behind with no such rating stored: it then costs the fits one check.
+# Stores written before the key held those columns could not hold such ratings.
+RATED_CELLS_FILE = "_rated_cells.json"
 # Pause before an S3 lock owner reads its lock back, and between attempts.
 S3_LOCK_CONFIRM_SECONDS = 0.2
 S3_LOCK_POLL_SECONDS = 0.5

@@ -22,8 +22,8 @@ from jurymeter.analyses import analysis as analysis_named
 from jurymeter.analyses import registered
 from jurymeter.analyses.base import FitScope, Mapper
 from jurymeter.errors import NotApplicableError
-from jurymeter.io.schema import SCHEMAS
-from jurymeter.io.store import Store
+from jurymeter.io.schema import RATING_KEY, SCHEMAS, Protocol
+from jurymeter.io.store import RATED_CELLS_FILE, Store
 from jurymeter.pipeline.jobs import FitJob
 from jurymeter.pipeline.tables import fit_tables
 
@@ -108,6 +108,7 @@ def fit_scope(job: FitJob, mapper: Mapper = map) -> FitScope:
             records = records.filter(pl.col("system_id").is_in(population))
         else:  # a pairwise judgment belongs to the population when both its systems do
             records = records.filter(pl.col("system_a").is_in(population) & pl.col("system_b").is_in(population))
+    records = rated_replicates(records, job.protocol, flagged=_rated_cells(store, job))
     judge_health = None
     if any(a.reads_judge_health for a in analyses):
         from jurymeter.io.info import judge_health as read_judge_health
@@ -117,6 +118,45 @@ def fit_scope(job: FitJob, mapper: Mapper = map) -> FitScope:
                     systems=store.scan("systems").collect(), judges=store.scan("judges").collect(),
                     settings=settings, judge_health=judge_health, mapper=mapper)
 
+
+def _rated_cells(store: Store, job: FitJob) -> bool:
+    """Whether an ingest stored two ratings of one cell in the job's item set (``io.store.RATED_CELLS_FILE``)."""
+    try:
+        store.read_json(f"{store.partition_dir(job.protocol, job.item_set)}/{RATED_CELLS_FILE}")
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def rated_replicates(records: pl.LazyFrame, protocol: Protocol, *, flagged: bool = True) -> pl.LazyFrame:
+    """The records with every rating of a cell under its own ``replicate``: what the fits index.
+
+    The stored key (``io.schema``) tells apart ratings of one (system, item,
+    judge, generation, replicate) cell that differ in ``run_id``, ``batch_id``
+    or ``batch_position`` (one output rated in several batches of a sequential
+    plan, or in two inspect runs). The fits index a cell's ratings by
+    ``replicate`` alone, and would average such ratings into one; so where a
+    cell holds more than one, its ratings are renumbered ``0, 1, ...`` in the
+    order of (replicate, run_id, batch_id, batch_position), and the G-study
+    counts them as replicates (the ``r:sij`` facet), as it counts repeated
+    judge calls. The numbering keeps each cell's replicates in their order, so
+    rule 3 of the balanced block (the first ``k`` replicates) keeps the same
+    records. ``flagged``: whether the item set may hold such cells (the ingest
+    that stored one wrote ``io.store.RATED_CELLS_FILE``); unflagged records are
+    handed on untouched and unread, so a store without them pays nothing.
+    Flagged, one scan of the key columns checks; the renumbered records are
+    read into memory (a sequential log's size: 2M records take about 5 s).
+    """
+    names = records.collect_schema().names()
+    extra = [c for c in RATING_KEY if c in names]
+    if not extra or not flagged:
+        return records
+    cell = [c for c in SCHEMAS[protocol].key if c not in ("item_set", "replicate", *RATING_KEY)]
+    counted = records.select(pl.len(), pl.struct(*cell, "replicate").hash().n_unique().alias("cells")).collect()
+    if counted["cells"].item() == counted["len"].item():  # a hash collision only makes this renumber
+        return records
+    rank = pl.struct("replicate", *extra).rank("dense").over(cell) - 1
+    return records.with_columns(rank.cast(pl.Int64).alias("replicate")).collect().lazy()
 
 
 def run_fit(job: FitJob, *, scan_cells: int | None = None, mapper: Mapper = map) -> dict[str, AnalysisOutcome]:

@@ -30,7 +30,15 @@ The two encodings
 Mapping (one pointwise judgment per sample x epoch x model-graded scorer)
 -------------------------------------------------------------------------
 - ``item_set``: ``options.item_set``, else ``eval.task``.
-- ``item_id``: the sample's ``id`` (as text).
+- ``item_id``: the sample's ``id`` (as text), within the eval's task and
+  dataset: prefixed by ``eval.dataset.name`` and ``/`` when the header names
+  the dataset, and by ``eval.task`` and ``/`` when ``options.item_set``
+  replaces the task as the item set (``<task>/<dataset>/<id>`` at most). An
+  item is the same item in every log of one task and dataset, whatever model
+  or run, so logs of two models share their items; the sample's own ``id`` is
+  kept as ``sample_id``. Two runs of one model on one task are told apart by
+  ``run_id``, which is part of the record key (``docs/schema.md``): each run's
+  ratings are stored, neither merged nor in conflict.
 - ``system_id``: ``eval.model``, the evaluated model.
 - ``judge_id``: the grader model of the scorer. A scorer's parameters
   (``results.scores[].params``, falling back to ``eval.scorers[i].options``,
@@ -61,7 +69,7 @@ Mapping (one pointwise judgment per sample x epoch x model-graded scorer)
 - ``replicate``: 0 (inspect grades each output once per scorer).
 - ``timestamp``: the sample's ``completed_at``, else ``eval.created``.
 - ``response_length``: ``len(output.completion)`` in characters, when a string.
-- ``run_id``: ``eval.run_id``; provenance ``eval_id``, ``scorer`` (the score
+- ``run_id``: ``eval.run_id`` (a key column); provenance ``eval_id``, ``sample_id``, ``scorer`` (the score
   name), ``sample_uuid``, ``epoch``, ``grade``, ``self_graded``, ``judge_role``.
 
 ``line`` is the 1-based index of the sample-epoch in the log's sample order:
@@ -149,6 +157,7 @@ class _Log:
     created: Any
     eval_id: Any
     run_id: Any
+    item_prefix: str = ""  # the eval's task and dataset, before each sample id (the item's identity)
     scorers: dict[str, _Scorer] = field(default_factory=dict)
     unsupported: set[str] = field(default_factory=set)  # scorers already noted as not model-graded
 
@@ -423,6 +432,7 @@ def _log(header: dict[str, Any], options: AdapterOptions, notes: AdapterNotes) -
         created=ev.get("created"),
         eval_id=ev.get("eval_id"),
         run_id=ev.get("run_id"),
+        item_prefix=_item_prefix(ev, options),
     )
     roles = ev.get("model_roles")
     if not isinstance(roles, dict):
@@ -466,6 +476,25 @@ def _log(header: dict[str, Any], options: AdapterOptions, notes: AdapterNotes) -
     if header.get("invalidated") is True:
         notes.notes.append("inspect: the log is marked invalidated")
     return log
+
+
+def _item_prefix(ev: dict[str, Any], options: AdapterOptions) -> str:
+    """What goes before a sample id in its item id: the task (when it is not the item set) and the dataset.
+
+    A sample id is unique only within its eval's dataset, and the item set is
+    the task unless ``options.item_set`` replaces it; the prefix keeps two
+    tasks (or datasets) in one item set apart, and is the same for every log
+    of one task and dataset, so the items of two models' logs are shared.
+    """
+    parts = []
+    task = ev.get("task")
+    if options.item_set is not None and isinstance(task, str) and task:
+        parts.append(task)
+    dataset = ev.get("dataset")
+    name = dataset.get("name") if isinstance(dataset, dict) else None
+    if isinstance(name, str) and name:
+        parts.append(name)
+    return "".join(f"{p}/" for p in parts)
 
 
 def _scorer(name: str, base: str, opts: dict[str, Any], roles: dict[str, Any]) -> _Scorer:
@@ -561,7 +590,7 @@ def _sample_judgments(
     completed = sample.get("completed_at")
     base: dict[str, Any] = {
         "item_set": log.item_set,
-        "item_id": str(sample_id),
+        "item_id": log.item_prefix + str(sample_id),
         "system_id": log.system,
         "generation": epoch - 1,
         "replicate": 0,
@@ -569,6 +598,7 @@ def _sample_judgments(
         "response_length": len(completion) if isinstance(completion, str) else None,
         "run_id": log.run_id,
         "eval_id": log.eval_id,
+        "sample_id": str(sample_id),
         "epoch": epoch,
         "sample_uuid": sample.get("uuid"),
     }
