@@ -110,6 +110,7 @@ NUMBER_IDS = [
     b"18446744073709551616", b"18446744073709551617", b"-18446744073709551617",
     b"170141183460469231731687303715884105728", b"1234567890123456789012345678901234567890123",
     b"9223372036854775808", b"1.50", b"1.5", b"1.0", b"1", b"1E5", b"100000", b"-0.0", b"2.5e10",
+    b"7" * 5000,  # beyond what Python's int() reads from text (4300 digits)
 ]
 
 
@@ -402,6 +403,7 @@ def test_a_bom_before_the_first_json_line_is_stripped(tmp_path: Path, name: str)
 UNREADABLE = {
     "only a BOM (jsonl)": ("dump.jsonl", BOM, "byte-order mark"),
     "only a BOM (jsonl.gz)": ("dump.jsonl.gz", gzip.compress(BOM), "byte-order mark"),
+    "only a BOM (csv)": ("dump.csv", BOM, "byte-order mark"),
     "empty parquet": ("dump.parquet", b"", "Parquet"),
     "not parquet": ("dump.parquet", b"PAR1 not really", "Parquet"),
     "cut parquet": ("dump.parquet", None, "Parquet"),

@@ -329,7 +329,8 @@ def text_census(
             stop = max(1, len(data) - _LOOKAHEAD)
             found = _marks(data, 1, stop)
             marks, nulls, strings = marks + found[0], nulls + found[1], strings + found[2]
-            escapes = escapes or has_unpaired_escape(tail + block)
+            if not escapes and (block.find(b"\\") >= 0 or tail.find(b"\\") >= 0):  # memchr; rare: copy
+                escapes = has_unpaired_escape(tail + block)
             tail = block[-_ESCAPE_OVERLAP:]
             carry = (carry + block)[stop - 1 :]
             last = block[-1]
@@ -781,6 +782,10 @@ def _verbatim(text: str) -> Any:
     return json.loads(text, parse_int=_Number, parse_float=_Number, parse_constant=_Number)
 
 
+def _integer(text: str) -> int | str:
+    return int(text) if len(text) < 4000 else _Number(text)
+
+
 def _parse_line(line: bytes) -> tuple[Any, str | None, bool]:
     """``(value, error, bytes_invalid)`` of one JSON line; ``value`` may hold lone surrogates then.
 
@@ -798,8 +803,8 @@ def _parse_line(line: bytes) -> tuple[Any, str | None, bool]:
     except UnicodeDecodeError:
         text = line.decode("utf-8", "surrogateescape")
         bytes_invalid = True
-    try:
-        return json.loads(text), None, bytes_invalid
+    try:  # an integer too long for int() (4300 digits) is kept as its text
+        return json.loads(text, parse_int=_integer), None, bytes_invalid
     except (ValueError, RecursionError):
         return None, f"not valid JSON: {first_error}", bytes_invalid
 
@@ -921,13 +926,19 @@ def _csv_batches(source: SourceFile, block_bytes: int) -> Iterator[RawBatch]:
     with source.fs.open(source.path, "rb") as stored:
         binary = open_decompressed(source, stored)
         buffered = io.BufferedReader(binary) if binary is not stored else binary
-        handle = io.TextIOWrapper(buffered, encoding="utf-8-sig", errors="surrogateescape", newline="")
+        handle = io.TextIOWrapper(buffered, encoding="utf-8", errors="surrogateescape", newline="")
         physical: list[str] = []
         cut: list[str] = []  # the unfinished last line of a stream that ends early
+        bom: list[bool] = []
 
         def lines_iter() -> Iterator[str]:
             previous: str | None = None
             for line in handle:
+                if not bom:
+                    bom.append(line.startswith("\ufeff"))
+                    line = line.removeprefix("\ufeff")
+                    if not line:
+                        continue
                 if previous is not None:
                     physical.append(previous)
                     yield previous
@@ -946,6 +957,9 @@ def _csv_batches(source: SourceFile, block_bytes: int) -> Iterator[RawBatch]:
         except StopIteration:
             if cut or getattr(binary, "truncated", False):
                 yield _csv_cut(source, 1, cut)
+            elif bom and bom[0]:
+                msg = f"{source.url}: the file holds only a byte-order mark, no records"
+                raise SourceError(msg) from None
             return
         except csv.Error as exc:
             msg = f"{source.url}: the CSV header cannot be read: {exc}"
@@ -955,8 +969,6 @@ def _csv_batches(source: SourceFile, block_bytes: int) -> Iterator[RawBatch]:
             shown = escape_text(",".join(header))[:200]
             msg = f"{source.url}: the CSV header is not valid UTF-8 text: {shown!r}"
             raise SourceError(msg)
-        if len(header) == 1 and not header[0] and not physical[0].strip("\r\n\ufeff"):
-            header = []
         width = len(header)
         rows: list[list[str]] = []
         raws: list[str] = []

@@ -60,8 +60,12 @@ from jurymeter.io.validate import (
 # rewrite after a duplicate costs.
 MAX_ROWS_PER_PART = 2_000_000
 _SAMPLE_ROWS = 1000
-_VALUES = "__values"  # non-null raw values of a row: the number of its keys if none was dropped
-_STRINGS = "__strings"  # non-null raw text values of a row: its string-valued keys if no number became text
+# One partition key carries both counts of a row (one key groups faster than two):
+# values + _SHIFT * texts, where values = its non-null raw values (the number of its
+# keys if none was dropped) and texts = its non-null raw text values (its
+# string-valued keys if no number became text).
+_VALUES = "__values"
+_SHIFT = 1 << 20  # more columns than any row holds
 
 
 @dataclass(slots=True)
@@ -206,14 +210,13 @@ def _run_query(
     if any(t.is_float() and c in text_fields for c, t in raw_schema.items()):
         return None  # a float id: the block path keeps its text as written
     nested[0] = any(isinstance(t, pl.Struct | pl.List | pl.Array) for t in raw_schema.values())
-    values = pl.sum_horizontal(pl.col(c).is_not_null().cast(pl.UInt32) for c in raw_schema)
-    texts = [c for c, t in raw_schema.items() if t == pl.String]
-    strings = (pl.sum_horizontal(pl.col(c).is_not_null().cast(pl.UInt32) for c in texts) if texts
-               else pl.lit(0, dtype=pl.UInt32))
-    records = apply_column_map(
-        scanned.with_columns(values.alias(_VALUES), strings.alias(_STRINGS)), options.column_map
+    # One sum: a text value counts 1 + _SHIFT (a value and a text value), any other 1.
+    counts = pl.sum_horizontal(
+        pl.col(c).is_not_null().cast(pl.UInt32) * (1 + _SHIFT if t == pl.String else 1)
+        for c, t in raw_schema.items()
     )
-    names = set(records.collect_schema().names()) - {ROW, _VALUES, _STRINGS}
+    records = apply_column_map(scanned.with_columns(counts.alias(_VALUES)), options.column_map)
+    names = set(records.collect_schema().names()) - {ROW, _VALUES}
     protocol = detect_protocol(names)
     if protocol is None or "item_set" not in SCHEMAS[protocol].dtypes:
         return None  # unknown protocol or a metadata table: small, the block path reports it
@@ -228,7 +231,7 @@ def _run_query(
         options,
         timestamp_format=timestamp_format,
         text_fields=text_fields,
-        keep=(_VALUES, _STRINGS),
+        keep=(_VALUES,),
         number_like_ids=nested[0],
     )
     accepted = rows.filter(~pl.col("__rejected")).select(
@@ -246,13 +249,14 @@ def _run_query(
             f"part-{sid}-s{len(written) + 1:05d}.parquet"
         )
         keys = args.partition_keys
-        written.append(_Written(item_set, relpath, int(keys[_VALUES][0]), int(keys[_STRINGS][0])))
+        counts = int(keys[_VALUES][0])
+        written.append(_Written(item_set, relpath, counts % _SHIFT, counts // _SHIFT))
         return relpath
 
     accepted.sink_parquet(
         pl.PartitionBy(
             area,
-            key=["item_set", _VALUES, _STRINGS],
+            key=["item_set", _VALUES],
             include_key=False,
             file_path_provider=part_path,
             max_rows_per_file=MAX_ROWS_PER_PART,

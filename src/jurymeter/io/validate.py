@@ -375,9 +375,8 @@ def flag_rejected(
     exprs, unknown = staging_exprs(
         in_frame, protocol, options, marked=False, timestamp_format=timestamp_format
     )
-    suspect = r"^(?:[-0-9{\[]|true$|false$)" if number_like_ids else r"^(?:[{\[]|true$|false$)"
     hides = [
-        pl.col(f"__raw_{c}").str.contains(suspect)
+        _hides(pl.col(f"__raw_{c}"), number_like_ids)
         for c in schema.dtypes
         if in_frame.get(c) == pl.String and c in text_fields
     ]
@@ -387,6 +386,12 @@ def flag_rejected(
     if protocol == "pairwise":
         rows = rows.with_columns(_winner(pl.col("winner")).alias("winner"))
     return rows.select(*schema.dtypes, *unknown, ROW, *keep, "__rejected"), unknown
+
+
+def _hides(raw: pl.Expr, number_like: bool) -> pl.Expr:
+    """Whether a text id may be a boolean, array or object (or, with ``number_like``, a number) turned into text."""
+    hidden = raw.str.starts_with("{") | raw.str.starts_with("[") | raw.is_in(["true", "false"])
+    return hidden | raw.str.contains(r"^[-0-9]") if number_like else hidden
 
 
 _Message = Callable[[dict[str, pl.Expr]], pl.Expr]
