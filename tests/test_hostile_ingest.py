@@ -336,6 +336,25 @@ def test_a_gzip_of_several_members_and_zero_padding_is_read_whole(tmp_path: Path
     assert stored_rows(store) == expected_rows(lines)
 
 
+def test_an_adapters_line_reader_stops_at_a_cut_and_says_where(tmp_path: Path) -> None:
+    import fsspec
+
+    from jurymeter.io.adapters.reading import FileBytes
+    from jurymeter.io.sources import SourceFile
+
+    lines = [b'{"n": %d, "pad": "%s"}' % (k, b"x" * 50) for k in range(5000)]
+    compressed = gzip.compress(b"\n".join(lines) + b"\n")
+    path = tmp_path / "log.jsonl.gz"
+    path.write_bytes(compressed[: len(compressed) // 2])
+    prefix = _cut_prefix_gzip(path.read_bytes())
+    source = SourceFile(url=str(path), path=str(path), fs=fsspec.filesystem("file"), format="jsonl",
+                        compression="gzip", size=path.stat().st_size)
+    file = FileBytes(source)
+    read = [text for _, text in file.lines()]
+    assert read == lines[: prefix.count(b"\n")]
+    assert file.cut == (len(read) + 1, prefix[prefix.rfind(b"\n") + 1 :].decode())
+
+
 def _alpaca_element(k: int, generator: str = "model-x") -> dict:
     return {"instruction": f"q{k}", "output_1": "a", "output_2": "bb", "generator_1": "ref",
             "generator_2": generator, "annotator": "ann", "preference": 1.0 + (k % 2)}
@@ -373,6 +392,29 @@ def test_an_alpaca_eval_element_with_invalid_text_is_invalid_text_and_the_others
     q = quarantine(store)
     assert q["line"].to_list() == [1, 3]
     assert "model-\\xff" in q["raw"][0]
+
+
+def test_an_inspect_json_sample_with_invalid_bytes_is_invalid_text_and_the_rest_is_read(tmp_path: Path) -> None:
+    sample = Path(__file__).parent / "data" / "samples" / "inspect_ai" / "jm_mock_judge.6x2.json"
+    data = sample.read_bytes()
+    first = data.index(b'"id": "q01"')  # the first sample-epoch's id
+    (tmp_path / "clean").mkdir()
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "clean" / "log.json").write_bytes(data)
+    (tmp_path / "bad" / "log.json").write_bytes(data[:first] + b'"id": "q\xff1"' + data[first + len(b'"id": "q01"') :])
+    clean, bad = Store(str(tmp_path / "s1")), Store(str(tmp_path / "s2"))
+    reference = run_ingest(clean, tmp_path / "clean" / "log.json").sources[0]
+    report = run_ingest(bad, tmp_path / "bad" / "log.json").sources[0]
+    # Differential: exactly the judgments of that one sample-epoch move to invalid_text.
+    rows = pl.concat([clean.read_parquet(f.path) for f in clean.data_files()])["_source_line"]
+    of_sample = int((rows == 1).sum())
+    assert of_sample >= 1
+    assert report.read == reference.read
+    assert report.reasons == {**reference.reasons, "invalid_text": of_sample}
+    assert report.accepted == reference.accepted - of_sample
+    q = quarantine(bad).filter(pl.col("reason") == "invalid_text")
+    assert q["line"].to_list() == [1] * of_sample
+    assert all("q\\xff1" in m for m in q["message"])
 
 
 def test_a_cut_inspect_eval_is_one_truncated_record(tmp_path: Path) -> None:

@@ -536,7 +536,8 @@ def invalid_text_message(name: str, value: Any, *, bytes_invalid: bool) -> str:
     """``field 'x' is not valid text (...): <the value, escaped>`` for an ``invalid_text`` record."""
     why = "invalid UTF-8 bytes" if bytes_invalid else "an unpaired surrogate escape"
     shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    return f"field {escape_text(name)!r} is not valid text ({why}): {escape_text(shown)[:60]!r}"
+    # Quoted by hand: repr would double the backslash of each \\xNN.
+    return f"field '{escape_text(name)}' is not valid text ({why}): \"{escape_text(shown)[:60]}\""
 
 
 def _invalid_fields(record: dict[str, Any]) -> list[str]:
@@ -967,7 +968,7 @@ def _csv_batches(source: SourceFile, block_bytes: int) -> Iterator[RawBatch]:
         header = [h.strip() for h in header]
         if not all(map(is_text, header)):
             shown = escape_text(",".join(header))[:200]
-            msg = f"{source.url}: the CSV header is not valid UTF-8 text: {shown!r}"
+            msg = f"{source.url}: the CSV header is not valid UTF-8 text: \"{shown}\""
             raise SourceError(msg)
         width = len(header)
         rows: list[list[str]] = []
@@ -1137,7 +1138,7 @@ def _parquet_batch(record_batch: Any, first: int, pa: Any) -> RawBatch:
         for row in sorted(bad_rows):
             shown = orjson.dumps(frame.row(row, named=True), default=str).decode()
             message = "; ".join(
-                f"field {name!r} is not valid text (invalid UTF-8 bytes): {frame[row, name][:60]!r}"
+                f"field '{name}' is not valid text (invalid UTF-8 bytes): \"{frame[row, name][:60]}\""
                 for name in bad_rows[row]
             )
             malformed.append(MalformedRecord(first + row, shown, message, "invalid_text"))

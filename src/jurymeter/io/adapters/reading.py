@@ -262,7 +262,7 @@ def _row(judgment: Judgment) -> dict[str, str | None]:
     row = {name: _text(value) for name, value in judgment.fields.items()}
     bad = [name for name, value in row.items() if value is not None and not is_text(value)]
     if bad:
-        shown = "; ".join(f"field {name!r} is not valid text: {escape_text(row[name] or '')[:60]!r}" for name in bad)
+        shown = "; ".join(f"field '{name}' is not valid text: \"{escape_text(row[name] or '')[:60]}\"" for name in bad)
         row = {name: (escape_text(value) if value is not None else None) for name, value in row.items()}
         row[REJECT_REASON], row[REJECT_MESSAGE] = INVALID_TEXT, shown
         return row
