@@ -385,7 +385,8 @@ def read_batches(
 # ---------------------------------------------------------------- decompression
 
 _BOM = b"\xef\xbb\xbf"
-_COMPRESSED_CHUNK = 1024 * 1024
+# Compressed bytes fed at a time: bounds one step's output (gzip expands at most ~1000x).
+_COMPRESSED_CHUNK = 64 * 1024
 
 
 class _Decompressed(io.RawIOBase):
@@ -991,12 +992,13 @@ def _csv_batches(source: SourceFile, block_bytes: int) -> Iterator[RawBatch]:
             if not row or (len(row) == 1 and not row[0].strip()):
                 continue
             if not text.isascii() and not is_text(text):
-                bad = [header[j] if j < width else f"#{j + 1}" for j, v in enumerate(row) if not is_text(v)]
+                # Named by the header's column (by position past its end); a byte outside every
+                # field (a quote's neighbour) still makes the line invalid_text.
                 message = "; ".join(
-                    invalid_text_message(n, row[j], bytes_invalid=True)
-                    for j, n in enumerate(header if len(row) == width else bad)
-                    if n in bad and j < len(row) and not is_text(row[j])
-                ) or f"fields {bad} are not valid text (invalid UTF-8 bytes)"
+                    invalid_text_message(header[j] if j < width else f"#{j + 1}", v, bytes_invalid=True)
+                    for j, v in enumerate(row)
+                    if not is_text(v)
+                ) or "the line is not valid text (invalid UTF-8 bytes)"
                 malformed.append(MalformedRecord(first, escape_text(text), message, "invalid_text"))
             elif len(row) != width:
                 malformed.append(
