@@ -377,9 +377,17 @@ def read_batches(
             yield from _parquet_batches(source, parquet_rows)
     except SourceError:
         raise
-    except (OSError, EOFError, zlib.error, zstandard.ZstdError) as exc:
+    except (zlib.error, zstandard.ZstdError) as exc:
+        raise SourceError(undecompressable(source, exc)) from exc
+    except (OSError, EOFError) as exc:
         msg = f"cannot read {source.url}: {_short(exc)}"
         raise SourceError(msg) from exc
+
+
+def undecompressable(source: SourceFile, exc: BaseException) -> str:
+    """One line: the source's compressed data is not what its name says, or is corrupt."""
+    kind = {"gzip": "gzip", "zstd": "Zstandard"}.get(source.compression or "", source.compression or "")
+    return f"cannot read {source.url}: not {kind} data, or corrupt ({_short(exc)})"
 
 
 # ---------------------------------------------------------------- decompression

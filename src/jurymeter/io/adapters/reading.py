@@ -41,6 +41,7 @@ from jurymeter.io.sources import (
     is_text,
     open_decompressed,
     truncated_message,
+    undecompressable,
 )
 
 REJECT_REASON = "_reject_reason"
@@ -136,7 +137,9 @@ def head(source: SourceFile) -> bytes:
             data: bytes = open_decompressed(source, stored).read(HEAD_BYTES)
             return data
     except (zlib.error, zstandard.ZstdError) as exc:
-        msg = f"not {source.compression} data: {exc}"
+        # discover_sources turns an OSError into its one line ("cannot read <file>: ...").
+        kind = {"gzip": "gzip", "zstd": "Zstandard"}.get(source.compression or "", source.compression)
+        msg = f"not {kind} data, or corrupt ({exc})"
         raise OSError(msg) from exc
 
 
@@ -176,7 +179,9 @@ def adapted_batches(
         yield from _adapted_batches(source, adapter, options, notes, batch_judgments, cancel)
     except SourceError:
         raise
-    except (OSError, EOFError, zlib.error, zstandard.ZstdError) as exc:
+    except (zlib.error, zstandard.ZstdError) as exc:
+        raise SourceError(undecompressable(source, exc)) from exc
+    except (OSError, EOFError) as exc:
         first = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
         msg = f"cannot read {source.url}: {first}"
         raise SourceError(msg) from exc
