@@ -715,10 +715,12 @@ def _fast_frame(
 
 
 def _float_ids(frame: pl.DataFrame, text_fields: frozenset[str] | None) -> bool:
-    """Whether an id column was read as floats (its text as written is lost there)."""
-    return any(
-        t.is_float() and (text_fields is None or c in text_fields) for c, t in frame.schema.items()
-    )
+    """Whether an id column was read as floats (its text as written is lost there).
+
+    Without ``text_fields`` nothing is known to be an id (a score is a float):
+    no column is.
+    """
+    return text_fields is not None and any(t.is_float() and c in text_fields for c, t in frame.schema.items())
 
 
 def _may_hold_nul_escape(block: bytes, frame: pl.DataFrame) -> bool:
@@ -864,7 +866,7 @@ def _parse_jsonl_block(
         record = {key: _as_text(v) for key, v in value.items()}
         exact = [
             key for key, v in value.items()
-            if isinstance(v, float) and (text_fields is None or key in text_fields or not -(2.0**63) <= v < 2.0**63)
+            if isinstance(v, float) and ((text_fields is not None and key in text_fields) or not -(2.0**63) <= v < 2.0**63)
         ]
         if exact:
             # A float id, or an integer orjson read as a float (beyond 64 bits): its text as written.
