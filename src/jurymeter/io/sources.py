@@ -6,6 +6,14 @@ yields each batch as a polars frame with the columns as they came, the 1-based
 line (JSONL, CSV) or row (Parquet) of every record, and the lines that could not
 be parsed at all. Validation happens in :mod:`jurymeter.io.validate`.
 
+Reading loses nothing (``docs/schema.md``): ids arrive as the text the file
+wrote (the fast parsers step aside where they would change one); a field that
+is not valid text (invalid UTF-8, an unpaired surrogate escape) makes its record
+an ``invalid_text`` :class:`MalformedRecord`, never a replaced character; a
+compressed stream that ends early keeps every complete record and ends with a
+``truncated`` one; a byte-order mark is dropped; a file that cannot be read as
+its format at all is one :class:`~jurymeter.errors.SourceError` line.
+
 Memory is bounded by ``block_bytes`` (JSONL, CSV) or ``parquet_rows`` (Parquet),
 never by the size of the file.
 """
