@@ -207,7 +207,7 @@ def test_the_streaming_path_steps_aside_for_an_unpaired_surrogate(tmp_path: Path
 
 
 def test_polars_reads_an_unpaired_surrogate_escape_as_nul_or_fails() -> None:
-    """The fast path's check relies on it (``sources._may_hold_nul_escape``): a polars upgrade that changes it fails here."""
+    """The fast path's check relies on it (``sources._text_as_written``): a polars upgrade that changes it fails here."""
     for escape in ["x\\ud800", "\\ud800x", "\\udfff", "\\ud800\\ud800", "a\\uDBFF", "\\udc00\\ud800", "\\ud800\\u0041"]:
         data = ('{"a":"' + escape + '"}\n').encode()
         try:

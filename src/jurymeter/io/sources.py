@@ -696,7 +696,7 @@ def _fast_frame(
     path then quarantines the lines that hold it), but reads an unpaired
     surrogate escape as NUL and a number as its own text: a block that may
     hold such an escape, whose id column is a float column, or whose text id
-    column may hold a number (:func:`_ids_as_written`) takes the slow path,
+    column may hold a number (:func:`_text_as_written`) takes the slow path,
     which keeps ids as written. Returns the frame and, when the block has
     blank lines, the 0-based indices of the lines its rows came from.
     """
@@ -714,9 +714,7 @@ def _fast_frame(
         keys_in_text = block.count(b'":')
         keys_parsed = sum(frame.height - c.null_count() for c in frame.iter_columns())
         if keys_in_text == keys_parsed or infer is None:
-            if _float_ids(frame, text_fields) or _may_hold_nul_escape(block, frame):
-                return None
-            if not _ids_as_written(block, frame, text_fields):
+            if _float_ids(frame, text_fields) or not _text_as_written(block, frame, text_fields):
                 return None
             return frame, kept
     return None
@@ -731,54 +729,50 @@ def _float_ids(frame: pl.DataFrame, text_fields: frozenset[str] | None) -> bool:
     return text_fields is not None and any(t.is_float() and c in text_fields for c, t in frame.schema.items())
 
 
-def _may_hold_nul_escape(block: bytes, frame: pl.DataFrame) -> bool:
-    """Whether polars may have read an unpaired surrogate escape as NUL (then the slow path decides).
+def _text_as_written(block: bytes, frame: pl.DataFrame, text_fields: frozenset[str] | None) -> bool:
+    """Whether polars' text columns hold the text as written: no surrogate escape read as NUL, no id changed.
 
-    Only a block with a backslash can; then only a NUL in a text column (or
-    any nested column, which is not searched) sends it to the exact check.
+    One ``select`` (its expressions run in parallel) asks two things:
+
+    - only with a backslash in the block: does a text column hold NUL? polars
+      reads an unpaired surrogate escape as NUL (and fails on every other
+      unpaired form), so a NUL (or a nested column, not searched) sends the
+      block to the exact check :func:`has_unpaired_escape`;
+    - does a text id column hold a value that starts like a number, an object
+      or an array, or is ``true``/``false``? polars turns a column that mixes
+      strings with those into text, and a number's text (``1.50`` becomes
+      ``"1.5"``) or the type is lost. A boolean or object sends the block to
+      the slow path (which keeps the type); a number-like value is proven a
+      string by counting the column's ``"key":"`` marks against its values (a
+      real id that merely looks like a number costs that count, or the slow
+      path when the counts differ).
     """
-    if block.find(b"\\") < 0:
-        return False
     nested = any(isinstance(t, pl.Struct | pl.List | pl.Array) for t in frame.dtypes)
     strings = [c for c, t in frame.schema.items() if t == pl.String]
-    if not nested:
-        if not strings:
-            return False
-        nul = pl.any_horizontal(pl.col(c).str.contains("\x00", literal=True) for c in strings).any()
-        if not frame.select(nul).item():
-            return False
-    return has_unpaired_escape(block)
-
-
-def _ids_as_written(block: bytes, frame: pl.DataFrame, text_fields: frozenset[str] | None) -> bool:
-    """Whether every text id column holds only JSON strings (so its values are the text as written).
-
-    polars turns a column that mixes strings with numbers, booleans or objects
-    into text, and the number's text or the type is lost; one regular
-    expression over the id values finds the columns where that may have
-    happened (a value that starts like a number, an object or an array, or is
-    ``true``/``false``). Only those are checked against the text: a boolean or
-    object sends the block to the slow path (which keeps the type), and a
-    number-like value is proven a string by counting the column's
-    ``"key":"`` marks against its values (a real id that merely looks like a
-    number costs that count, or the slow path when the counts differ).
-    """
-    text_columns = [
-        c for c, t in frame.schema.items() if t == pl.String and (text_fields is None or c in text_fields)
-    ]
-    if not text_columns:
-        return True
-    suspect = frame.select(pl.col(c).str.contains(_SUSPECT_ID).any() for c in text_columns).row(0)
-    for name, flagged in zip(text_columns, suspect, strict=True):
+    ids = [c for c in strings if text_fields is None or c in text_fields]
+    escapes = block.find(b"\\") >= 0  # memchr: no escape at all is the common case
+    nul = [pl.col(c).str.contains("\x00", literal=True).any().alias(f"nul:{c}") for c in strings] if escapes else []
+    suspect = [pl.col(c).str.contains(_SUSPECT_ID).any().alias(f"id:{c}") for c in ids]
+    if not nul and not suspect:
+        return not (escapes and nested and has_unpaired_escape(block))
+    found = frame.select(*nul, *suspect).row(0)
+    if escapes and (nested or any(found[: len(nul)])) and has_unpaired_escape(block):
+        return False
+    for name, flagged in zip(ids, found[len(nul) :], strict=True):
         if not flagged:
             continue
         column = frame[name]
         if column.str.starts_with("{").any() or column.str.starts_with("[").any() or column.is_in(["true", "false"]).any():
             return False
-        key = orjson.dumps(name)
-        marks = block.count(key + b":")
-        strings = block.count(key + b':"') + block.count(key + b': "')
-        if marks != strings or strings != column.len() - column.null_count():
+        key = orjson.dumps(name) + b":"
+        values = column.len() - column.null_count()
+        # Without nested values, '"name":' occurs only as this column's key (a string's
+        # content holds no bare quote), so string-valued occurrences = values proves
+        # that none was a number. Nested ones may share the name: all occurrences then.
+        marks = block.count(key + b'"')
+        if marks != values:
+            marks += block.count(key + b' "')
+        if marks != values or (nested and block.count(key) != marks):
             return False
     return True
 
