@@ -197,9 +197,11 @@ def test_invalid_text_is_quarantined_by_field_and_never_merged(tmp_path: Path, n
     assert "x\\ud800" in raws[2]
 
 
-def test_the_streaming_path_steps_aside_for_an_unpaired_surrogate(tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", JSONL_NAMES)
+def test_the_fast_paths_step_aside_for_an_unpaired_surrogate_alone(tmp_path: Path, name: str) -> None:
+    """Alone in a clean file: polars reads this escape as NUL without failing (streaming or block path)."""
     lines = [line(k, b'"i%d"' % k) for k in range(300)] + [line(300, b'"x\\ud800"'), line(301, b'"x\\u0000"')]
-    source = write(tmp_path / "dump.jsonl", b"\n".join(lines) + b"\n")
+    source = write(tmp_path / name, b"\n".join(lines) + b"\n")
     store = Store(str(tmp_path / "store"))
     report = run_ingest(store, source)
     assert report.sources[0].reasons == {"invalid_text": 1}
@@ -548,3 +550,62 @@ def test_any_generated_dump_reconciles_and_stores_exactly_its_valid_rows(
     if cut is not None and compressed:
         expected["truncated"] = 1
     assert only.reasons == expected
+
+
+_CSV_FIELDS = st.one_of(
+    st.text(st.characters(codec="utf-8", exclude_characters="\r\n\x00"), max_size=6).map(str.encode),
+    st.tuples(st.text("ab,\" ", max_size=3), st.sampled_from([b"\xff", b"\xfe", b"\xc3", b"\xed\xa0\x80"])).map(
+        lambda t: t[0].encode() + t[1]
+    ),
+)
+
+
+def _csv_field(value: bytes) -> bytes:
+    return b'"' + value.replace(b'"', b'""') + b'"'
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(
+    ids=st.lists(_CSV_FIELDS, min_size=1, max_size=25),
+    gz=st.booleans(),
+    bom=st.booleans(),
+    cut=st.one_of(st.none(), st.floats(0.2, 0.95)),
+)
+def test_any_generated_csv_reconciles_and_stores_exactly_its_valid_rows(
+    tmp_path_factory: pytest.TempPathFactory, ids: list[bytes], gz: bool, bom: bool, cut: float | None
+) -> None:
+    tmp_path = tmp_path_factory.mktemp("csv")
+    rows = [b",".join([b"s", _csv_field(v), b"sys-%d" % k, b"j", b"5"]) for k, v in enumerate(ids)]
+    data = (BOM if bom else b"") + b"item_set,item_id,system_id,judge_id,score\r\n" + b"\r\n".join(rows) + b"\r\n"
+    name = "dump.csv.gz" if gz else "dump.csv"
+    kept = rows
+    if gz:
+        data = gzip.compress(data)
+        if cut is not None:
+            data = data[: max(1, int(len(data) * cut))]
+            prefix = _cut_prefix_gzip(data).removeprefix(BOM)
+            if b"\n" not in prefix:  # the cut leaves no header: nothing but the cut record, or no file
+                return
+            kept = prefix.split(b"\n")[1:-1]  # the complete rows after the header
+            kept = [r.rstrip(b"\r") for r in kept]
+    path = tmp_path / name
+    path.write_bytes(data)
+    store = Store(str(tmp_path / "store"))
+    report = run_ingest(store, path)
+    (only,) = report.sources
+    expected_stored, reasons = [], Counter()
+    for raw in kept:
+        try:
+            (row,) = csv.reader([raw.decode("utf-8")])
+        except UnicodeDecodeError:
+            reasons["invalid_text"] += 1
+            continue
+        if row[1] == "":
+            reasons["missing_field"] += 1
+            continue
+        expected_stored.append((row[0], row[1], row[2], row[3], float(row[4])))
+    if gz and cut is not None:
+        reasons["truncated"] += 1
+    assert stored_rows(store) == sorted(expected_stored)
+    assert only.reasons == dict(reasons)
+    assert only.duplicates_dropped == 0
