@@ -253,16 +253,47 @@ def test_item_set_option_and_notes(tmp_path: Path) -> None:
 # --- hostile variants -------------------------------------------------------------------------
 
 
-def test_a_truncated_file_is_one_unreadable_for_the_whole_file() -> None:
-    data = (ALPACA / GPT4).read_bytes()[:-300]
+def test_a_truncated_file_keeps_the_complete_elements_and_quarantines_the_cut_one() -> None:
+    whole = (ALPACA / GPT4).read_bytes()
+    data = whole[:-300]
+    elements = json.loads(whole)
+    # Independently: the elements whose closing brace is before the cut are complete.
+    text = data.decode()
+    complete = 0
+    for k in range(1, len(elements) + 1):
+        try:
+            json.loads(text[: _nth_element_end(text, k)] + "]")
+            complete = k
+        except ValueError:
+            break
     out, _ = _run(data)
-    assert len(out) == 1
-    only = out[0]
-    assert isinstance(only, Unreadable)
-    assert only.line == 1
-    assert only.message.startswith("not a JSON document: ")
-    assert "unexpected end of data" in only.message  # orjson's own message
-    assert only.raw == data.decode()
+    judged = [o for o in out if isinstance(o, Judgment)]
+    assert len(judged) == complete == len(elements) - 1
+    assert [j.line for j in judged] == list(range(1, complete + 1))
+    cut = out[-1]
+    assert isinstance(cut, Unreadable)
+    assert (cut.line, cut.reason) == (complete + 1, "truncated")
+    assert "cut inside element" in cut.message
+
+
+def _nth_element_end(text: str, k: int) -> int:
+    """The end of the k-th top-level element of a JSON array (a brute-force depth scan)."""
+    depth, seen, in_string, escape = 0, 0, False, False
+    for i, c in enumerate(text):
+        if in_string:
+            escape, in_string = (not escape and c == "\\"), in_string and not (c == '"' and not escape)
+            continue
+        if c == '"':
+            in_string = True
+        elif c in "{[":
+            depth += 1
+        elif c in "}]":
+            depth -= 1
+            if depth == 1:
+                seen += 1
+                if seen == k:
+                    return i + 1
+    return len(text)
 
 
 @pytest.mark.parametrize(

@@ -291,6 +291,7 @@ def test_a_truncated_or_foreign_zip_is_unreadable() -> None:
     assert len(out) == 1
     assert isinstance(out[0], Unreadable)
     assert "ZIP" in out[0].message
+    assert out[0].reason == "truncated"  # a ZIP that starts as one but has no directory: cut
     out, _ = run(deflate_eval([("data.csv", b"a,b\n")]), "other.eval")
     assert len(out) == 1
     assert isinstance(out[0], Unreadable)
@@ -313,7 +314,7 @@ def test_a_json_truncated_inside_the_samples_keeps_the_samples_before_the_cut() 
     good = [j for j in out if isinstance(j, Judgment)]
     bad = [j for j in out if isinstance(j, Unreadable)]
     assert len(good) == 16  # the 8 complete sample-epochs x 2 scorers
-    assert [(u.line, "sample 9" in u.message) for u in bad] == [(9, True)]
+    assert [(u.line, "sample 9" in u.message, u.reason) for u in bad] == [(9, True, "truncated")]
 
 
 def test_a_json_truncated_in_its_header_is_one_unreadable() -> None:

@@ -48,6 +48,7 @@ POINTWISE_CASES = [
     ("non_finite_score", '{"item_set":"chat","item_id":"q9","system_id":"s1","judge_id":"j1","score":NaN}'),
     ("score_out_of_scale", _bad(score=11)),
     ("score_out_of_scale", _bad(score=0.5)),
+    ("invalid_text", '{"item_set":"chat","item_id":"q\\ud800","system_id":"s1","judge_id":"j1","score":7}'),
 ]
 
 

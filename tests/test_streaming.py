@@ -17,6 +17,8 @@ import tempfile
 import threading
 from pathlib import Path
 
+import orjson
+import polars as pl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -146,6 +148,22 @@ def _mapped_missing(records: list[dict]) -> list[dict]:
     return records
 
 
+def _number_among_text_ids(records: list[dict]) -> list[dict]:
+    records[5] = {**records[5], "item_id": 1.50}  # polars would write it "1.5" in a text column
+    return records
+
+
+def _float_ids(records: list[dict]) -> list[dict]:
+    for k, r in enumerate(records):
+        r["item_id"] = k + 0.5
+    return records
+
+
+def _unpaired_surrogate(records: list[dict]) -> list[dict | str]:
+    text = orjson.dumps(records[7]).decode().replace('"judge_id":"', '"judge_id":"\\ud800', 1)
+    return [*records[:7], text, *records[8:]]
+
+
 FALLBACKS = {
     "key first seen after row 100": (_late_key, {}),
     "blank line": (_blank_line, {}),
@@ -155,7 +173,19 @@ FALLBACKS = {
     "malformed line": (_malformed, {}),
     "nested object": (_nested, {}),
     "mapped column missing once": (_mapped_missing, {"column_map": {"score": "rating"}}),
+    "number among text ids": (_number_among_text_ids, {}),
+    "float ids": (_float_ids, {}),
+    "unpaired surrogate escape": (_unpaired_surrogate, {}),
 }
+
+
+def test_text_ids_that_look_like_numbers_still_stream(tmp_path: Path) -> None:
+    records = _clean()
+    for r in records:
+        r["item_id"] = str(int(r["item_id"].split("-")[1]))  # "81": a text id, not a number
+    fast, _ = _both_ways(tmp_path, records)
+    assert _streamed(fast)
+    assert fast.scan("pointwise").select(pl.col("item_id").str.len_bytes().min()).collect().item() >= 1
 
 
 @pytest.mark.parametrize("case", list(FALLBACKS), ids=list(FALLBACKS))
@@ -235,7 +265,11 @@ def test_text_census_matches_a_brute_force_count(
         os.unlink(handle.name)
     lines = data.count(b"\n") + (0 if not data or data.endswith(b"\n") else 1)
     nulls = len(re.findall(rb'":null', data)) + len(re.findall(rb'": null', data))
-    assert (census.lines, census.key_marks, census.null_marks) == (lines, data.count(b'":'), nulls)
+    # One mark per colon: '":":"' holds two (the lookahead counts overlapping ones).
+    strings = len(re.findall(rb'(?=":")', data)) + len(re.findall(rb'(?=": ")', data))
+    assert (census.lines, census.key_marks, census.null_marks, census.string_marks) == (
+        lines, data.count(b'":'), nulls, strings
+    )
 
 
 def test_census_in_its_thread_equals_the_direct_count_and_a_cancelled_one_says_nothing(

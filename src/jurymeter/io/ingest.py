@@ -489,7 +489,7 @@ def _validate_stage(
                     protocol,
                     np.asarray([m.line for m in batch.malformed]),
                     [m.raw for m in batch.malformed],
-                    ["malformed_line"] * len(batch.malformed),
+                    [m.reason for m in batch.malformed],  # malformed_line, invalid_text or truncated
                     [m.message for m in batch.malformed],
                 )
             )

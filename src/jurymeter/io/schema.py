@@ -154,6 +154,8 @@ WINNER_ALIASES: dict[str, str] = {
 
 Reason = Literal[
     "malformed_line",
+    "invalid_text",  # invalid UTF-8 or an unpaired surrogate in a field: never replaced, never merged
+    "truncated",  # the record a compressed stream, an archive or a JSON document ends inside of
     "missing_field",
     "wrong_type",
     "out_of_range",

@@ -6,6 +6,14 @@ yields each batch as a polars frame with the columns as they came, the 1-based
 line (JSONL, CSV) or row (Parquet) of every record, and the lines that could not
 be parsed at all. Validation happens in :mod:`jurymeter.io.validate`.
 
+Reading loses nothing (``docs/schema.md``): ids arrive as the text the file
+wrote (the fast parsers step aside where they would change one); a field that
+is not valid text (invalid UTF-8, an unpaired surrogate escape) makes its record
+an ``invalid_text`` :class:`MalformedRecord`, never a replaced character; a
+compressed stream that ends early keeps every complete record and ends with a
+``truncated`` one; a byte-order mark is dropped; a file that cannot be read as
+its format at all is one :class:`~jurymeter.errors.SourceError` line.
+
 Memory is bounded by ``block_bytes`` (JSONL, CSV) or ``parquet_rows`` (Parquet),
 never by the size of the file.
 """
@@ -19,8 +27,10 @@ import hashlib
 import io
 import json
 import os
+import re
 import stat
 import threading
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -73,11 +83,17 @@ class SourceFile:
 
 @dataclass(frozen=True, slots=True)
 class MalformedRecord:
-    """A line that is not a record at all (not JSON, wrong CSV arity)."""
+    """A line that is not a record at all (not JSON, wrong CSV arity), or not text, or cut.
+
+    ``reason`` is its quarantine reason: ``malformed_line``, ``invalid_text``
+    (invalid UTF-8 or an unpaired surrogate in a field) or ``truncated`` (the
+    record a compressed stream ends inside of).
+    """
 
     line: int
     raw: str
     message: str
+    reason: str = "malformed_line"
 
 
 @dataclass(slots=True)
@@ -347,6 +363,8 @@ class TextCensus:
     lines: int  # physical lines (a last line without a newline counts)
     key_marks: int  # occurrences of '":', the end of every object key
     null_marks: int  # occurrences of '":null' and '": null', a key whose value is null
+    string_marks: int = 0  # occurrences of '":"' and '": "', a key whose value is a string
+    escapes: bool = False  # whether it may hold an unpaired surrogate escape (has_unpaired_escape)
 
     @property
     def values(self) -> int:
@@ -355,20 +373,22 @@ class TextCensus:
 
 
 _LOOKAHEAD = 6  # bytes after a colon that ': null' needs
+_ESCAPE_OVERLAP = 12  # bytes of the previous chunk an escape pair may start in
 
 
-def _marks(data: np.ndarray, start: int, stop: int) -> tuple[int, int]:
-    """Key marks and null marks whose colon is at ``start <= index < stop``.
+def _marks(data: np.ndarray, start: int, stop: int) -> tuple[int, int, int]:
+    """Key marks, null marks and string marks whose colon is at ``start <= index < stop``.
 
     Needs ``start >= 1`` and ``stop <= len(data) - _LOOKAHEAD`` (the bytes on
     both sides of each colon). Gathers only at colons, then only at the few
-    followed by ``n`` or a space, so it stays near memory speed.
+    followed by ``n``, a quote or a space, so it stays near memory speed.
     """
     colons = np.flatnonzero(data[start:stop] == 58) + start
     colons = colons[data[colons - 1] == 34]
     first = data[colons + 1]
     tight = colons[first == 110]  # '":n...'
     spaced = colons[first == 32]  # '": ...'
+    strings = np.count_nonzero(first == 34) + np.count_nonzero(data[spaced + 2] == 34)
     nulls = np.count_nonzero(
         (data[tight + 2] == 117) & (data[tight + 3] == 108) & (data[tight + 4] == 108)
     )
@@ -376,22 +396,26 @@ def _marks(data: np.ndarray, start: int, stop: int) -> tuple[int, int]:
     nulls += np.count_nonzero(
         (data[spaced + 3] == 117) & (data[spaced + 4] == 108) & (data[spaced + 5] == 108)
     )
-    return len(colons), int(nulls)
+    return len(colons), int(nulls), int(strings)
 
 
 def text_census(
     source: SourceFile, chunk: int = 8 * 1024 * 1024, cancel: threading.Event | None = None
 ) -> TextCensus | None:
-    """Count lines, key marks and null marks of an uncompressed text file (numpy: no GIL held).
+    """Count lines, key, null and string marks of an uncompressed text file (numpy: no GIL held).
 
     The streaming path proves it lost nothing by comparing these with what the
-    parser produced: one row per line and one non-null value per key mark that
-    is not followed by ``null``. Colons near a chunk's end wait for the next
+    parser produced: one row per line, one non-null value per key mark that
+    is not followed by ``null``, one text value per mark followed by a quote
+    (so no number was turned into text), and no unpaired surrogate escape
+    (which polars reads as NUL). Colons near a chunk's end wait for the next
     chunk, which starts with the bytes they need on both sides. Returns
     ``None`` when ``cancel`` is set before the end (checked between chunks).
     """
-    lines = marks = nulls = 0
+    lines = marks = nulls = strings = 0
+    escapes = False
     carry = b"\n"  # one byte of context before the first colon
+    tail = b""  # the previous chunk's last bytes, for an escape cut by the chunk's edge
     last = 10
     with source.fs.open(source.path, "rb") as handle:
         while block := handle.read(chunk):
@@ -401,13 +425,19 @@ def text_census(
             lines += int(np.count_nonzero(data[len(carry) :] == 10))
             stop = max(1, len(data) - _LOOKAHEAD)
             found = _marks(data, 1, stop)
-            marks, nulls = marks + found[0], nulls + found[1]
+            marks, nulls, strings = marks + found[0], nulls + found[1], strings + found[2]
+            if not escapes and (block.find(b"\\") >= 0 or tail.find(b"\\") >= 0):  # memchr; rare: copy
+                escapes = has_unpaired_escape(tail + block)
+            tail = block[-_ESCAPE_OVERLAP:]
             carry = (carry + block)[stop - 1 :]
             last = block[-1]
-    tail = np.frombuffer(carry + bytes(_LOOKAHEAD), dtype=np.uint8)
-    found = _marks(tail, 1, len(carry))
-    marks, nulls = marks + found[0], nulls + found[1]
-    return TextCensus(lines=lines + (0 if last == 10 else 1), key_marks=marks, null_marks=nulls)
+    padded = np.frombuffer(carry + bytes(_LOOKAHEAD), dtype=np.uint8)
+    found = _marks(padded, 1, len(carry))
+    marks, nulls, strings = marks + found[0], nulls + found[1], strings + found[2]
+    return TextCensus(
+        lines=lines + (0 if last == 10 else 1), key_marks=marks, null_marks=nulls,
+        string_marks=strings, escapes=escapes,
+    )
 
 
 def read_batches(
@@ -422,7 +452,19 @@ def read_batches(
     ``text_fields`` names the source columns whose values must not be a JSON
     boolean, array or object passed off as text (the columns that become ids);
     ``None`` checks every text column.
+
+    Raises
+    ------
+    SourceError
+        The file cannot be read as its format at all (not gzip or Zstandard
+        data, corrupt compressed data, not a Parquet file, a CSV header that
+        is not UTF-8, a file holding only a byte-order mark): one line naming
+        the file. A compressed stream that merely ends early is no error: the
+        records before the cut are yielded and the cut one is a ``truncated``
+        :class:`MalformedRecord`.
     """
+    import zstandard  # here: importing it costs only the readers that may need it
+
     try:
         if source.format == "jsonl":
             yield from _jsonl_batches(source, block_bytes, text_fields)
@@ -430,25 +472,217 @@ def read_batches(
             yield from _csv_batches(source, block_bytes)
         else:
             yield from _parquet_batches(source, parquet_rows)
+    except SourceError:
+        raise
+    except (zlib.error, zstandard.ZstdError) as exc:
+        raise SourceError(undecompressable(source, exc)) from exc
     except (OSError, EOFError) as exc:
-        msg = f"cannot read {source.url}: {exc}"
+        msg = f"cannot read {source.url}: {_short(exc)}"
         raise SourceError(msg) from exc
+
+
+def undecompressable(source: SourceFile, exc: BaseException) -> str:
+    """One line: the source's compressed data is not what its name says, or is corrupt."""
+    kind = {"gzip": "gzip", "zstd": "Zstandard"}.get(source.compression or "", source.compression or "")
+    return f"cannot read {source.url}: not {kind} data, or corrupt ({_short(exc)})"
+
+
+# ---------------------------------------------------------------- decompression
+
+_BOM = b"\xef\xbb\xbf"
+# Compressed bytes fed at a time: bounds one step's output (gzip expands at most ~1000x).
+_COMPRESSED_CHUNK = 64 * 1024
+
+
+class _Decompressed(io.RawIOBase):
+    """A gzip (every member) or Zstandard (every frame) stream, decompressed, that tells a cut.
+
+    The standard readers either raise at a cut and lose what the last read
+    decompressed (gzip's ``EOFError``) or end quietly (Zstandard): here the
+    stream simply ends, with :attr:`truncated` set when it ended inside a
+    member or frame, so the caller keeps every byte before the cut and says
+    so. Corrupt data raises (``zlib.error``, ``zstandard.ZstdError``).
+    """
+
+    def __init__(self, handle: Any, compression: str) -> None:
+        import zstandard
+
+        self._handle = handle
+        self._gzip = compression == "gzip"
+        self._zstd = zstandard
+        self._decompressor: Any = None
+        self._in_member = False
+        self._pending = b""  # compressed bytes after the end of a member, not fed yet
+        self._out = b""
+        self._pos = 0
+        self._done = False
+        self.truncated = False
+
+    def readable(self) -> bool:
+        return True
+
+    def _fresh(self) -> Any:
+        if self._gzip:
+            return zlib.decompressobj(wbits=31)
+        return self._zstd.ZstdDecompressor().decompressobj()
+
+    def _fill(self) -> None:
+        """Decompress the next chunk into ``_out`` (may give nothing; sets ``_done`` at the end)."""
+        chunk = self._pending or self._handle.read(_COMPRESSED_CHUNK)
+        self._pending = b""
+        if not self._in_member:
+            if self._gzip:
+                chunk = chunk.lstrip(b"\x00")  # gzip allows zero padding after a member
+            if not chunk:
+                if not self._handle_exhausted():
+                    return
+                self._done = True
+                return
+            self._decompressor = self._fresh()
+            self._in_member = True
+        elif not chunk:
+            self._done = True
+            self.truncated = True  # the input ended inside a member or frame
+            return
+        self._out = self._decompressor.decompress(chunk)
+        self._pos = 0
+        if self._decompressor.eof:
+            self._in_member = False
+            self._pending = self._decompressor.unused_data
+
+    def _handle_exhausted(self) -> bool:
+        more = self._handle.read(_COMPRESSED_CHUNK)
+        if more:
+            self._pending = more
+            return False
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while self._pos >= len(self._out):
+            if self._done:
+                return 0
+            self._fill()
+        n = min(len(buffer), len(self._out) - self._pos)
+        buffer[:n] = self._out[self._pos : self._pos + n]
+        self._pos += n
+        return n
+
+    def read(self, size: int = -1) -> bytes:
+        """Up to ``size`` bytes (everything when negative); fewer only at the end."""
+        parts: list[bytes] = []
+        have = 0
+        while size < 0 or have < size:
+            if self._pos >= len(self._out):
+                if self._done:
+                    break
+                self._fill()
+                continue
+            take = len(self._out) - self._pos if size < 0 else min(size - have, len(self._out) - self._pos)
+            parts.append(self._out[self._pos : self._pos + take] if take < len(self._out) else self._out)
+            self._pos += take
+            have += take
+        return b"".join(parts)
+
+
+def open_decompressed(source: SourceFile, handle: Any) -> Any:
+    """``handle`` (the file's bytes as stored) decompressed as the source's compression says."""
+    return handle if source.compression is None else _Decompressed(handle, source.compression)
+
+
+def truncated_message(source: SourceFile, what: str) -> str:
+    """The message of the ``truncated`` record of a compressed stream that ends early."""
+    kind = {"gzip": "gzip", "zstd": "Zstandard"}.get(source.compression or "", source.compression or "")
+    return (f"the {kind} stream ends early (the file is cut): {what}; every complete record "
+            "before the cut is kept, anything after it is lost")
+
+
+# ---------------------------------------------------------------- text
+
+
+def escaped(data: bytes) -> str:
+    r"""Bytes as text, any invalid UTF-8 byte written as ``\xNN`` (what quarantine keeps)."""
+    return data.decode("utf-8", "backslashreplace")
+
+
+def escape_text(text: str) -> str:
+    r"""A str holding lone surrogates as valid text: ``\xNN`` for a byte it was decoded from, else ``\uDNNN``."""
+    try:
+        return text.encode("utf-8").decode("utf-8")
+    except UnicodeEncodeError:
+        return "".join(
+            c if not 0xD800 <= ord(c) <= 0xDFFF
+            else (f"\\x{ord(c) - 0xDC00:02x}" if 0xDC80 <= ord(c) <= 0xDCFF else f"\\u{ord(c):04x}")
+            for c in text
+        )
+
+
+def is_text(value: str) -> bool:
+    """Whether ``value`` is valid text (no lone surrogate: neither an undecodable byte nor an unpaired escape)."""
+    if value.isascii():
+        return True
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _json_is_text(value: Any) -> bool:
+    """Whether every string of a parsed JSON value (keys included) is valid text."""
+    if isinstance(value, str):
+        return is_text(value)
+    if isinstance(value, dict):
+        return all(is_text(k) and _json_is_text(v) for k, v in value.items())
+    if isinstance(value, list):
+        return all(_json_is_text(v) for v in value)
+    return True
+
+
+def invalid_text_message(name: str, value: Any, *, bytes_invalid: bool) -> str:
+    """``field 'x' is not valid text (...): <the value, escaped>`` for an ``invalid_text`` record."""
+    why = "invalid UTF-8 bytes" if bytes_invalid else "an unpaired surrogate escape"
+    shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    # Quoted by hand: repr would double the backslash of each \\xNN.
+    return f"field '{escape_text(name)}' is not valid text ({why}): \"{escape_text(shown)[:60]}\""
+
+
+def _invalid_fields(record: dict[str, Any]) -> list[str]:
+    """The fields (top-level keys) of a parsed record whose name or value holds a lone surrogate."""
+    return [k for k, v in record.items() if not (is_text(k) and _json_is_text(v))]
 
 
 # ---------------------------------------------------------------- JSON Lines
 
 
-def _open_text_blocks(source: SourceFile, block_bytes: int) -> Iterator[bytes]:
+def _open_text_blocks(source: SourceFile, block_bytes: int) -> Iterator[bytes | MalformedRecord]:
     """Decompressed blocks of whole lines, each ending at a newline (but the file's last).
 
     A final line without a newline joins the last block instead of becoming a
-    block (and a Parquet part) of its own. Each block is copied once.
+    block (and a Parquet part) of its own. Each block is copied once. A
+    byte-order mark at the start is dropped; a file of nothing but one is a
+    :class:`SourceError`. A compressed stream that ends early ends with a
+    ``truncated`` record (its ``line`` is the number of lines before it,
+    which the caller adds to) instead of the unfinished last line.
     """
-    with source.fs.open(source.path, "rb", compression=source.compression) as handle:
+    with source.fs.open(source.path, "rb") as stored:
+        handle = open_decompressed(source, stored)
         carry = b""
         pending: bytes | None = None
+        first = True
         while True:
             block = handle.read(block_bytes)
+            if first:
+                first = False
+                while 0 < len(block) < len(_BOM) and _BOM.startswith(block):
+                    more = handle.read(block_bytes)
+                    if not more:
+                        break
+                    block += more
+                if block.startswith(_BOM):
+                    block = block[len(_BOM) :] or handle.read(block_bytes)
+                    if not block:
+                        msg = f"{source.url}: the file holds only a byte-order mark, no records"
+                        raise SourceError(msg)
             if not block:
                 break
             cut = block.rfind(b"\n")
@@ -459,6 +693,16 @@ def _open_text_blocks(source: SourceFile, block_bytes: int) -> Iterator[bytes]:
                 yield pending
             pending = b"".join((carry, memoryview(block)[: cut + 1]))
             carry = block[cut + 1 :]
+        if getattr(handle, "truncated", False):
+            # The unfinished last line is the cut record: never parsed (a cut number still parses).
+            if pending:
+                yield pending
+            yield MalformedRecord(
+                _count_lines(pending or b""), escaped(carry),
+                truncated_message(source, "the last line is incomplete" if carry else "it ends at a line's end"),
+                "truncated",
+            )
+            return
         if pending is not None and carry:
             pending += carry
         elif carry:
@@ -475,11 +719,12 @@ def _line_starts(block: bytes) -> np.ndarray:
 
 
 def _slice_lines(block: bytes, starts: np.ndarray, which: np.ndarray) -> list[str]:
+    r"""The text of the given lines, an invalid UTF-8 byte written as ``\xNN`` (``escaped``)."""
     out = []
     for k in which:
         begin = int(starts[k])
         end = int(starts[k + 1]) if k + 1 < len(starts) else len(block)
-        out.append(block[begin:end].rstrip(b"\r\n").decode("utf-8", errors="replace"))
+        out.append(escaped(block[begin:end].rstrip(b"\r\n")))
     return out
 
 
@@ -488,6 +733,11 @@ def _jsonl_batches(
 ) -> Iterator[RawBatch]:
     first_line = 1
     for block in _open_text_blocks(source, block_bytes):
+        if isinstance(block, MalformedRecord):
+            cut = dataclasses.replace(block, line=first_line)
+            yield RawBatch(frame=pl.DataFrame(), lines=np.zeros(0, dtype=np.int64), malformed=[cut],
+                           raw=lambda rows: [])
+            return
         batch, n_lines = _parse_jsonl_block(block, first_line, text_fields)
         yield batch
         first_line += n_lines
@@ -499,6 +749,29 @@ def _count_lines(block: bytes) -> int:
     return block.count(b"\n") + (0 if block.endswith(b"\n") else 1)
 
 
+# A \u escape of a surrogate code point: polars reads an unpaired high surrogate
+# as NUL and fails on every other unpaired form (tests/test_hostile_ingest.py
+# holds it to that). A false alarm (an escaped backslash before "ud800") only
+# costs the slow path.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_UNPAIRED = re.compile(
+    rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+    rb"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+)
+# What a text id column's value starts with when polars may have changed it: an
+# object, array or boolean turned into text, or a number (polars writes a JSON
+# number in a text column its own way: 1.50 as "1.5", 1.0 as "1").
+_SUSPECT_ID = r"^(?:[-0-9{\[]|true$|false$)"
+
+
+def has_unpaired_escape(block: bytes) -> bool:
+    """Whether ``block`` may hold an unpaired surrogate escape (conservative: never misses one)."""
+    if block.find(b"\\") < 0:  # memchr: no escape at all, the common case
+        return False
+    found = _SURROGATE_ESCAPE.search(block)
+    return found is not None and _UNPAIRED.search(block, found.start()) is not None
+
+
 def _fast_frame(
     block: bytes, n_lines: int, text_fields: frozenset[str] | None = None
 ) -> tuple[pl.DataFrame, np.ndarray | None] | None:
@@ -508,7 +781,12 @@ def _fast_frame(
     seen later, and skips blank lines. So the result is accepted only if its rows
     match the non-blank lines one to one and every ``"key":`` in the text maps to
     a non-null parsed value; otherwise the block is re-read with full inference,
-    and if that fails, line by line. Returns the frame and, when the block has
+    and if that fails, line by line. polars refuses invalid UTF-8 (the slow
+    path then quarantines the lines that hold it), but reads an unpaired
+    surrogate escape as NUL and a number as its own text: a block that may
+    hold such an escape, whose id column is a float column, or whose text id
+    column may hold a number (:func:`_text_as_written`) takes the slow path,
+    which keeps ids as written. Returns the frame and, when the block has
     blank lines, the 0-based indices of the lines its rows came from.
     """
     kept: np.ndarray | None = None
@@ -525,8 +803,67 @@ def _fast_frame(
         keys_in_text = block.count(b'":')
         keys_parsed = sum(frame.height - c.null_count() for c in frame.iter_columns())
         if keys_in_text == keys_parsed or infer is None:
-            return None if _may_hide_types(frame, text_fields) else (frame, kept)
+            if _float_ids(frame, text_fields) or not _text_as_written(block, frame, text_fields):
+                return None
+            return frame, kept
     return None
+
+
+def _float_ids(frame: pl.DataFrame, text_fields: frozenset[str] | None) -> bool:
+    """Whether an id column was read as floats (its text as written is lost there).
+
+    Without ``text_fields`` nothing is known to be an id (a score is a float):
+    no column is.
+    """
+    return text_fields is not None and any(t.is_float() and c in text_fields for c, t in frame.schema.items())
+
+
+def _text_as_written(block: bytes, frame: pl.DataFrame, text_fields: frozenset[str] | None) -> bool:
+    """Whether polars' text columns hold the text as written: no surrogate escape read as NUL, no id changed.
+
+    One ``select`` (its expressions run in parallel) asks two things:
+
+    - only with a backslash in the block: does a text column hold NUL? polars
+      reads an unpaired surrogate escape as NUL (and fails on every other
+      unpaired form), so a NUL (or a nested column, not searched) sends the
+      block to the exact check :func:`has_unpaired_escape`;
+    - does a text id column hold a value that starts like a number, an object
+      or an array, or is ``true``/``false``? polars turns a column that mixes
+      strings with those into text, and a number's text (``1.50`` becomes
+      ``"1.5"``) or the type is lost. A boolean or object sends the block to
+      the slow path (which keeps the type); a number-like value is proven a
+      string by counting the column's ``"key":"`` marks against its values (a
+      real id that merely looks like a number costs that count, or the slow
+      path when the counts differ).
+    """
+    nested = any(isinstance(t, pl.Struct | pl.List | pl.Array) for t in frame.dtypes)
+    strings = [c for c, t in frame.schema.items() if t == pl.String]
+    ids = [c for c in strings if text_fields is None or c in text_fields]
+    escapes = block.find(b"\\") >= 0  # memchr: no escape at all is the common case
+    nul = [pl.col(c).str.contains("\x00", literal=True).any().alias(f"nul:{c}") for c in strings] if escapes else []
+    suspect = [pl.col(c).str.contains(_SUSPECT_ID).any().alias(f"id:{c}") for c in ids]
+    if not nul and not suspect:
+        return not (escapes and nested and has_unpaired_escape(block))
+    found = frame.select(*nul, *suspect).row(0)
+    if escapes and (nested or any(found[: len(nul)])) and has_unpaired_escape(block):
+        return False
+    for name, flagged in zip(ids, found[len(nul) :], strict=True):
+        if not flagged:
+            continue
+        column = frame[name]
+        if column.str.starts_with("{").any() or column.str.starts_with("[").any() or column.is_in(["true", "false"]).any():
+            return False
+        key = orjson.dumps(name) + b":"
+        values = column.len() - column.null_count()
+        # Without nested values, '"name":' occurs only as this column's key (a string's
+        # content holds no bare quote), so string-valued occurrences = values proves
+        # that none was a number. Nested ones may share the name: all occurrences then.
+        marks = block.count(key + b'"')
+        if marks != values:
+            marks += block.count(key + b' "')
+        if marks != values or (nested and block.count(key) != marks):
+            return False
+    return True
 
 
 def _non_blank_lines(block: bytes) -> np.ndarray:
@@ -537,27 +874,42 @@ def _non_blank_lines(block: bytes) -> np.ndarray:
     return np.asarray([k for k, line in enumerate(lines) if line.strip()], dtype=np.int64)
 
 
-def _may_hide_types(frame: pl.DataFrame, text_fields: frozenset[str] | None = None) -> bool:
-    """Whether a text column may hold booleans, arrays or objects turned into text.
+class _Number(str):
+    """A JSON number's text exactly as written (what :func:`_verbatim` reads numbers as)."""
 
-    polars' reader turns a column that mixes strings with booleans or objects
-    into text, and the type is lost; such blocks go the slow path, which keeps
-    it. A real string that merely looks like one only costs speed.
+    __slots__ = ()
+
+
+def _verbatim(text: str) -> Any:
+    """``text`` parsed with every number kept as its text (:class:`_Number`)."""
+    return json.loads(text, parse_int=_Number, parse_float=_Number, parse_constant=_Number)
+
+
+def _integer(text: str) -> int | str:
+    return int(text) if len(text) < 4000 else _Number(text)
+
+
+def _parse_line(line: bytes) -> tuple[Any, str | None, bool]:
+    """``(value, error, bytes_invalid)`` of one JSON line; ``value`` may hold lone surrogates then.
+
+    orjson first (it refuses invalid UTF-8 and unpaired surrogate escapes);
+    then Python's ``json`` on the text with undecodable bytes as lone
+    surrogates (``surrogateescape``), which also reads NaN and Infinity.
     """
-    text_columns = [
-        c
-        for c, t in frame.schema.items()
-        if t == pl.String and (text_fields is None or c in text_fields)
-    ]
-    if not text_columns:
-        return False
-    suspicious = pl.any_horizontal(
-        pl.col(c).str.starts_with("{")
-        | pl.col(c).str.starts_with("[")
-        | pl.col(c).is_in(["true", "false"])
-        for c in text_columns
-    )
-    return bool(frame.select(suspicious.any()).item())
+    try:
+        return orjson.loads(line), None, False
+    except orjson.JSONDecodeError as exc:
+        first_error = str(exc)
+    try:
+        text = line.decode("utf-8")
+        bytes_invalid = False
+    except UnicodeDecodeError:
+        text = line.decode("utf-8", "surrogateescape")
+        bytes_invalid = True
+    try:  # an integer too long for int() (4300 digits) is kept as its text
+        return json.loads(text, parse_int=_integer), None, bytes_invalid
+    except (ValueError, RecursionError):
+        return None, f"not valid JSON: {first_error}", bytes_invalid
 
 
 def _parse_jsonl_block(
@@ -581,27 +933,38 @@ def _parse_jsonl_block(
     records: list[dict[str, Any]] = []
     kept_rows: list[int] = []
     malformed: list[MalformedRecord] = []
-    texts = _slice_lines(block, starts, np.arange(n_lines))
-    for k, text in enumerate(texts):
-        if not text.strip():
+    ends = np.append(starts[1:], len(block))
+    for k in range(n_lines):
+        line = block[int(starts[k]) : int(ends[k])].rstrip(b"\r\n")
+        if not line.strip():
             continue
-        try:
-            value = orjson.loads(text)
-        except orjson.JSONDecodeError as exc:
-            # Python's json writes NaN and Infinity by default; read them so that
-            # such a score is rejected as non-finite, not as a malformed line.
-            try:
-                value = json.loads(text)
-            except ValueError:
-                malformed.append(MalformedRecord(first_line + k, text, f"not valid JSON: {exc}"))
-                continue
+        value, error, bytes_invalid = _parse_line(line)
+        if error is not None:
+            malformed.append(MalformedRecord(first_line + k, escaped(line), error))
+            continue
         if not isinstance(value, dict):
             kind = type(value).__name__
             malformed.append(
-                MalformedRecord(first_line + k, text, f"expected a JSON object, got {kind}")
+                MalformedRecord(first_line + k, escaped(line), f"expected a JSON object, got {kind}")
             )
             continue
-        records.append({key: _as_text(v) for key, v in value.items()})
+        # Lone surrogates come only from invalid bytes or a surrogate escape (orjson refuses both).
+        bad = _invalid_fields(value) if (bytes_invalid or _maybe_surrogates(line)) else []
+        if bad:
+            message = "; ".join(invalid_text_message(n, value[n], bytes_invalid=bytes_invalid) for n in bad)
+            malformed.append(MalformedRecord(first_line + k, escaped(line), message, "invalid_text"))
+            continue
+        record = {key: _as_text(v) for key, v in value.items()}
+        exact = [
+            key for key, v in value.items()
+            if isinstance(v, float) and ((text_fields is not None and key in text_fields) or not -(2.0**63) <= v < 2.0**63)
+        ]
+        if exact:
+            # A float id, or an integer orjson read as a float (beyond 64 bits): its text as written.
+            numbers = _verbatim(line.decode("utf-8"))
+            for key in exact:
+                record[key] = str.__str__(numbers[key])
+        records.append(record)
         kept_rows.append(k)
     kept_idx = np.asarray(kept_rows, dtype=np.int64)
     batch = RawBatch(
@@ -611,6 +974,11 @@ def _parse_jsonl_block(
         raw=lambda rows: _slice_lines(block, starts, kept_idx[rows]),
     )
     return batch, n_lines
+
+
+def _maybe_surrogates(line: bytes) -> bool:
+    """Whether a valid UTF-8 line may have parsed into lone surrogates (it has a surrogate escape)."""
+    return _SURROGATE_ESCAPE.search(line) is not None
 
 
 def _as_text(value: Any) -> str | None:
@@ -651,29 +1019,59 @@ def _frame_of_text_records(records: list[dict[str, str | None]]) -> pl.DataFrame
 def _csv_batches(source: SourceFile, block_bytes: int) -> Iterator[RawBatch]:
     """CSV through the standard library's reader, which knows quoting and arity.
 
-    Every value is text; an empty field is missing.
+    Every value is text; an empty field is missing. A byte-order mark before
+    the header is dropped. Bytes that are not UTF-8 are read as lone
+    surrogates (``surrogateescape``) so that a row holding them is
+    quarantined as ``invalid_text`` naming its column, its raw text escaped;
+    in the header they are a :class:`SourceError`. A compressed stream that
+    ends early ends with a ``truncated`` record instead of its unfinished row.
     """
-    with source.fs.open(
-        source.path,
-        "rt",
-        compression=source.compression,
-        encoding="utf-8",
-        errors="replace",
-        newline="",
-    ) as handle:
+    with source.fs.open(source.path, "rb") as stored:
+        binary = open_decompressed(source, stored)
+        buffered = io.BufferedReader(binary) if binary is not stored else binary
+        handle = io.TextIOWrapper(buffered, encoding="utf-8", errors="surrogateescape", newline="")
         physical: list[str] = []
+        cut: list[str] = []  # the unfinished last line of a stream that ends early
+        bom: list[bool] = []
 
         def lines_iter() -> Iterator[str]:
+            previous: str | None = None
             for line in handle:
-                physical.append(line)
-                yield line
+                if not bom:
+                    bom.append(line.startswith("\ufeff"))
+                    line = line.removeprefix("\ufeff")
+                    if not line:
+                        continue
+                if previous is not None:
+                    physical.append(previous)
+                    yield previous
+                previous = line
+            if previous is None:
+                return
+            if getattr(binary, "truncated", False) and not previous.endswith(("\n", "\r")):
+                cut.append(previous)
+                return
+            physical.append(previous)
+            yield previous
 
         reader = csv.reader(lines_iter())
         try:
             header = next(reader)
         except StopIteration:
+            if cut or getattr(binary, "truncated", False):
+                yield _csv_cut(source, 1, cut)
+            elif bom and bom[0]:
+                msg = f"{source.url}: the file holds only a byte-order mark, no records"
+                raise SourceError(msg) from None
             return
+        except csv.Error as exc:
+            msg = f"{source.url}: the CSV header cannot be read: {exc}"
+            raise SourceError(msg) from exc
         header = [h.strip() for h in header]
+        if not all(map(is_text, header)):
+            shown = escape_text(",".join(header))[:200]
+            msg = f"{source.url}: the CSV header is not valid UTF-8 text: \"{shown}\""
+            raise SourceError(msg)
         width = len(header)
         rows: list[list[str]] = []
         raws: list[str] = []
@@ -687,14 +1085,23 @@ def _csv_batches(source: SourceFile, block_bytes: int) -> Iterator[RawBatch]:
             except StopIteration:
                 break
             except csv.Error as exc:
-                text = "".join(physical).rstrip("\r\n")
+                text = escape_text("".join(physical).rstrip("\r\n"))
                 malformed.append(MalformedRecord(reader.line_num, text, f"bad CSV: {exc}"))
                 continue
             text = "".join(physical).rstrip("\r\n")
             first = reader.line_num - max(len(physical) - 1, 0)
             if not row or (len(row) == 1 and not row[0].strip()):
                 continue
-            if len(row) != width:
+            if not text.isascii() and not is_text(text):
+                # Named by the header's column (by position past its end); a byte outside every
+                # field (a quote's neighbour) still makes the line invalid_text.
+                message = "; ".join(
+                    invalid_text_message(header[j] if j < width else f"#{j + 1}", v, bytes_invalid=True)
+                    for j, v in enumerate(row)
+                    if not is_text(v)
+                ) or "the line is not valid text (invalid UTF-8 bytes)"
+                malformed.append(MalformedRecord(first, escape_text(text), message, "invalid_text"))
+            elif len(row) != width:
                 malformed.append(
                     MalformedRecord(
                         first, text, f"expected {width} fields as in the header, got {len(row)}"
@@ -708,8 +1115,22 @@ def _csv_batches(source: SourceFile, block_bytes: int) -> Iterator[RawBatch]:
             if size >= block_bytes:
                 yield _csv_batch(header, rows, raws, lines, malformed)
                 rows, raws, lines, malformed, size = [], [], [], [], 0
+        if cut or getattr(binary, "truncated", False):
+            malformed.append(_csv_cut(source, reader.line_num + 1, cut).malformed[0])
         if rows or malformed:
             yield _csv_batch(header, rows, raws, lines, malformed)
+
+
+def _csv_cut(source: SourceFile, line: int, cut: list[str]) -> RawBatch:
+    """A batch of the one ``truncated`` record of a CSV stream that ends early."""
+    text = "".join(cut)
+    record = MalformedRecord(
+        line, escape_text(text),
+        truncated_message(source, "the last line is incomplete" if text else "it ends at a line's end"),
+        "truncated",
+    )
+    return RawBatch(frame=pl.DataFrame(), lines=np.zeros(0, dtype=np.int64), malformed=[record],
+                    raw=lambda rows: [])
 
 
 def _csv_batch(
@@ -749,24 +1170,92 @@ def _dedupe(names: list[str]) -> list[str]:
 
 
 def _parquet_batches(source: SourceFile, rows: int) -> Iterator[RawBatch]:
-    import pyarrow.parquet as pq  # here, not at the top: most commands read no Parquet source
+    """Parquet record batches; a file that is not Parquet is a :class:`SourceError`.
+
+    pyarrow does not check that a string column is UTF-8, and polars takes
+    what it is given: each batch is validated once (Arrow's full validation),
+    and only a batch that fails it is read value by value, its invalid rows
+    quarantined as ``invalid_text``. Binary columns are read as UTF-8 text the
+    same way (an id written as bytes is the id).
+    """
+    import pyarrow as pa  # here, not at the top: most commands read no Parquet source
+    import pyarrow.parquet as pq
 
     with source.fs.open(source.path, "rb") as handle:
-        parquet = pq.ParquetFile(handle)
-        first = 1
-        for record_batch in parquet.iter_batches(batch_size=rows):
-            frame = pl.from_arrow(record_batch)
-            assert isinstance(frame, pl.DataFrame)
-            n = frame.height
+        try:
+            parquet = pq.ParquetFile(handle)
+            batches = parquet.iter_batches(batch_size=rows)
+            first = 1
+            while True:
+                try:
+                    record_batch = next(batches)
+                except StopIteration:
+                    break
+                yield _parquet_batch(record_batch, first, pa)
+                first += record_batch.num_rows
+        except pa.ArrowException as exc:
+            msg = f"cannot read {source.url} as Parquet: {_short(exc)}"
+            raise SourceError(msg) from exc
 
-            def raw(which: np.ndarray, frame: pl.DataFrame = frame) -> list[str]:
-                picked = frame[which.tolist()]
-                return [orjson.dumps(r, default=str).decode() for r in picked.to_dicts()]
 
-            yield RawBatch(
-                frame=frame,
-                lines=np.arange(first, first + n, dtype=np.int64),
-                malformed=[],
-                raw=raw,
+def _parquet_batch(record_batch: Any, first: int, pa: Any) -> RawBatch:
+    """One Parquet batch as a raw batch, its rows with text that is not UTF-8 set aside."""
+    texts = [j for j, f in enumerate(record_batch.schema)
+             if pa.types.is_binary(f.type) or pa.types.is_large_binary(f.type)
+             or pa.types.is_string(f.type) or pa.types.is_large_string(f.type)]
+    binaries = [j for j in texts if not pa.types.is_string(record_batch.schema.field(j).type)
+                and not pa.types.is_large_string(record_batch.schema.field(j).type)]
+    try:
+        record_batch.validate(full=True)
+        clean = not binaries
+    except pa.ArrowInvalid:
+        clean = False
+    n = record_batch.num_rows
+    malformed: list[MalformedRecord] = []
+    keep = np.arange(n)
+    if clean:
+        frame = pl.from_arrow(record_batch)
+    else:
+        columns: dict[str, Any] = {}
+        bad_rows: dict[int, list[str]] = {}
+        for j, f in enumerate(record_batch.schema):
+            column = record_batch.column(j)
+            if j not in texts:
+                columns[f.name] = column
+                continue
+            values = column.view(pa.large_binary() if "large" in str(f.type) else pa.binary()).to_pylist()
+            decoded: list[str | None] = []
+            for row, value in enumerate(values):
+                if value is None:
+                    decoded.append(None)
+                    continue
+                try:
+                    decoded.append(value.decode("utf-8"))
+                except UnicodeDecodeError:
+                    decoded.append(escaped(value))
+                    bad_rows.setdefault(row, []).append(f.name)
+            columns[f.name] = pa.array(decoded, type=pa.large_string())
+        table = pa.table(columns)
+        frame = pl.from_arrow(table)
+        assert isinstance(frame, pl.DataFrame)
+        for row in sorted(bad_rows):
+            shown = orjson.dumps(frame.row(row, named=True), default=str).decode()
+            message = "; ".join(
+                f"field '{name}' is not valid text (invalid UTF-8 bytes): \"{frame[row, name][:60]}\""
+                for name in bad_rows[row]
             )
-            first += n
+            malformed.append(MalformedRecord(first + row, shown, message, "invalid_text"))
+        keep = np.asarray([r for r in range(n) if r not in bad_rows], dtype=np.int64)
+        frame = frame[keep.tolist()] if len(bad_rows) else frame
+    assert isinstance(frame, pl.DataFrame)
+
+    def raw(which: np.ndarray, frame: pl.DataFrame = frame) -> list[str]:
+        picked = frame[which.tolist()]
+        return [orjson.dumps(r, default=str).decode() for r in picked.to_dicts()]
+
+    return RawBatch(
+        frame=frame,
+        lines=first + keep.astype(np.int64),
+        malformed=malformed,
+        raw=raw,
+    )

@@ -18,7 +18,15 @@ carry everything the proof needs. It only *accepts* a file when:
   flagged);
 - the values written, rows times values per row, equal the ``":`` marks of
   the text less those followed by ``null`` (so no key was dropped by schema
-  inference from the first rows).
+  inference from the first rows);
+- the text values written, rows times text values per row (also a partition
+  key), equal the marks followed by a quote (so no number was turned into
+  polars' text of it: ``1.50`` into ``"1.5"``; ids stay as written). Where a
+  column is nested (its strings have marks too) a text id that starts like a
+  number flags its row instead;
+- the text has no unpaired surrogate escape (polars reads one as NUL), no id
+  column is a float column (its text as written is lost), and every byte is
+  UTF-8 (polars refuses the file otherwise).
 
 Otherwise it removes what it wrote and returns ``None``, and the caller runs
 the block path, which quarantines with messages. Its parts are named like the
@@ -52,7 +60,12 @@ from jurymeter.io.validate import (
 # rewrite after a duplicate costs.
 MAX_ROWS_PER_PART = 2_000_000
 _SAMPLE_ROWS = 1000
-_VALUES = "__values"  # non-null raw values of a row: the number of its keys if none was dropped
+# One partition key carries both counts of a row (one key groups faster than two):
+# values + _SHIFT * texts, where values = its non-null raw values (the number of its
+# keys if none was dropped) and texts = its non-null raw text values (its
+# string-valued keys if no number became text).
+_VALUES = "__values"
+_SHIFT = 1 << 20  # more columns than any row holds
 
 
 @dataclass(slots=True)
@@ -71,6 +84,7 @@ class _Written:
     item_set: str
     relpath: str
     values_per_row: int
+    strings_per_row: int = 0
 
 
 def eligible(source: SourceFile, store: Store) -> bool:
@@ -148,8 +162,9 @@ def stream_source(
     """
     area = store.staging_area(sid)
     written: list[_Written] = []
+    nested = [False]  # whether a raw column is nested (then text ids are checked row by row)
     try:
-        protocol = _run_query(source, sid, options, text_fields, area, written)
+        protocol = _run_query(source, sid, options, text_fields, area, written, nested)
     except Exception:  # polars raises many types for one cause: this file needs the block path
         protocol = None
     counts = census.result() if protocol is not None else None
@@ -162,6 +177,9 @@ def stream_source(
             sum(rows) == counts.lines
             and sum(n * w.values_per_row for n, w in zip(rows, written, strict=True))
             == counts.values
+            and not counts.escapes
+            and (nested[0] or sum(n * w.strings_per_row for n, w in zip(rows, written, strict=True))
+                 == counts.string_marks)
         )
         if proven:
             for item_set in sorted({w.item_set for w in written}):
@@ -181,12 +199,23 @@ def _run_query(
     text_fields: frozenset[str],
     area: str,
     written: list[_Written],
+    nested: list[bool],
 ) -> Protocol | None:
-    """Run the query into ``area``, recording each file in ``written``; the protocol."""
+    """Run the query into ``area``, recording each file in ``written``; the protocol.
+
+    ``nested[0]`` is set when a raw column is nested.
+    """
     scanned = pl.scan_ndjson(source.path, infer_schema_length=100, row_index_name=ROW)
-    raw_columns = [c for c in scanned.collect_schema().names() if c != ROW]
-    values = pl.sum_horizontal(pl.col(c).is_not_null().cast(pl.UInt32) for c in raw_columns)
-    records = apply_column_map(scanned.with_columns(values.alias(_VALUES)), options.column_map)
+    raw_schema = {c: t for c, t in scanned.collect_schema().items() if c != ROW}
+    if any(t.is_float() and c in text_fields for c, t in raw_schema.items()):
+        return None  # a float id: the block path keeps its text as written
+    nested[0] = any(isinstance(t, pl.Struct | pl.List | pl.Array) for t in raw_schema.values())
+    # One sum: a text value counts 1 + _SHIFT (a value and a text value), any other 1.
+    counts = pl.sum_horizontal(
+        pl.col(c).is_not_null().cast(pl.UInt32) * (1 + _SHIFT if t == pl.String else 1)
+        for c, t in raw_schema.items()
+    )
+    records = apply_column_map(scanned.with_columns(counts.alias(_VALUES)), options.column_map)
     names = set(records.collect_schema().names()) - {ROW, _VALUES}
     protocol = detect_protocol(names)
     if protocol is None or "item_set" not in SCHEMAS[protocol].dtypes:
@@ -203,6 +232,7 @@ def _run_query(
         timestamp_format=timestamp_format,
         text_fields=text_fields,
         keep=(_VALUES,),
+        number_like_ids=nested[0],
     )
     accepted = rows.filter(~pl.col("__rejected")).select(
         pl.exclude(ROW, "__rejected"),
@@ -218,7 +248,9 @@ def _run_query(
             f"{Store.partition_dir(protocol, item_set)}/"
             f"part-{sid}-s{len(written) + 1:05d}.parquet"
         )
-        written.append(_Written(item_set, relpath, int(args.partition_keys[_VALUES][0])))
+        keys = args.partition_keys
+        counts = int(keys[_VALUES][0])
+        written.append(_Written(item_set, relpath, counts % _SHIFT, counts // _SHIFT))
         return relpath
 
     accepted.sink_parquet(

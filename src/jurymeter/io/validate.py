@@ -347,13 +347,16 @@ def flag_rejected(
     timestamp_format: str | None,
     text_fields: frozenset[str],
     keep: tuple[str, ...] = (),
+    number_like_ids: bool = False,
 ) -> tuple[pl.LazyFrame, list[str]]:
     """Typed rows and a ``__rejected`` flag, lazily: the streaming path's validation.
 
     The rows are typed by the same expressions as :func:`validate_batch`, and
     ``__rejected`` is true wherever it would reject the row, and also where the
     one ``timestamp_format`` cannot read a timestamp or a ``text_fields`` column
-    may hold a boolean, array or object turned into text. The flag is
+    may hold a boolean, array or object turned into text (with
+    ``number_like_ids``, also a number turned into text: a value that starts
+    with a digit or ``-``). The flag is
     conservative on purpose: the caller falls back to the block path, which has
     the messages, on any flagged row.
 
@@ -373,9 +376,7 @@ def flag_rejected(
         in_frame, protocol, options, marked=False, timestamp_format=timestamp_format
     )
     hides = [
-        pl.col(f"__raw_{c}").str.starts_with("{")
-        | pl.col(f"__raw_{c}").str.starts_with("[")
-        | pl.col(f"__raw_{c}").is_in(["true", "false"])
+        _hides(pl.col(f"__raw_{c}"), number_like_ids)
         for c in schema.dtypes
         if in_frame.get(c) == pl.String and c in text_fields
     ]
@@ -385,6 +386,12 @@ def flag_rejected(
     if protocol == "pairwise":
         rows = rows.with_columns(_winner(pl.col("winner")).alias("winner"))
     return rows.select(*schema.dtypes, *unknown, ROW, *keep, "__rejected"), unknown
+
+
+def _hides(raw: pl.Expr, number_like: bool) -> pl.Expr:
+    """Whether a text id may be a boolean, array or object (or, with ``number_like``, a number) turned into text."""
+    hidden = raw.str.starts_with("{") | raw.str.starts_with("[") | raw.is_in(["true", "false"])
+    return hidden | raw.str.contains(r"^[-0-9]") if number_like else hidden
 
 
 _Message = Callable[[dict[str, pl.Expr]], pl.Expr]

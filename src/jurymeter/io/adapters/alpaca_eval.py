@@ -100,6 +100,7 @@ What is rejected
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -110,8 +111,10 @@ from typing import Any, ClassVar
 import orjson
 
 from jurymeter.io.adapters.base import (
+    INVALID_TEXT,
     JUDGE_CALL_FAILED,
     PARSE_FAILURE,
+    TRUNCATED,
     Adapter,
     AdapterNotes,
     AdapterOptions,
@@ -218,17 +221,23 @@ class AlpacaEvalAdapter(Adapter):
         data = source.read()
         if data.startswith(_BOM):
             data = data[len(_BOM) :]
+        cut: Unreadable | None = None
+        checked = False  # orjson read it: no string holds invalid UTF-8 or a lone surrogate
         try:
             document: Any = orjson.loads(data)
+            checked = True
         except orjson.JSONDecodeError as exc:
+            # Undecodable bytes become lone surrogates: an element holding one is invalid_text.
+            text = data.decode("utf-8", "surrogateescape")
             try:  # Python's json.dump writes NaN, which orjson refuses
-                document = json.loads(data.decode("utf-8"))
-            except (UnicodeDecodeError, ValueError):
-                text = data.decode("utf-8", "replace")
-                yield Unreadable(1, text, f"not a JSON document: {exc}")
-                return
+                document = json.loads(text)
+            except (ValueError, RecursionError):
+                document, cut = _elements_before_cut(text, f"{exc}")
+                if document is None:
+                    yield Unreadable(1, _safe(text), f"not a JSON document: {exc}")
+                    return
         if not isinstance(document, list):
-            text = data.decode("utf-8", "replace")
+            text = data.decode("utf-8", "backslashreplace")
             yield Unreadable(
                 1, text, f"the document is a JSON {_kind(document)}, not an array of annotations"
             )
@@ -251,8 +260,88 @@ class AlpacaEvalAdapter(Adapter):
             elif not readable:
                 unreadable_order += 1
             annotators.add(element["annotator"])
-            yield _judgment(index, raw, element, item_set, shown_first)
+            judgment = _judgment(index, raw, element, item_set, shown_first)
+            bad = [] if checked else [key for key, value in element.items() if not _is_text(key, value)]
+            if bad:
+                message = f"element {index}: " + ", ".join(repr(_safe(k)) for k in bad) + (
+                    " not valid text (invalid UTF-8 bytes or an unpaired surrogate escape)"
+                )
+                judgment = Judgment(index, "pairwise", judgment.fields, raw, (INVALID_TEXT, message))
+            yield judgment
+        if cut is not None:
+            yield dataclasses.replace(cut, line=len(document) + 1)
         _notes(notes, source.path, len(document), known, unreadable_order, annotators)
+
+
+_DECODER = json.JSONDecoder()
+_RAW_CAP = 65536  # characters of a cut element kept as its raw text
+
+
+def _safe(text: str) -> str:
+    """``text`` with lone surrogates escaped (what a quarantine can store)."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _is_text(key: str, value: object) -> bool:
+    """Whether a field's name and every string in its value are valid text (no lone surrogate)."""
+    try:
+        json.dumps({key: value}, ensure_ascii=False).encode("utf-8")
+    except (UnicodeEncodeError, ValueError, TypeError):
+        return False
+    return True
+
+
+def _elements_before_cut(text: str, error: str) -> tuple[list[Any] | None, Unreadable | None]:
+    """The complete elements of an array cut (or broken) inside one, and the cut one.
+
+    ``(None, None)`` when the text is no JSON array at all. The cut element is
+    ``truncated`` when the text ends inside it, else ``malformed_line``: in
+    both cases it and any after it are not read.
+    """
+    pos = _skip(text, 0)
+    if not text.startswith("[", pos):
+        return None, None
+    elements: list[Any] = []
+    pos = _skip(text, pos + 1)
+    while True:
+        start = pos
+        try:
+            element, pos = _DECODER.raw_decode(text, pos)
+        except (ValueError, RecursionError) as exc:
+            at = getattr(exc, "pos", len(text))
+            ended = at >= len(text.rstrip()) or str(exc).startswith("Unterminated string")
+            message = (
+                f"the JSON array is {'cut' if ended else 'invalid'} inside element {len(elements) + 1} "
+                f"(char {start}): {exc}; the {len(elements)} elements before it are read, "
+                "this one and any after it are not"
+            )
+            return elements, Unreadable(
+                len(elements) + 1, _safe(text[start : start + _RAW_CAP]), message,
+                TRUNCATED if ended else "malformed_line",
+            )
+        elements.append(element)
+        pos = _skip(text, pos)
+        if text.startswith(",", pos):
+            pos = _skip(text, pos + 1)
+        elif text.startswith("]", pos) and not text[pos + 1 :].strip():
+            return elements, None  # complete after all: the first parse failed on something else
+        else:
+            ended = not text[pos:].strip()
+            message = (
+                f"the JSON array is {'cut' if ended else 'invalid'} after element {len(elements)} "
+                f"(char {pos}): {error}; the {len(elements)} elements before it are read"
+            )
+            return elements, Unreadable(
+                len(elements) + 1, _safe(text[pos : pos + _RAW_CAP]), message,
+                TRUNCATED if ended else "malformed_line",
+            )
+
+
+def _skip(text: str, pos: int) -> int:
+    """The position of the first non-whitespace character from ``pos``."""
+    while pos < len(text) and text[pos] in " \t\r\n":
+        pos += 1
+    return pos
 
 
 def _structure(element: dict[str, Any]) -> str | None:

@@ -38,6 +38,8 @@ JUDGE_CALL_FAILED = "judge_call_failed"  # the call to the judge failed (an API 
 UNSCORED = "unscored"  # the grader gave no grade it was offered (inspect's NaN)
 UNSUPPORTED_RECORD = "unsupported_record"  # a record of the format this adapter does not read
 MALFORMED = "malformed_line"  # not a record of the format at all (a truncated line, a missing field)
+TRUNCATED = "truncated"  # the element or member a document or archive ends inside of
+INVALID_TEXT = "invalid_text"  # a field holds invalid UTF-8 or an unpaired surrogate
 ADAPTER_REASONS = (PARSE_FAILURE, JUDGE_CALL_FAILED, UNSCORED, UNSUPPORTED_RECORD)
 
 
@@ -78,11 +80,16 @@ class Judgment:
 
 @dataclass(frozen=True, slots=True)
 class Unreadable:
-    """A line or element that is not a record of the format at all: quarantined as ``malformed``."""
+    """A line or element that is not a record of the format at all: quarantined as ``reason``.
+
+    ``reason`` is ``malformed_line``, or ``truncated`` for the element or
+    member a document or archive ends inside of.
+    """
 
     line: int
     raw: str
     message: str
+    reason: str = "malformed_line"
 
 
 @dataclass(frozen=True, slots=True)

@@ -106,7 +106,9 @@ from typing import Any, ClassVar
 import zstandard
 
 from jurymeter.io.adapters.base import (
+    MALFORMED,
     PARSE_FAILURE,
+    TRUNCATED,
     UNSCORED,
     UNSUPPORTED_RECORD,
     Adapter,
@@ -118,6 +120,7 @@ from jurymeter.io.adapters.base import (
 )
 
 _ZIP_MAGIC = b"PK\x03\x04"
+_EOCD = b"PK\x05\x06"  # the end of central directory record's signature
 _ZSTD = 93  # the ZIP compression method of Zstandard
 _MEMBER_NAMES = (b"header.json", b"_journal/start.json", b"samples/", b"summaries.json", b"reductions.json")
 _JSON_HEAD = re.compile(rb'\A\s*\{\s*"version"\s*:\s*\d+\s*,')
@@ -240,12 +243,9 @@ def _member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, data: bytes) -> byt
 
 def _member_json(archive: zipfile.ZipFile, info: zipfile.ZipInfo, data: bytes) -> tuple[Any, str]:
     """A member's parsed JSON and its text."""
-    raw = _member(archive, info, data)
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        msg = f"member {info.filename!r} is not UTF-8: {exc}"
-        raise _LogError(msg) from exc
+    # Undecodable bytes become lone surrogates: the judgments whose fields hold one are
+    # quarantined as invalid_text (io.adapters.reading), the member's others are read.
+    text = _member(archive, info, data).decode("utf-8", "surrogateescape")
     try:
         return json.loads(text), text
     except (ValueError, RecursionError) as exc:
@@ -258,6 +258,11 @@ def _read_eval(data: bytes, options: AdapterOptions, notes: AdapterNotes) -> Ite
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
     except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
+        if data.startswith(_ZIP_MAGIC) and _EOCD not in data[-65558:]:
+            # A ZIP's directory is its last bytes: a cut archive has none, and nothing of it is read.
+            yield Unreadable(1, "", f"the inspect .eval ZIP archive is cut (no central directory at its end): {exc}; "
+                             "no sample is read", TRUNCATED)
+            return
         yield Unreadable(1, "", f"not a readable ZIP archive (an inspect .eval log): {exc}")
         return
     infos = {info.filename: info for info in archive.infolist()}
@@ -336,13 +341,22 @@ def _skip(text: str, pos: int) -> int:
     return match.end() if match else pos
 
 
+def _ends_inside(text: str, position: int) -> bool:
+    """Whether the text from ``position`` is one JSON value the document's end cuts (not a broken one)."""
+    try:
+        _DECODER.raw_decode(text, position)
+    except json.JSONDecodeError as exc:
+        return exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string")
+    except (ValueError, RecursionError):
+        return False
+    return False
+
+
 def _read_json(data: bytes, options: AdapterOptions, notes: AdapterNotes) -> Iterator[Judgment | Unreadable]:
     """The judgments of a ``.json`` log, read key by key and sample by sample (a cut keeps what precedes it)."""
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        yield Unreadable(1, "", f"inspect .json log is not UTF-8: {exc}")
-        return
+    # Undecodable bytes become lone surrogates, so a sample holding one is read and its
+    # judgments are quarantined as invalid_text (io.adapters.reading), the others kept.
+    text = data.removeprefix(b"\xef\xbb\xbf").decode("utf-8", "surrogateescape")
     top: dict[str, Any] = {}
     samples: list[tuple[Any, str]] = []
     cut: tuple[int, int, str] | None = None  # (position, sample index or 0, message)
@@ -403,10 +417,12 @@ def _read_json(data: bytes, options: AdapterOptions, notes: AdapterNotes) -> Ite
     if cut is not None:
         position, index, message = cut
         if index:
+            ended = _ends_inside(text, position)
             yield Unreadable(
                 index, text[position : position + _RAW_CAP],
-                f"inspect .json log is truncated or invalid at sample {index} (char {position}): {message}; "
-                "this sample and any after it are not read",
+                f"inspect .json log is {'truncated' if ended else 'invalid'} at sample {index} (char {position}): "
+                f"{message}; this sample and any after it are not read",
+                TRUNCATED if ended else MALFORMED,
             )
         else:
             notes.notes.append(f"inspect: the log is truncated or invalid after its samples (char {position}): {message}")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 import math
 import threading
+import zlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,7 +23,9 @@ import numpy as np
 import orjson
 import polars as pl
 
+from jurymeter.errors import SourceError
 from jurymeter.io.adapters.base import (
+    INVALID_TEXT,
     Adapter,
     AdapterNotes,
     AdapterOptions,
@@ -30,7 +33,16 @@ from jurymeter.io.adapters.base import (
     SourceBytes,
     Unreadable,
 )
-from jurymeter.io.sources import MalformedRecord, RawBatch, SourceFile
+from jurymeter.io.sources import (
+    MalformedRecord,
+    RawBatch,
+    SourceFile,
+    escape_text,
+    is_text,
+    open_decompressed,
+    truncated_message,
+    undecompressable,
+)
 
 REJECT_REASON = "_reject_reason"
 REJECT_MESSAGE = "_reject_message"
@@ -53,6 +65,8 @@ class FileBytes(SourceBytes):
         self.source = source
         self.path = source.url
         self._cancel = cancel
+        # Set by line_blocks when a compressed stream ends early: (line of the cut, its unfinished text).
+        self.cut: tuple[int, str] | None = None
 
     def _check(self) -> None:
         if self._cancel is not None and self._cancel.is_set():
@@ -71,10 +85,15 @@ class FileBytes(SourceBytes):
             yield from enumerate(block, start=first)
 
     def line_blocks(self) -> Iterator[tuple[int, list[bytes]]]:
-        """The lines iterating the binary file gives (newline and carriage returns taken off), a block at a time."""
+        """The lines iterating the binary file gives (newline and carriage returns taken off), a block at a time.
+
+        A compressed stream that ends early gives the lines before the cut and
+        sets :attr:`cut` (the unfinished last line is no line of the file).
+        """
         first = 1
         pending: list[bytes] = []  # the start of a line that the blocks read so far have not ended
-        with self.source.fs.open(self.source.path, "rb", compression=self.source.compression) as handle:
+        with self.source.fs.open(self.source.path, "rb") as stored:
+            handle = open_decompressed(self.source, stored)
             while True:
                 self._check()
                 block = handle.read(READ_BYTES)
@@ -90,7 +109,10 @@ class FileBytes(SourceBytes):
                 pending = [tail] if tail else []
                 yield first, [line.rstrip(b"\r\n") for line in lines]
                 first += len(lines)
-        if pending:
+            truncated = bool(getattr(handle, "truncated", False))
+        if truncated:
+            self.cut = (first, b"".join(pending).decode("utf-8", "backslashreplace"))
+        elif pending:
             yield first, [b"".join(pending).rstrip(b"\r\n")]
 
     def read(self) -> bytes:
@@ -101,10 +123,24 @@ class FileBytes(SourceBytes):
 
 
 def head(source: SourceFile) -> bytes:
-    """The first :data:`HEAD_BYTES` of a source, decompressed (what detection looks at)."""
-    with source.fs.open(source.path, "rb", compression=source.compression) as handle:
-        data: bytes = handle.read(HEAD_BYTES)
-        return data
+    """The first :data:`HEAD_BYTES` of a source, decompressed (what detection looks at).
+
+    Raises
+    ------
+    OSError
+        The file cannot be read, or its compressed data is corrupt (one line).
+    """
+    import zstandard
+
+    try:
+        with source.fs.open(source.path, "rb") as stored:
+            data: bytes = open_decompressed(source, stored).read(HEAD_BYTES)
+            return data
+    except (zlib.error, zstandard.ZstdError) as exc:
+        # discover_sources turns an OSError into its one line ("cannot read <file>: ...").
+        kind = {"gzip": "gzip", "zstd": "Zstandard"}.get(source.compression or "", source.compression)
+        msg = f"not {kind} data, or corrupt ({exc})"
+        raise OSError(msg) from exc
 
 
 def _text(value: Any) -> str | None:
@@ -137,6 +173,28 @@ def adapted_batches(
     this source, else its judgments, a batch at a time. Setting ``cancel``
     stops the reading at its next block (:class:`ReadCancelled`).
     """
+    import zstandard
+
+    try:
+        yield from _adapted_batches(source, adapter, options, notes, batch_judgments, cancel)
+    except SourceError:
+        raise
+    except (zlib.error, zstandard.ZstdError) as exc:
+        raise SourceError(undecompressable(source, exc)) from exc
+    except (OSError, EOFError) as exc:
+        first = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        msg = f"cannot read {source.url}: {first}"
+        raise SourceError(msg) from exc
+
+
+def _adapted_batches(
+    source: SourceFile,
+    adapter: Adapter,
+    options: AdapterOptions,
+    notes: AdapterNotes,
+    batch_judgments: int,
+    cancel: threading.Event | None,
+) -> Iterator[RawBatch]:
     file = FileBytes(source, cancel)
     blocks = adapter.frames(file, options, notes, batch_judgments=batch_judgments)
     if blocks is not None:
@@ -144,9 +202,11 @@ def adapted_batches(
             yield RawBatch(
                 frame=block.frame,
                 lines=block.lines,
-                malformed=[MalformedRecord(line=u.line, raw=u.raw, message=u.message) for u in block.unreadable],
+                malformed=[_malformed(u) for u in block.unreadable],
                 raw=block.raw,
             )
+        if file.cut is not None:
+            yield _cut_batch(source, file.cut)
         return
     rows: list[dict[str, str | None]] = []
     lines: list[int] = []
@@ -170,21 +230,50 @@ def adapted_batches(
 
     for item in adapter.judgments(file, options, notes):
         if isinstance(item, Unreadable):
-            malformed.append(MalformedRecord(line=item.line, raw=item.raw, message=item.message))
+            malformed.append(_malformed(item))
         else:
             rows.append(_row(item))
             lines.append(item.line)
-            raws.append(item.raw)
+            raws.append(item.raw if is_text(item.raw) else escape_text(item.raw))
         if len(rows) + len(malformed) >= batch_judgments:
             yield flush()
+    if file.cut is not None:
+        malformed.append(_cut_batch(source, file.cut).malformed[0])
     if rows or malformed:
         yield flush()
 
 
+def _malformed(item: Unreadable) -> MalformedRecord:
+    raw = item.raw if is_text(item.raw) else escape_text(item.raw)
+    message = item.message if is_text(item.message) else escape_text(item.message)
+    return MalformedRecord(line=item.line, raw=raw, message=message, reason=item.reason)
+
+
+def _cut_batch(source: SourceFile, cut: tuple[int, str]) -> RawBatch:
+    """The one ``truncated`` record of a compressed line-based log that ends early."""
+    line, text = cut
+    what = "the last line is incomplete" if text else "it ends at a line's end"
+    record = MalformedRecord(line=line, raw=text, message=truncated_message(source, what), reason="truncated")
+    return RawBatch(frame=pl.DataFrame(), lines=np.zeros(0, dtype=np.int64), malformed=[record], raw=lambda rows: [])
+
+
 def _row(judgment: Judgment) -> dict[str, str | None]:
+    r"""A judgment's fields as text; one whose text is not valid (lone surrogates) is rejected as ``invalid_text``.
+
+    Its fields are then stored escaped in the quarantine only (``\xNN``
+    for an undecodable byte, ``\udNNN`` for an unpaired escape), never
+    replaced or merged with another id.
+    """
     row = {name: _text(value) for name, value in judgment.fields.items()}
+    bad = [name for name, value in row.items() if value is not None and not is_text(value)]
+    if bad:
+        shown = "; ".join(f"field '{name}' is not valid text: \"{escape_text(row[name] or '')[:60]}\"" for name in bad)
+        row = {name: (escape_text(value) if value is not None else None) for name, value in row.items()}
+        row[REJECT_REASON], row[REJECT_MESSAGE] = INVALID_TEXT, shown
+        return row
     if judgment.reject is not None:
-        row[REJECT_REASON], row[REJECT_MESSAGE] = judgment.reject
+        reason, message = judgment.reject
+        row[REJECT_REASON], row[REJECT_MESSAGE] = reason, message if is_text(message) else escape_text(message)
     return row
 
 
