@@ -482,12 +482,18 @@ def test_a_file_that_cannot_be_read_is_one_source_error_naming_it(tmp_path: Path
     # Read as canonical records (detection is another layer's: io.sources.discover_sources).
     source = SourceFile(url=str(path), path=str(path), fs=fsspec.filesystem("file"), format=kind[0],
                         compression=kind[1], size=len(data))
-    with pytest.raises(SourceError) as caught:
-        ingest(Store(str(tmp_path / "store")), [source], ValidationOptions())
-    message = str(caught.value)
+    # The reader's SourceError is the source's report: unreadable, with its one line, nothing
+    # of it stored, and the ingest goes on (the rest of a folder: tests/test_bad_files.py).
+    store = Store(str(tmp_path / "store"))
+    [report] = ingest(store, [source], ValidationOptions()).sources
+    assert report.status == "unreadable"
+    assert (report.read, report.accepted, report.quarantined) == (0, 0, 0)
+    message = f"{report.source}: {report.note}"
     assert str(path) in message
     assert words in message
     assert "\n" not in message
+    assert store.markers() == []
+    assert not [p for p in (tmp_path / "store").rglob("*.parquet")]
 
 
 # ------------------------------------------------------------------ the property over generated dumps
