@@ -572,7 +572,10 @@ def test_other_lines_that_are_not_records() -> None:
     assert [u.line for u in unreadable] == [4, 5, 6, 7]
     assert "an array, not an Arena-Hard record" in unreadable[0].message
     assert "a string, not an Arena-Hard record" in unreadable[1].message
-    assert "not a JSON object" in unreadable[2].message
+    # Bytes that are not UTF-8: a reason of their own (issue 22), the bytes kept as \xNN.
+    assert (unreadable[2].reason, unreadable[2].raw) == ("invalid_text", "\\xff\\xfe not utf-8")
+    assert "not valid text (invalid UTF-8 bytes at byte 0)" in unreadable[2].message
+    assert {u.reason for u in unreadable[:2] + unreadable[3:]} == {"malformed_line"}
     assert "category is a number (5), expected a string" in unreadable[3].message
 
 

@@ -630,7 +630,10 @@ def test_not_objects_blank_lines_bom_and_bad_bytes() -> None:
         (6, Unreadable),
     ]
     assert "a JSON list" in out[1].message  # type: ignore[union-attr]
-    assert "\ufffd" in out[2].raw
+    # Bytes that are not UTF-8 are text that is not text (issue 22): their own reason, the byte kept as \xff.
+    assert out[2].raw == '{"question_id": 81, "model": "\\xff"}'  # type: ignore[union-attr]
+    assert out[2].reason == "invalid_text"  # type: ignore[union-attr]
+    assert out[1].reason == out[3].reason == "malformed_line"  # type: ignore[union-attr]
     nothing, notes = run(BytesSource(b'{"a": 1}\nnot json\n'))
     assert [type(j) for j in nothing] == [Unreadable, Unreadable]
     assert any("no line" in note for note in notes.notes)

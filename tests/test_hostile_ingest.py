@@ -615,3 +615,39 @@ def test_any_generated_csv_reconciles_and_stores_exactly_its_valid_rows(
     assert stored_rows(store) == sorted(expected_stored)
     assert only.reasons == dict(reasons)
     assert only.duplicates_dropped == 0
+
+
+@pytest.mark.parametrize(
+    ("sample", "field"),
+    [
+        ("mt_bench/single__SumanthRH-FastChat__gpt-4_single.jsonl", b'"model": "'),
+        ("mt_bench/pair__lesnikow-fast-chat__gpt-4-turbo_pair.q81-82.jsonl", b'"model_1": "'),
+        ("arena_hard/v0.1__ServiceNow__gemini-1.5-pro-api-0514__phi-3-medium-4k-instruct.jsonl", b'"model":"'),
+    ],
+    ids=["mt-bench single", "mt-bench pair", "arena-hard"],
+)
+def test_a_log_line_that_is_not_text_is_invalid_text_in_the_line_adapters(
+    tmp_path: Path, sample: str, field: bytes
+) -> None:
+    # Three lines whose ids differ only in bytes that are not text: each its own invalid_text
+    # record with the bytes kept, never merged with another, the rest of the log stored.
+    lines = (Path(__file__).parent / "data" / "samples" / sample).read_bytes().splitlines()
+    assert all(field in ln for ln in lines[1:4])
+    # Lines 2-4: the first line stays clean, so the format is recognised from the head.
+    hostile = [lines[1].replace(field, field + b"\xff", 1), lines[2].replace(field, field + b"\xfe", 1),
+               lines[3].replace(field, field + b"\\ud800", 1)]
+    path = tmp_path / Path(sample).name
+    path.write_bytes(b"\n".join([lines[0], *hostile, *lines[4:]]) + b"\n")
+    clean = tmp_path / "clean" / Path(sample).name
+    clean.parent.mkdir()
+    clean.write_bytes(b"\n".join([lines[0], *lines[4:]]) + b"\n")
+    store, reference = Store(str(tmp_path / "store")), Store(str(tmp_path / "reference"))
+    [report] = run_ingest(store, path).sources
+    [clean_report] = run_ingest(reference, clean).sources
+    q = quarantine(store)
+    bad = q.filter(pl.col("line").is_between(2, 4))
+    assert bad["reason"].to_list() == ["invalid_text"] * 3
+    assert [(field + b"\\xff").decode() in bad["raw"][0], (field + b"\\xfe").decode() in bad["raw"][1],
+            (field + b"\\ud800").decode() in bad["raw"][2]] == [True] * 3
+    assert report.reasons.get("invalid_text") == 3
+    assert report.accepted == clean_report.accepted  # the other lines as a log without the three

@@ -105,6 +105,7 @@ from jurymeter.io.adapters.base import (
     Judgment,
     SourceBytes,
     Unreadable,
+    not_a_record,
 )
 
 DEFAULT_V01_BASELINE = "gpt-4-0314"
@@ -297,11 +298,7 @@ class ArenaHardAdapter(Adapter):
             try:
                 record = orjson.loads(data)
             except orjson.JSONDecodeError as exc:
-                yield Unreadable(
-                    line,
-                    data.decode("utf-8", "replace"),
-                    f"not a JSON object (a truncated or corrupt line?): {exc}",
-                )
+                yield not_a_record(line, data, f"not a JSON object (a truncated or corrupt line?): {exc}")
                 continue
             raw = data.decode("utf-8")  # orjson accepted it, so it is UTF-8
             if not isinstance(record, dict):

@@ -92,6 +92,26 @@ class Unreadable:
     reason: str = "malformed_line"
 
 
+def not_a_record(line: int, raw: bytes, message: str) -> Unreadable:
+    r"""A line its adapter could not parse: ``invalid_text`` when its bytes are not text, else ``malformed_line``.
+
+    orjson refuses invalid UTF-8 and unpaired surrogate escapes as it refuses
+    broken JSON; the quarantine must tell the two apart (issue 22: text that is
+    not text is a reason of its own, never replaced or merged), and its raw text
+    keeps every undecodable byte as ``\xNN``, so two such lines stay distinct.
+    """
+    from jurymeter.io.sources import escaped, has_unpaired_escape
+
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return Unreadable(line, escaped(raw), f"the line is not valid text (invalid UTF-8 bytes at byte {exc.start})",
+                          INVALID_TEXT)
+    if has_unpaired_escape(raw):
+        return Unreadable(line, escaped(raw), "the line is not valid text (an unpaired surrogate escape)", INVALID_TEXT)
+    return Unreadable(line, escaped(raw), message)
+
+
 @dataclass(frozen=True, slots=True)
 class AdaptedFrame:
     """A block of judgments as columns: what :meth:`Adapter.frames` gives instead of :class:`Judgment` values.

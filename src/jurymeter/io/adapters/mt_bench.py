@@ -162,6 +162,7 @@ from jurymeter.io.adapters.base import (
     Judgment,
     SourceBytes,
     Unreadable,
+    not_a_record,
 )
 
 ITEM_SET: Final = "mt-bench"
@@ -604,7 +605,7 @@ def _singles(
         try:
             obj = loads(raw)
         except orjson.JSONDecodeError as exc:
-            yield Unreadable(number, text, f"not a JSON object: {exc}")
+            yield not_a_record(number, raw, f"not a JSON object: {exc}")
             continue
         if type(obj) is not dict:
             yield Unreadable(number, text, f"not a JSON object: a JSON {type(obj).__name__}")
@@ -660,7 +661,7 @@ def _pairs(
         text = raw.decode("utf-8", "replace")
         obj = _parse(raw)
         if isinstance(obj, str):
-            yield Unreadable(number, text, obj)
+            yield not_a_record(number, raw, obj)
             continue
         if _kind(obj) != "pair":
             yield Unreadable(number, text, _other_kind(obj, "pair"))
@@ -852,8 +853,8 @@ def _scan(
         if unreadable:
             bad = os.path.join(spill, f"{name}-unreadable.arrow")
             pl.DataFrame(
-                [(u.line, u.raw, u.message) for u in unreadable],
-                schema={"line": pl.Int64, "raw": pl.String, "message": pl.String},
+                [(u.line, u.raw, u.message, u.reason) for u in unreadable],
+                schema={"line": pl.Int64, "raw": pl.String, "message": pl.String, "reason": pl.String},
                 orient="row",
             ).write_ipc(bad)
         written.append((path, bad, hashes))
@@ -878,7 +879,7 @@ def _scan(
             try:
                 obj = loads(raw)
             except decode_error as exc:
-                unreadable.append(Unreadable(number, raw.decode("utf-8", "replace"), f"not a JSON object: {exc}"))
+                unreadable.append(not_a_record(number, raw, f"not a JSON object: {exc}"))
                 continue
             if type(obj) is not dict:
                 message = f"not a JSON object: a JSON {type(obj).__name__}"
@@ -1082,7 +1083,8 @@ def _recut(
                 held += frame.height
             if bad is not None:
                 back = _read_back(bad)
-                unread.extend(Unreadable(line + before, raw, message) for line, raw, message in back.iter_rows())
+                unread.extend(Unreadable(line + before, raw, message, reason)
+                              for line, raw, message, reason in back.iter_rows())
                 held += back.height
             yield from cut(last=False)
     yield from cut(last=True)
