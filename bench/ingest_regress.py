@@ -9,7 +9,10 @@ reading path:
 - ``jsonl.gz``: the same records gzip-compressed (the block path);
 - ``csv``: the same records as CSV (the standard library's reader);
 - ``parquet``: the same records as Parquet;
-- ``mt-bench``: MT-Bench single judgments through the log adapter.
+- ``mt-bench``: MT-Bench single judgments through the log adapter;
+- ``duplicates``: the canonical records again under other bytes (no final
+  newline) into the store that holds them: every record an exact duplicate
+  (the store's first ingest is done before the clock starts).
 
 Each measured step is ``jurymeter.io.ingest.ingest`` of one file into an empty
 store, in a fresh subprocess (``_common.measure_child``), once with the
@@ -37,11 +40,11 @@ from typing import Any
 
 from _common import append_results, command_line, facts_block, machine_facts, measure_child
 from adapters import export_baseline, wait_for_quiet, write_logs
-from ingest import SCALE, write_records
+from ingest import SCALE, make_duplicate_variant, write_records
 
 BENCH_DIR = Path(__file__).resolve().parent
 GOAL = 1.05
-KINDS = ("jsonl", "jsonl.gz", "csv", "parquet", "mt-bench")
+KINDS = ("jsonl", "jsonl.gz", "csv", "parquet", "mt-bench", "duplicates")
 
 
 def child_main(argv: list[str]) -> None:
@@ -51,8 +54,10 @@ def child_main(argv: list[str]) -> None:
     from jurymeter.io.store import Store
     from jurymeter.io.validate import ValidationOptions
 
-    src, store_dir, log_format = argv
+    src, store_dir, log_format, *first = argv
     store = Store(store_dir)
+    if first:  # the records already stored: what the measured ingest re-delivers
+        ingest(store, discover_sources(first, log_format=log_format), ValidationOptions(scale=SCALE))
     sources = discover_sources([src], log_format=log_format)
     scale = None if log_format == "auto" else SCALE
     t0, c0 = time.perf_counter(), time.process_time()
@@ -91,6 +96,9 @@ def make_inputs(work: Path, records: int) -> dict[str, tuple[Path, str]]:
         frame = pl.read_ndjson(jsonl)
         frame.write_csv(csv_path)
         frame.write_parquet(parquet)
+    variant = work / "records-other-bytes.jsonl"
+    if not variant.exists():
+        make_duplicate_variant(jsonl, variant)
     mt = work / "mt_bench_single.jsonl"
     if not mt.exists():
         write_logs(mt, work / "mt_bench_canonical.jsonl", max(1, records // 4))
@@ -100,6 +108,7 @@ def make_inputs(work: Path, records: int) -> dict[str, tuple[Path, str]]:
         "csv": (csv_path, "canonical"),
         "parquet": (parquet, "canonical"),
         "mt-bench": (mt, "auto"),
+        "duplicates": (variant, "canonical"),
     }
 
 
@@ -134,7 +143,8 @@ def main() -> None:
                 wait_for_quiet(args.quiet)
                 store = work / f"store-{name}-{kind}"
                 shutil.rmtree(store, ignore_errors=True)
-                result = run_child([str(path), str(store), log_format], work, f"{name}-{kind}-{rep}", src)
+                first = [str(inputs["jsonl"][0])] if kind == "duplicates" else []
+                result = run_child([str(path), str(store), log_format, *first], work, f"{name}-{kind}-{rep}", src)
                 runs.setdefault((kind, name), []).append(result)
                 shutil.rmtree(store, ignore_errors=True)
                 print(f"{kind:9s} {name:8s} rep {rep}: {result['seconds']:.2f} s, "
