@@ -748,15 +748,18 @@ def _rewrite_without(store: Store, paths: list[str], lines: pl.Series) -> set[st
     doomed = lines.to_frame(SOURCE_LINE)
     emptied = set()
     for path in paths:
-        frame = store.read_parquet(path)
-        kept = frame.join(doomed, on=SOURCE_LINE, how="anti")
-        if kept.height == frame.height:
+        # The lines alone first: a part that loses nothing, or everything (a whole re-delivery),
+        # is never read whole.
+        in_part = store.read_parquet(path, [SOURCE_LINE])
+        losing = in_part.join(doomed, on=SOURCE_LINE, how="semi").height
+        if not losing:
             continue
-        if kept.height:
-            store.write_parquet(path[len(store.root) + 1 :], kept)
-        else:
+        if losing == in_part.height:
             store.remove([path])
             emptied.add(path)
+            continue
+        frame = store.read_parquet(path)
+        store.write_parquet(path[len(store.root) + 1 :], frame.join(doomed, on=SOURCE_LINE, how="anti"))
     return emptied
 
 

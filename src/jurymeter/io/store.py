@@ -241,13 +241,13 @@ class Store:
                 os.remove(target)
             raise self._write_error(target, exc) from exc
 
-    def read_parquet(self, path: str) -> pl.DataFrame:
-        """One Parquet file of the store, whole (``path`` as returned by listings)."""
+    def read_parquet(self, path: str, columns: list[str] | None = None) -> pl.DataFrame:
+        """One Parquet file of the store (``path`` as returned by listings): whole, or only ``columns``."""
         import pyarrow.parquet as pq  # here, not at the top: a command that reads no file whole skips its import
 
         try:
             with self.fs.open(path, "rb") as handle:
-                frame = pl.from_arrow(pq.ParquetFile(handle).read())
+                frame = pl.from_arrow(pq.ParquetFile(handle).read(columns=columns))
         except FileNotFoundError:
             raise
         except Exception as exc:  # s3fs/botocore/pyarrow raise many types for one cause
