@@ -595,13 +595,13 @@ def _landing(root: Path, *, item_sets: tuple[str, ...] = ("sim-chat",), seed: in
     return root / "landing"
 
 
-def _run(tmp_path: Path, api: str, config: str, *flags: str, ok: bool = True) -> dict:
+def _run(tmp_path: Path, api: str, config: str, *flags: str, ok: bool = True, **env: str) -> dict:
     path = tmp_path / "jm.toml"
     path.write_text(config)
     result = subprocess.run(
         [sys.executable, "-m", "jurymeter.cli", "run", "--config", str(path), *flags],
         capture_output=True, text=True, timeout=600, cwd=tmp_path,
-        env=_venv_env(PREFECT_API_URL=api, PREFECT_HOME=str(tmp_path / "prefect-client")),
+        env=_venv_env(PREFECT_API_URL=api, PREFECT_HOME=str(tmp_path / "prefect-client"), **env),
     )
     assert (result.returncode == 0) == ok, result.stdout + result.stderr
     assert "Traceback" not in result.stderr, result.stderr
@@ -626,7 +626,8 @@ scale = [1, 10]
 [universes]
 three = ["judge-a", "judge-b", "judge-c"]
 [populations]
-# One system: its fits fail (no system variance to estimate), the others go on.
+# One system: its G-study is skipped with its reason (no system variance to estimate), the
+# other analyses fit; _failing_solo() makes these fits fail as a bug would, for failure isolation.
 solo = ["sys-01"]
 [fit]
 universes = ["all", "three"]
@@ -637,13 +638,35 @@ workers = 2
 """
 
 
+def _failing_solo(tmp_path: Path) -> dict[str, str]:
+    """The environment of a run whose pointwise fits of population ``solo`` raise, in every process (workers too).
+
+    No data fails a fit by design any more (what cannot be estimated is null with its reason), so
+    the failure a bug or a lost resource would cause is injected by a ``sitecustomize`` module the
+    run's process and its Dask workers import at start.
+    """
+    inject = tmp_path / "inject"
+    inject.mkdir(exist_ok=True)
+    (inject / "sitecustomize.py").write_text(
+        "import jurymeter.pipeline.fit as fit\n"
+        "real = fit.run_fit\n"
+        "def run_fit(job, **kwargs):\n"
+        "    if job.population == 'solo' and job.protocol == 'pointwise':\n"
+        "        raise RuntimeError('injected failure of a solo fit')\n"
+        "    return real(job, **kwargs)\n"
+        "fit.run_fit = run_fit\n"
+    )
+    return {"PYTHONPATH": os.pathsep.join([str(inject), *filter(None, [os.environ.get("PYTHONPATH")])])}
+
+
 @pytest.mark.slow
 def test_flow_on_a_local_cluster_fits_reuses_isolates_failures_and_refits(
     tmp_path: Path, prefect_server: str
 ) -> None:
     _landing(tmp_path, item_sets=("sim-chat", "sim-code"))
     config = LOCAL_CONFIG.format(root=tmp_path)
-    first = _run(tmp_path, prefect_server, config, ok=False)  # the ghost fits fail
+    failing = _failing_solo(tmp_path)
+    first = _run(tmp_path, prefect_server, config, ok=False, **failing)  # the solo fits fail
     statuses = _statuses(first)
     assert len(statuses) == 8
     failed = {k for k, v in statuses.items() if v == "failed"}
@@ -666,7 +689,7 @@ def test_flow_on_a_local_cluster_fits_reuses_isolates_failures_and_refits(
     assert out.index("ingest: read") < out.index(f"run {first['run_id']}")
     assert re.search(r"timings ingest_wait \d+\.\d s, ingest \d+\.\d s", out), out
 
-    second = _run(tmp_path, prefect_server, config, ok=False)
+    second = _run(tmp_path, prefect_server, config, ok=False, **failing)
     assert second["ingest"]["totals"]["accepted"] == 0  # the landing was already ingested
     # A reused fit carries the summary of the fitted one: headline numbers, not dashes.
     firsts = {(f["protocol"], f["item_set"], f["universe"], f["population"]): f for f in first["fits"]}
@@ -688,13 +711,13 @@ def test_flow_on_a_local_cluster_fits_reuses_isolates_failures_and_refits(
     # New judgments of one item set: only its fits are refitted.
     extra = pl.read_ndjson(tmp_path / "landing" / "sim-code.jsonl").with_columns(pl.col("replicate") + 10)
     extra.write_ndjson(tmp_path / "landing" / "sim-code-more.jsonl")
-    third = _run(tmp_path, prefect_server, config, ok=False)
+    third = _run(tmp_path, prefect_server, config, ok=False, **failing)
     got = {k: v for k, v in _statuses(third).items() if k not in failed}
     assert got == {
         ("sim-chat", "all", "all"): "reused", ("sim-chat", "three", "all"): "reused",
         ("sim-code", "all", "all"): "fitted", ("sim-code", "three", "all"): "fitted",
     }
-    forced = _run(tmp_path, prefect_server, config, "--force", ok=False)
+    forced = _run(tmp_path, prefect_server, config, "--force", ok=False, **failing)
     assert {v for k, v in _statuses(forced).items() if k not in failed} == {"fitted"}
 
     # The report is rebuilt from the run folder alone.
