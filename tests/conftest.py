@@ -13,6 +13,22 @@ import pytest
 S3_BUCKET = "bucket"
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Test files holding a ``slow`` or ``against_r`` (Rscript) test first, each file's tests together and in their order.
+
+    pytest-xdist (``--dist loadfile`` in pyproject.toml) hands the files to its two workers in
+    this order: the long ones (the flow's Prefect and Dask runs, the demo) start at once, side by
+    side, instead of one of them starting last and running alone while the other worker idles.
+    """
+    def path(item: pytest.Item) -> str:
+        return item.nodeid.split("::", 1)[0]
+
+    slow = {path(item) for item in items
+            if item.get_closest_marker("slow") is not None or item.get_closest_marker("against_r") is not None}
+    first = {p: i for i, p in enumerate(dict.fromkeys(path(item) for item in items))}
+    items.sort(key=lambda item: (path(item) not in slow, first[path(item)]))
+
+
 @dataclass(frozen=True)
 class MotoS3:
     """A running moto S3 server and a boto3 client on it."""

@@ -13,6 +13,8 @@ import io
 import json
 import re
 import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -55,8 +57,18 @@ TOTAL = 4 + 19 + 3  # 26
 
 
 @pytest.fixture(scope="module")
-def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    root = tmp_path_factory.mktemp("quarantine")
+def inputs() -> Iterator[dict[str, Any]]:
+    # A short folder of its own, not tmp_path_factory's: the tables' rows and titles checked below
+    # hold two full paths and must fit one 160-column line, which pytest's folder (longer under
+    # pytest-xdist by a popen-gwN/ part, and with each session number) does not leave room for.
+    root = Path(tempfile.mkdtemp(prefix="jmq-"))
+    try:
+        yield _write_inputs(root)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _write_inputs(root: Path) -> dict[str, Any]:
     files = {}
     for folder, name, lines in (("a", "dump.jsonl", A_LINES), ("b", "dump.jsonl", B_LINES),
                                 ("c", "other.csv", C_LINES)):

@@ -166,6 +166,7 @@ CONFIGURATIONS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(CONFIGURATIONS))
 def test_mdd_rank_ranges_cover_the_true_ranks(name: str) -> None:
     fixed, n_i, n_j = CONFIGURATIONS[name]

@@ -287,6 +287,7 @@ def test_conditioning_on_the_first_ratings_biases_short_batches_and_modelling_th
     assert abs(m.mean() - 0.6) < 3 * m.std(ddof=1) / 4.0, m.mean()
 
 
+@pytest.mark.slow
 def test_batch_bootstrap_intervals_cover_the_truth() -> None:
     # Wald intervals estimate +- 1.96 bootstrap SE for rho_1, over 40 data sets with 40 refits each;
     # measured coverage is in docs/sequential.md. 40 sets: a 95% coverage gives >= 34 with 99.7%.
