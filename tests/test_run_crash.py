@@ -168,7 +168,7 @@ def test_sigkill_during_each_stage_of_a_run_then_rerun_equals_a_clean_run(tmp_pa
     assert summary["status"] == "partial"
     [unreadable] = summary["sources_unreadable"]
     assert unreadable["source"] == str(tmp_path / "landing" / "not-gzip.jsonl.gz")
-    assert "Not a gzipped file" in unreadable["reason"]
+    assert "not gzip data, or corrupt" in unreadable["reason"]
     assert summary["headlines"]["alerts"][0].startswith(f"source not ingested: {unreadable['source']}: ")
     assert summary["fits"]
     assert {f["status"] for f in summary["fits"]} == {"fitted"}
