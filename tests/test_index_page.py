@@ -212,3 +212,17 @@ def test_the_fits_tables_say_what_each_number_means_and_its_unit(run: Path) -> N
                 assert h.doc, (analysis.name, h.key)  # every number column is explained
                 assert f"{h.label}: {h.doc}" in fits
     assert "in score points" in fits
+
+
+def test_a_fit_with_nothing_estimated_says_why_in_its_headline() -> None:
+    # Every analysis skipped (the MT-Bench samples together: each system judged by its own judge):
+    # the headline gives the first skipped analysis's reason, not "no headline numbers".
+    from jurymeter.analyses.base import HeadlineContext
+    from jurymeter.analyses.headlines import fit_sentence
+
+    entry = {"status": "fitted", "analyses": {
+        "gstudy": {"status": "skipped", "reason": "needs at least 2 systems judged by the same judges; add records"},
+        "cyclic": {"status": "skipped", "reason": "needs at least two generations"},
+    }}
+    assert fit_sentence(entry, HeadlineContext()) == (
+        "nothing could be estimated: G-study and D-study: needs at least 2 systems judged by the same judges")

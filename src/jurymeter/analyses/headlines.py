@@ -47,15 +47,21 @@ def fit_sentence(entry: Mapping[str, Any], context: HeadlineContext) -> str:
         kind = str(entry.get("error") or "").split(":", 1)[0] or "no error message"
         return f"failed ({kind}): the error is in the alerts"
     parts = entry.get("analyses") or {}
-    clauses = []
+    clauses, skipped = [], []
     for analysis in registered():
         part = parts.get(analysis.name)
-        if part is None or part.get("status") == "skipped":
+        if part is None:
+            continue
+        if part.get("status") == "skipped":
+            # Its reason's first clause: why the number is missing, said where the number would be.
+            skipped.append(f"{analysis.title}: {str(part.get('reason') or 'not fitted').split(';', 1)[0]}")
             continue
         clause = analysis.sentence(part, context)
         if clause:
             clauses.append(clause)
-    return "; ".join(clauses) or "no headline numbers"
+    if clauses:
+        return "; ".join(clauses)
+    return ("nothing could be estimated: " + "; ".join(skipped[:1])) if skipped else "no headline numbers"
 
 
 def run_alerts(summary: Mapping[str, Any], extra_alerts: Sequence[str] = ()) -> list[str]:
