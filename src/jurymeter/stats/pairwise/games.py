@@ -121,7 +121,8 @@ def games(records: pl.LazyFrame | pl.DataFrame) -> pl.DataFrame:
         ``verdict`` is the stored winner, or from a preference: ``A`` above 1/2,
         ``B`` below, ``tie`` at 1/2. ``score_a`` is the preference where given,
         else 1, 1/2 or 0 for ``A``, ``tie``, ``B``. A record with neither (which
-        ingest never stores) is dropped.
+        ingest never stores) is dropped. Rows are sorted on every column, so the
+        games (and every sum over them) do not depend on the order records were read in.
     """
     lazy = records.lazy()
     present = set(lazy.collect_schema().names())
@@ -146,9 +147,11 @@ def games(records: pl.LazyFrame | pl.DataFrame) -> pl.DataFrame:
         .otherwise(None).alias("score_a"),
         *(_optional(name, present) for name in _OPTIONAL),
     )
+    # Sorted on every column: the store's part order (which a crash and rerun may change) must not reach
+    # the float sums downstream (a preference's sum by item is not exact), so a rerun publishes bit for bit.
     return out.filter(pl.col("score_a").is_not_null()).collect().select(
         [pl.col(n).cast(t) for n, t in GAME_SCHEMA.items()]
-    )
+    ).sort(list(GAME_SCHEMA), nulls_last=True, maintain_order=True)
 
 
 def reconcile(games_frame: pl.DataFrame) -> pl.DataFrame:
