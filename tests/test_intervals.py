@@ -34,7 +34,8 @@ def test_bounds_are_the_type7_quantiles_of_the_defined_draws_per_column() -> Non
         kept = sorted(v for v in draws[:, col] if math.isfinite(v))
         assert math.isclose(low[col], _type7(kept, 0.05), rel_tol=1e-13)
         assert math.isclose(high[col], _type7(kept, 0.95), rel_tol=1e-13)
-    assert np.isnan(low[2]) and np.isnan(high[2])
+    assert np.isnan(low[2])
+    assert np.isnan(high[2])
 
 
 def test_inverted_cdf_returns_a_draw_and_keep_inf_keeps_never() -> None:
