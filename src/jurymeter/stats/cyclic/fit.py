@@ -1,6 +1,6 @@
 """One item set's CyclicJudge report: records -> each system's own complete (scenario, generation, judge) block -> fits.
 
-Glue between the store's records and :mod:`jurymeter.cyclic`. The judge panel
+Glue between the store's records and :mod:`jurymeter.stats.cyclic`. The judge panel
 is the generation-facet balanced block's (:func:`jurymeter.stats.blocks.balanced_block`,
 the G-study's pruning rule), so every system is judged by the same panel and the
 judge x system offsets compare like with like. Each system then gets its own
@@ -21,11 +21,11 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from jurymeter.cyclic.decomposition import fit_cyclic_sums
-from jurymeter.cyclic.offsets import offsets_from_judge_means
-from jurymeter.cyclic.sums import CyclicSums
 from jurymeter.errors import NotApplicableError
 from jurymeter.stats.blocks import BalancedBlock, BlockLayout, balanced_block
+from jurymeter.stats.cyclic.decomposition import fit_cyclic_sums
+from jurymeter.stats.cyclic.offsets import offsets_from_judge_means
+from jurymeter.stats.cyclic.sums import CyclicSums
 
 
 @dataclass(frozen=True, slots=True)

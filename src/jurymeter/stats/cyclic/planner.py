@@ -58,8 +58,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from jurymeter.cyclic.components import VarianceComponents
 from jurymeter.errors import DesignError
+from jurymeter.stats.cyclic.components import VarianceComponents
 from jurymeter.stats.ids import count, id_list
 
 PLAN_SCHEMA = {

@@ -8,8 +8,8 @@ from dataclasses import dataclass, fields
 import numpy as np
 import polars as pl
 
-from jurymeter.cyclic.checks import _budgets, _positive_int, _scores
-from jurymeter.cyclic.sums import pool_variances
+from jurymeter.stats.cyclic.checks import _budgets, _positive_int, _scores
+from jurymeter.stats.cyclic.sums import pool_variances
 
 DEFAULT_REPS = 5_000
 # Largest number of draws held in memory at once by the subsampling check.
