@@ -39,7 +39,8 @@ coverage), :mod:`~jurymeter.stats.cyclic.subsampling` (the Monte Carlo check),
 :mod:`~jurymeter.stats.cyclic.checks` (argument checks); import the public names
 (``__all__``) from :mod:`jurymeter.stats.cyclic` itself. :mod:`~jurymeter.stats.cyclic.fit`
 (one item set's report from the store's records, each system on its own complete block) and
-:mod:`~jurymeter.stats.cyclic.planner` (judge assignments) build on them.
+:mod:`~jurymeter.stats.cyclic.planner` (judge assignments; the cost-weighted plan's integer
+allocation of calls in :mod:`~jurymeter.stats.cyclic.allocation`) build on them.
 
 References
 ----------
