@@ -30,8 +30,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from jurymeter.cyclic import fit_cyclic  # noqa: E402
 from jurymeter.orchestration.cyclic_check import subsampling_check  # noqa: E402
+from jurymeter.stats.cyclic import fit_cyclic  # noqa: E402
 
 RESULTS = ROOT / "bench" / "RESULTS.md"
 
@@ -76,7 +76,7 @@ def main() -> None:
     cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
     client = Client(cluster)
     # Workers import jurymeter (polars, scipy) on first use: part of start-up, not of the check.
-    client.run(lambda: __import__("jurymeter.cyclic"))
+    client.run(lambda: __import__("jurymeter.stats.cyclic"))
     t_start = time.perf_counter() - t0
     t0 = time.perf_counter()
     remote = subsampling_check(cubes, budgets, reps=args.reps, seed=args.seed, client=client)

@@ -1,6 +1,6 @@
 """CyclicJudge decomposition against the paper's printed tables, definitions and simulated truth.
 
-References, per contract (``jurymeter.cyclic``):
+References, per contract (``jurymeter.stats.cyclic``):
 
 | contract | reference |
 |---|---|
@@ -25,7 +25,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from jurymeter.cyclic import (
+from jurymeter.errors import DesignError
+from jurymeter.stats.cyclic import (
     CYCLIC_DESIGN,
     CyclicSums,
     VarianceComponents,
@@ -41,8 +42,7 @@ from jurymeter.cyclic import (
     subsample_strategy_variance,
     variance_contributions,
 )
-from jurymeter.cyclic.subsampling import _CHUNK_DRAWS
-from jurymeter.errors import DesignError
+from jurymeter.stats.cyclic.subsampling import _CHUNK_DRAWS
 from jurymeter.stats.design import Design
 from jurymeter.stats.gstudy import fit_gstudy, mean_squares
 

@@ -12,9 +12,9 @@ from typer.testing import CliRunner
 
 from ingest_util import run_ingest
 from jurymeter.cli import app
-from jurymeter.cyclic import fit_cyclic
 from jurymeter.io.store import Store
 from jurymeter.simulate import SimulationParams, simulate_dump, write_dump
+from jurymeter.stats.cyclic import fit_cyclic
 
 PARAMS = SimulationParams(
     seed=9, n_systems=4, n_items=30, n_judges=4, n_generations=3, n_replicates=2,

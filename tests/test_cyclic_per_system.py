@@ -3,7 +3,7 @@
 Independent reference: each system's cube pivoted by hand with plain Python
 loops over the records (replicates averaged, the generations every judge
 scored, the largest generation count with the most observations), then
-:func:`jurymeter.cyclic.fit_cyclic` on that cube. Two systems have 3
+:func:`jurymeter.stats.cyclic.fit_cyclic` on that cube. Two systems have 3
 generations on every scenario; the others 1-2, so a block shared by all
 systems would have at most 2.
 """
@@ -20,9 +20,9 @@ from typer.testing import CliRunner
 
 from ingest_util import run_ingest, write_jsonl
 from jurymeter.cli import app
-from jurymeter.cyclic import fit_cyclic
-from jurymeter.cyclic.fit import cyclic_report
 from jurymeter.io.store import Store
+from jurymeter.stats.cyclic import fit_cyclic
+from jurymeter.stats.cyclic.fit import cyclic_report
 
 # The fit and the hand-pivoted fit agree to rounding of sums of squares.
 REL = 1e-10

@@ -20,15 +20,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jurymeter.cyclic import VarianceComponents, strategy_variances
-from jurymeter.cyclic.planner import (
+from jurymeter.errors import DesignError
+from jurymeter.stats.cyclic import VarianceComponents, strategy_variances
+from jurymeter.stats.cyclic.planner import (
     PLAN_SCHEMA,
     allocate_calls,
     plan_cost_weighted,
     plan_round_robin,
     plan_variance,
 )
-from jurymeter.errors import DesignError
 
 # Two exact computations of one quantity differ by float rounding only.
 EXACT = 1e-9

@@ -21,12 +21,12 @@ from matplotlib import cbook
 from matplotlib.text import Text
 
 from jurymeter.analyses.cyclic import section as cyclic_section
-from jurymeter.cyclic.fit import cyclic_report
 from jurymeter.errors import ReportError
 from jurymeter.render import figures as figures_module
 from jurymeter.render.html import figure_file_name, fit_token
 from jurymeter.render.page import RenderedReport, fit_figures, render_report
 from jurymeter.simulate import SimulationParams, simulate_dump
+from jurymeter.stats.cyclic.fit import cyclic_report
 from jurymeter.stats.design import Design
 from jurymeter.stats.dstudy import PAPER_ROLES, erho2, mdd95
 from jurymeter.stats.ranking import tie_groups

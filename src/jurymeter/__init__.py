@@ -38,7 +38,7 @@ _EXPORTS = {
     "registered": "jurymeter.analyses",
     "GStudyRequest": "jurymeter.stats.reliability",
     "assess_item_set": "jurymeter.stats.reliability",
-    "cyclic_report": "jurymeter.cyclic.fit",
+    "cyclic_report": "jurymeter.stats.cyclic.fit",
     "henderson1": "jurymeter.stats.henderson",
     "games": "jurymeter.stats.pairwise.games",
     "reconcile": "jurymeter.stats.pairwise.games",

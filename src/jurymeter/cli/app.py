@@ -45,9 +45,9 @@ from jurymeter.errors import ConfigError, JurymeterError
 if TYPE_CHECKING:
     import polars as pl
 
-    from jurymeter.cyclic import VarianceComponents
     from jurymeter.io.ingest import IngestReport
     from jurymeter.io.store import Store
+    from jurymeter.stats.cyclic import VarianceComponents
 
 app = typer.Typer(
     help="How far to trust a leaderboard scored by LLM judges.",
@@ -510,7 +510,7 @@ def _ids_from_file(path: Path | None) -> list[str] | None:
 
 
 def _plan_components(components: str | None, item_set: str | None, store: str | None, storage_option: list[str] | None, config: Path | None) -> VarianceComponents:
-    from jurymeter.cyclic import VarianceComponents
+    from jurymeter.stats.cyclic import VarianceComponents
 
     if components is not None:
         try:
@@ -522,7 +522,7 @@ def _plan_components(components: str | None, item_set: str | None, store: str | 
     if item_set is None:
         msg = "a cost-weighted plan needs --components or an --item-set to fit them from"
         raise ConfigError(msg)
-    from jurymeter.cyclic.fit import cyclic_report
+    from jurymeter.stats.cyclic.fit import cyclic_report
 
     target_store = open_store(store, storage_option, config)
     report = cyclic_report(target_store.scan("pointwise", item_set))
@@ -535,7 +535,7 @@ def _plan(out_path: Path, store: str | None, storage_option: list[str] | None, c
           prices: list[str] | None = None, budget: float | None = None, components: str | None = None) -> None:
     import polars as pl
 
-    from jurymeter.cyclic.planner import plan_cost_weighted, plan_round_robin
+    from jurymeter.stats.cyclic.planner import plan_cost_weighted, plan_round_robin
 
     found = {"items": _ids_from_file(items), "systems": _ids_from_file(systems), "judges": _ids_from_file(judges)}
     if any(v is None for v in found.values()):

@@ -1,7 +1,7 @@
 """The CyclicJudge Monte Carlo subsampling check, spread over Dask workers.
 
 Thin orchestration: each (system, budget) pair is one call of the pure library
-function :func:`jurymeter.cyclic.subsample_strategy_variance`, whose random
+function :func:`jurymeter.stats.cyclic.subsample_strategy_variance`, whose random
 stream depends only on ``(seed, budget)``, so a Dask run returns exactly what a
 local loop returns.
 """
@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from jurymeter.cyclic import DEFAULT_REPS, subsample_strategy_variance
+from jurymeter.stats.cyclic import DEFAULT_REPS, subsample_strategy_variance
 
 
 def subsampling_check(

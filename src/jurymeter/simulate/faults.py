@@ -74,25 +74,7 @@ def _make_faults(
     rng = np.random.default_rng(seed)
     frames = {"pointwise.jsonl": dump.pointwise, "pairwise.jsonl": dump.pairwise}
     plan = _fault_plan(n_faults)
-    for target in {t for _, t in plan}:
-        if frames[target].height == 0:
-            msg = f"write_dump: faults need clean records in {target}, which is empty"
-            raise SimulationError(msg)
-    hard_rows = (
-        np.flatnonzero(dump.pairwise["winner"].is_not_null().to_numpy())
-        if dump.pairwise.height
-        else np.empty(0, dtype=np.int64)
-    )
-    if any(k == "unknown_winner" for k, _ in plan) and hard_rows.size == 0:
-        msg = "write_dump: unknown_winner faults need pairwise records with a winner; none exist"
-        raise SimulationError(msg)
-    n_dup = sum(1 for k, _ in plan if k == "conflicting_duplicate")
-    if n_dup > dump.pointwise.height:
-        msg = (
-            f"write_dump: {n_dup} conflicting_duplicate faults need as many pointwise "
-            f"records; got {dump.pointwise.height}"
-        )
-        raise SimulationError(msg)
+    hard_rows, n_dup = _fault_sources(dump, plan)
     dup_rows = iter(
         np.sort(rng.choice(dump.pointwise.height, n_dup, replace=False)).tolist() if n_dup else []
     )
@@ -115,32 +97,7 @@ def _make_faults(
             row = int(rng.choice(pool)) if pool is not None else int(rng.integers(frame.height))
             rec = frame.row(row, named=True)
             rec["replicate"] = n_rep + ordinal  # fresh key: one fault per line
-            if kind == "malformed_line":
-                full = _dumps(rec)
-                text = full[: len(full) // 2]
-            elif kind == "missing_field":
-                del rec["judge_id"]
-                text = _dumps(rec)
-            elif kind == "wrong_type":
-                rec["score"] = "high"
-                text = _dumps(rec)
-            elif kind == "non_finite_score":
-                rec["score"] = "__NON_FINITE__"
-                text = _dumps(rec).replace('"__NON_FINITE__"', "Infinity")
-            elif kind == "score_out_of_scale":
-                rec["score"] = out_of_scale
-                text = _dumps(rec)
-            elif kind == "unknown_winner":
-                rec["winner"] = "C"
-                rec["preference"] = None
-                text = _dumps(rec)
-            elif kind == "preference_out_of_range":
-                rec["winner"] = None
-                rec["preference"] = 1.7
-                text = _dumps(rec)
-            else:  # same_system
-                rec["system_b"] = rec["system_a"]
-                text = _dumps(rec)
+            text = _fault_line(kind, rec, out_of_scale)
             where[target].setdefault(kind, []).append(line_no)
         lines[target].append(text)
         counts[kind] += 1
@@ -149,3 +106,53 @@ def _make_faults(
             per_file[kind] = sorted(per_file[kind])
     book = {"n_faults": n_faults, "seed": seed, "counts": counts, "lines": where}
     return lines, book
+
+
+def _fault_sources(dump: SimulatedDump, plan: list[tuple[str, str]]) -> tuple[np.ndarray, int]:
+    """The pairwise rows with a winner and the duplicates needed, once the dump is checked to hold them."""
+    frames = {"pointwise.jsonl": dump.pointwise, "pairwise.jsonl": dump.pairwise}
+    for target in {t for _, t in plan}:
+        if frames[target].height == 0:
+            msg = f"write_dump: faults need clean records in {target}, which is empty"
+            raise SimulationError(msg)
+    hard_rows = (
+        np.flatnonzero(dump.pairwise["winner"].is_not_null().to_numpy())
+        if dump.pairwise.height
+        else np.empty(0, dtype=np.int64)
+    )
+    if any(k == "unknown_winner" for k, _ in plan) and hard_rows.size == 0:
+        msg = "write_dump: unknown_winner faults need pairwise records with a winner; none exist"
+        raise SimulationError(msg)
+    n_dup = sum(1 for k, _ in plan if k == "conflicting_duplicate")
+    if n_dup > dump.pointwise.height:
+        msg = (
+            f"write_dump: {n_dup} conflicting_duplicate faults need as many pointwise "
+            f"records; got {dump.pointwise.height}"
+        )
+        raise SimulationError(msg)
+    return hard_rows, n_dup
+
+
+def _fault_line(kind: str, rec: dict[str, Any], out_of_scale: float) -> str:
+    """The line of one fault of ``kind`` (not ``conflicting_duplicate``) made from the clean record ``rec``."""
+    if kind == "malformed_line":
+        full = _dumps(rec)
+        return full[: len(full) // 2]
+    if kind == "missing_field":
+        del rec["judge_id"]
+    elif kind == "wrong_type":
+        rec["score"] = "high"
+    elif kind == "non_finite_score":
+        rec["score"] = "__NON_FINITE__"
+        return _dumps(rec).replace('"__NON_FINITE__"', "Infinity")
+    elif kind == "score_out_of_scale":
+        rec["score"] = out_of_scale
+    elif kind == "unknown_winner":
+        rec["winner"] = "C"
+        rec["preference"] = None
+    elif kind == "preference_out_of_range":
+        rec["winner"] = None
+        rec["preference"] = 1.7
+    else:  # same_system
+        rec["system_b"] = rec["system_a"]
+    return _dumps(rec)

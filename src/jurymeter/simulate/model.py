@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import numpy as np
@@ -205,36 +206,92 @@ def simulate_dump(params: SimulationParams = SimulationParams()) -> SimulatedDum
     p = _normalised(params)
     root = np.random.default_rng(p.seed)
     rng = dict(zip(_STREAMS, root.spawn(len(_STREAMS)), strict=True))
+    panel = _panel(p)
+    effects = _pointwise_effects(p, rng, panel)
+    pointwise = _pointwise_records(p, rng, panel, effects)
+    pair = _pairwise_draws(p, rng, panel, effects)
+    pairwise = _pairwise_records(p, rng, panel, effects["response_length"], pair)
+    truth = _truth(
+        p,
+        systems=panel.systems,
+        judges=panel.judges,
+        item_ids=panel.item_ids,
+        model_of=panel.model_of,
+        effects={
+            **{name: effects[name] for name in _TRUTH_EFFECTS},
+            "theta": pair.theta,
+            "u_si": pair.u_si,
+            "delta_j": effects["delta_j"],
+            "phi_j": pair.phi_j,
+            "q_j": pair.q_j,
+            "eta_oij": pair.eta_oij,
+            "weighted_key": pair.weighted_key,
+        },
+        pairs=pair.pairs,
+        counts={
+            "pointwise": int(pointwise.height),
+            "pairwise": int(pairwise.height),
+            "pairwise_weighted": int(pair.n_weighted),
+            "pairwise_hard": int(pairwise.height - pair.n_weighted),
+        },
+    )
+    return SimulatedDump(
+        pointwise=pointwise, pairwise=pairwise, systems=panel.systems, judges=panel.judges, truth=truth
+    )
 
-    n_s, n_i, n_j, n_g, n_r = p.n_systems, p.n_items, p.n_judges, p.n_generations, p.n_replicates
+
+# The pointwise effects the truth reports, in its order.
+_TRUTH_EFFECTS = (
+    "nu_m", "nu_cm", "nu_s", "nu_i", "nu_j", "nu_si", "nu_sj", "nu_ij", "nu_sij", "nu_g", "nu_gj",
+    "self_preference", "log_length_s", "log_length_i", "log_length_e", "response_length",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _Panel:
+    """The registries and ids every part of one simulation shares."""
+
+    systems: pl.DataFrame
+    judges: pl.DataFrame
+    model_of: np.ndarray
+    system_ids: np.ndarray
+    judge_ids: np.ndarray
+    item_ids: np.ndarray
+    judge_families: np.ndarray
+    same_family: np.ndarray  # (s, j): 1.0 where the system and the judge share a family
+
+
+def _panel(p: SimulationParams) -> _Panel:
     systems, judges, model_of = _registries(p)
-    n_m = int(model_of.max()) + 1
-    system_ids = np.asarray(systems["system_id"].to_list())
-    judge_ids = np.asarray(judges["judge_id"].to_list())
-    iw = _width(n_i, 4)
-    item_ids = np.asarray([f"item-{k:0{iw}d}" for k in range(n_i)])
+    iw = _width(p.n_items, 4)
     sys_fam = np.asarray(systems["family"].to_list())
     jud_fam = np.asarray(judges["family"].to_list())
-    same_family = (sys_fam[:, None] == jud_fam[None, :]).astype(np.float64)  # (s, j)
+    return _Panel(
+        systems=systems,
+        judges=judges,
+        model_of=model_of,
+        system_ids=np.asarray(systems["system_id"].to_list()),
+        judge_ids=np.asarray(judges["judge_id"].to_list()),
+        item_ids=np.asarray([f"item-{k:0{iw}d}" for k in range(p.n_items)]),
+        judge_families=jud_fam,
+        same_family=(sys_fam[:, None] == jud_fam[None, :]).astype(np.float64),
+    )
 
-    # ---- pointwise effects ------------------------------------------------
+
+def _pointwise_effects(
+    p: SimulationParams, rng: dict[str, np.random.Generator], panel: _Panel
+) -> dict[str, np.ndarray]:
+    """Every random effect of the pointwise model, the judges' position biases and the lengths.
+
+    Each stream draws in the order it always has (a reordering would change the
+    dump for the same seed).
+    """
+    n_s, n_i, n_j, n_g, n_r = p.n_systems, p.n_items, p.n_judges, p.n_generations, p.n_replicates
+    n_m = int(panel.model_of.max()) + 1
     sd_m = p.sigma_s * math.sqrt(1.0 - p.config_share)
     sd_cm = p.sigma_s * math.sqrt(p.config_share)
     nu_m = rng["system"].standard_normal(n_m) * sd_m
     nu_cm = rng["system"].standard_normal(n_s) * sd_cm
-    nu_s = nu_m[model_of] + nu_cm
-    nu_i = rng["item"].standard_normal(n_i) * p.sigma_i
-    nu_j = rng["judge"].standard_normal(n_j) * p.sigma_j
-    delta_j = p.position_bias + rng["judge"].standard_normal(n_j) * p.sigma_position
-    nu_si = rng["si"].standard_normal((n_s, n_i)) * p.sigma_si
-    nu_sj = rng["sj"].standard_normal((n_s, n_j)) * p.sigma_sj
-    nu_ij = rng["ij"].standard_normal((n_i, n_j)) * p.sigma_ij
-    nu_sij = rng["sij"].standard_normal((n_s, n_i, n_j)) * p.sigma_sij
-    nu_g = rng["g"].standard_normal((n_s, n_i, n_g)) * p.sigma_g
-    nu_gj = rng["gj"].standard_normal((n_s, n_i, n_g, n_j)) * p.sigma_gj
-    eps = rng["e"].standard_normal((n_s, n_i, n_g, n_j, n_r)) * p.sigma_e
-    self_pref = p.self_preference * same_family  # (s, j)
-
     len_s = rng["length"].standard_normal(n_s) * p.sigma_log_length_s
     len_i = rng["length"].standard_normal(n_i) * p.sigma_log_length_i
     len_e = rng["length"].standard_normal((n_s, n_i, n_g)) * p.sigma_log_length_e
@@ -242,14 +299,43 @@ def simulate_dump(params: SimulationParams = SimulationParams()) -> SimulatedDum
     lengths = np.maximum(
         1, np.rint(np.exp(log_l0 + len_s[:, None, None] + len_i[None, :, None] + len_e))
     ).astype(np.int64)  # (s, i, g)
-    length_term = p.length_bias * (np.log(lengths) - log_l0)
+    return {
+        "nu_m": nu_m,
+        "nu_cm": nu_cm,
+        "nu_s": nu_m[panel.model_of] + nu_cm,
+        "nu_i": rng["item"].standard_normal(n_i) * p.sigma_i,
+        "nu_j": rng["judge"].standard_normal(n_j) * p.sigma_j,
+        "delta_j": p.position_bias + rng["judge"].standard_normal(n_j) * p.sigma_position,
+        "nu_si": rng["si"].standard_normal((n_s, n_i)) * p.sigma_si,
+        "nu_sj": rng["sj"].standard_normal((n_s, n_j)) * p.sigma_sj,
+        "nu_ij": rng["ij"].standard_normal((n_i, n_j)) * p.sigma_ij,
+        "nu_sij": rng["sij"].standard_normal((n_s, n_i, n_j)) * p.sigma_sij,
+        "nu_g": rng["g"].standard_normal((n_s, n_i, n_g)) * p.sigma_g,
+        "nu_gj": rng["gj"].standard_normal((n_s, n_i, n_g, n_j)) * p.sigma_gj,
+        "eps": rng["e"].standard_normal((n_s, n_i, n_g, n_j, n_r)) * p.sigma_e,
+        "self_preference": p.self_preference * panel.same_family,  # (s, j)
+        "log_length_s": len_s,
+        "log_length_i": len_i,
+        "log_length_e": len_e,
+        "response_length": lengths,
+        "length_term": p.length_bias * (np.log(lengths) - log_l0),
+    }
 
-    # ---- pointwise records in run order -----------------------------------
-    n_runs = n_j * n_r
-    n_cells = n_s * n_i * n_g
-    perm, batch_idx, batch_pos = _run_order(rng["point_order"], n_runs, n_cells, p.batch_size)
-    run = np.arange(n_runs)
-    r_run, j_run = run // n_j, run % n_j  # replicate-major runs
+
+def _runs(p: SimulationParams) -> tuple[np.ndarray, np.ndarray]:
+    """Replicate and judge of every run (replicate-major: the judges' runs of replicate 0 first)."""
+    run = np.arange(p.n_judges * p.n_replicates)
+    return run // p.n_judges, run % p.n_judges
+
+
+def _pointwise_records(
+    p: SimulationParams, rng: dict[str, np.random.Generator], panel: _Panel, e: dict[str, np.ndarray]
+) -> pl.DataFrame:
+    """The pointwise records in run order, with the carry-over, batches and the session clock."""
+    n_i, n_g = p.n_items, p.n_generations
+    r_run, j_run = _runs(p)
+    n_cells = p.n_systems * n_i * n_g
+    perm, batch_idx, batch_pos = _run_order(rng["point_order"], r_run.size, n_cells, p.batch_size)
     s_rec = perm // (n_i * n_g)
     i_rec = (perm // n_g) % n_i
     g_rec = perm % n_g
@@ -257,18 +343,18 @@ def simulate_dump(params: SimulationParams = SimulationParams()) -> SimulatedDum
     r_rec = np.broadcast_to(r_run[:, None], perm.shape)
     latent = (
         p.grand_mean
-        + nu_s[s_rec]
-        + nu_i[i_rec]
-        + nu_j[j_rec]
-        + nu_si[s_rec, i_rec]
-        + nu_sj[s_rec, j_rec]
-        + nu_ij[i_rec, j_rec]
-        + nu_sij[s_rec, i_rec, j_rec]
-        + nu_g[s_rec, i_rec, g_rec]
-        + nu_gj[s_rec, i_rec, g_rec, j_rec]
-        + self_pref[s_rec, j_rec]
-        + length_term[s_rec, i_rec, g_rec]
-        + eps[s_rec, i_rec, g_rec, j_rec, r_rec]
+        + e["nu_s"][s_rec]
+        + e["nu_i"][i_rec]
+        + e["nu_j"][j_rec]
+        + e["nu_si"][s_rec, i_rec]
+        + e["nu_sj"][s_rec, j_rec]
+        + e["nu_ij"][i_rec, j_rec]
+        + e["nu_sij"][s_rec, i_rec, j_rec]
+        + e["nu_g"][s_rec, i_rec, g_rec]
+        + e["nu_gj"][s_rec, i_rec, g_rec, j_rec]
+        + e["self_preference"][s_rec, j_rec]
+        + e["length_term"][s_rec, i_rec, g_rec]
+        + e["eps"][s_rec, i_rec, g_rec, j_rec, r_rec]
     )
     score = _carry_over(latent, p)
 
@@ -279,21 +365,21 @@ def simulate_dump(params: SimulationParams = SimulationParams()) -> SimulatedDum
 
     n_batches = -(-n_cells // p.batch_size)
     bw = _width(n_batches, 4)
-    pointwise = (
+    return (
         pl.DataFrame(
             {
                 "item_set": pl.Series([p.item_set], dtype=pl.String).gather(
                     np.zeros(perm.size, dtype=np.int64)
                 ),
-                "item_id": item_ids[i_rec.ravel()],
-                "system_id": system_ids[s_rec.ravel()],
-                "judge_id": judge_ids[j_rec.ravel()],
+                "item_id": panel.item_ids[i_rec.ravel()],
+                "system_id": panel.system_ids[s_rec.ravel()],
+                "judge_id": panel.judge_ids[j_rec.ravel()],
                 "score": score.ravel().astype(np.float64),
                 "generation": g_rec.ravel().astype(np.int64),
                 "replicate": r_rec.ravel().astype(np.int64),
                 "_batch": np.broadcast_to(batch_idx, perm.shape).ravel().astype(np.int64),
                 "batch_position": np.broadcast_to(batch_pos, perm.shape).ravel().astype(np.int64),
-                "response_length": lengths[s_rec, i_rec, g_rec].ravel(),
+                "response_length": e["response_length"][s_rec, i_rec, g_rec].ravel(),
                 "_seconds": seconds.ravel().astype(np.int64),
             }
         )
@@ -317,30 +403,52 @@ def simulate_dump(params: SimulationParams = SimulationParams()) -> SimulatedDum
         .select(POINTWISE_COLUMNS)
     )
 
-    # ---- pairwise ------------------------------------------------------------
-    theta = p.theta_per_point * nu_s
-    u_si = rng["pair_si"].standard_normal((n_s, n_i)) * p.sigma_pair_si
+
+@dataclass(frozen=True, slots=True)
+class _PairwiseDraws:
+    """The pairwise model's draws, in key order ``(o, i, g, j, r)`` (``o``: a pair in one order)."""
+
+    pairs: np.ndarray  # (k, 2) unordered pairs
+    sys_a: np.ndarray  # (2k,) the system shown first, both orders of every pair
+    sys_b: np.ndarray
+    theta: np.ndarray
+    u_si: np.ndarray
+    phi_j: np.ndarray
+    q_j: np.ndarray
+    eta_oij: np.ndarray  # (o, i, j) latent preference
+    code: np.ndarray  # 0 = A, 1 = B, 2 = tie
+    preference: np.ndarray
+    weighted_key: np.ndarray
+    n_weighted: int
+
+
+def _pairwise_draws(
+    p: SimulationParams, rng: dict[str, np.random.Generator], panel: _Panel, e: dict[str, np.ndarray]
+) -> _PairwiseDraws:
+    """Every pairwise outcome: Bradley-Terry with ties, position bias, family lifts, position following."""
+    n_i, n_g, n_r = p.n_items, p.n_generations, p.n_replicates
+    theta = p.theta_per_point * e["nu_s"]
+    u_si = rng["pair_si"].standard_normal((p.n_systems, n_i)) * p.sigma_pair_si
     pairs = _select_pairs(rng["pairs"], p)
-    k = pairs.shape[0]
     sys_a = np.column_stack([pairs[:, 0], pairs[:, 1]]).ravel()  # both orders
     sys_b = np.column_stack([pairs[:, 1], pairs[:, 0]]).ravel()
-    n_o = 2 * k
-    phi_j = _judge_lifts(p, jud_fam)
-    q_j = _judge_following(p, judge_ids)
+    n_o = 2 * pairs.shape[0]
+    phi_j = _judge_lifts(p, panel.judge_families)
+    q_j = _judge_following(p, panel.judge_ids)
+    same_family = panel.same_family
     # phi * (...) when no lift is listed: the default draws stay bit for bit unchanged
     family_term = (
         p.family_preference * (same_family[sys_a] - same_family[sys_b])[:, None, :]
         if p.family_lifts is None
         else phi_j[None, None, :] * (same_family[sys_a] - same_family[sys_b])[:, None, :]
     )
-    # latent preference in key order (o, i, g, j, r)
     eta_oij = (
         (theta[sys_a] - theta[sys_b])[:, None, None]
-        + delta_j[None, None, :]
+        + e["delta_j"][None, None, :]
         + family_term
         + (u_si[sys_a] - u_si[sys_b])[:, :, None]
     )  # (o, i, j)
-    eta = np.broadcast_to(eta_oij[:, :, None, :, None], (n_o, n_i, n_g, n_j, n_r))
+    eta = np.broadcast_to(eta_oij[:, :, None, :, None], (n_o, n_i, n_g, p.n_judges, n_r))
     tau = p.tie_threshold
     noise = rng["pair_outcome"].logistic(size=eta.shape)
     ystar = eta + noise
@@ -352,38 +460,53 @@ def simulate_dump(params: SimulationParams = SimulationParams()) -> SimulatedDum
         follow = rng["pair_position"].random(eta.shape) < q_j[None, None, None, :, None]
         code = np.where(follow, 0, code)
         pref = np.where(follow, 1.0, pref)
-    n_pair_cells = n_o * n_i * n_g
-    n_pairwise = n_pair_cells * n_runs
+    n_pairwise = eta.size
     n_weighted = math.floor(p.weighted_fraction * n_pairwise + 0.5)
     weighted_key = np.zeros(n_pairwise, dtype=bool)
     if n_weighted:
         weighted_key[rng["pair_weighted"].choice(n_pairwise, n_weighted, replace=False)] = True
-    weighted_key = weighted_key.reshape(eta.shape)
+    return _PairwiseDraws(
+        pairs=pairs, sys_a=sys_a, sys_b=sys_b, theta=theta, u_si=u_si, phi_j=phi_j, q_j=q_j,
+        eta_oij=eta_oij, code=code, preference=pref, weighted_key=weighted_key.reshape(eta.shape),
+        n_weighted=n_weighted,
+    )
 
-    pperm, pbatch, ppos = _run_order(rng["pair_order"], n_runs, n_pair_cells, p.batch_size)
+
+def _pairwise_records(
+    p: SimulationParams,
+    rng: dict[str, np.random.Generator],
+    panel: _Panel,
+    lengths: np.ndarray,
+    d: _PairwiseDraws,
+) -> pl.DataFrame:
+    """The pairwise records in run order: hard verdicts, or a preference where the record is weighted."""
+    n_i, n_g = p.n_items, p.n_generations
+    r_run, j_run = _runs(p)
+    n_pair_cells = d.sys_a.size * n_i * n_g
+    pperm, pbatch, ppos = _run_order(rng["pair_order"], r_run.size, n_pair_cells, p.batch_size)
     o_rec = pperm // (n_i * n_g)
     pi_rec = (pperm // n_g) % n_i
     pg_rec = pperm % n_g
     pj_rec = np.broadcast_to(j_run[:, None], pperm.shape)
     pr_rec = np.broadcast_to(r_run[:, None], pperm.shape)
     key = (o_rec, pi_rec, pg_rec, pj_rec, pr_rec)
-    is_weighted = weighted_key[key].ravel()
-    winner_txt = np.asarray(["A", "B", "tie"])[code[key].ravel()]
-    a_rec, b_rec = sys_a[o_rec], sys_b[o_rec]
+    is_weighted = d.weighted_key[key].ravel()
+    winner_txt = np.asarray(["A", "B", "tie"])[d.code[key].ravel()]
+    a_rec, b_rec = d.sys_a[o_rec], d.sys_b[o_rec]
     n_pbatches = -(-n_pair_cells // p.batch_size) if n_pair_cells else 1
     pbw = _width(n_pbatches, 4)
-    pairwise = (
+    return (
         pl.DataFrame(
             {
                 "item_set": pl.Series([p.item_set], dtype=pl.String).gather(
                     np.zeros(pperm.size, dtype=np.int64)
                 ),
-                "item_id": pl.Series(item_ids[pi_rec.ravel()], dtype=pl.String),
-                "system_a": pl.Series(system_ids[a_rec.ravel()], dtype=pl.String),
-                "system_b": pl.Series(system_ids[b_rec.ravel()], dtype=pl.String),
-                "judge_id": pl.Series(judge_ids[pj_rec.ravel()], dtype=pl.String),
+                "item_id": pl.Series(panel.item_ids[pi_rec.ravel()], dtype=pl.String),
+                "system_a": pl.Series(panel.system_ids[a_rec.ravel()], dtype=pl.String),
+                "system_b": pl.Series(panel.system_ids[b_rec.ravel()], dtype=pl.String),
+                "judge_id": pl.Series(panel.judge_ids[pj_rec.ravel()], dtype=pl.String),
                 "_winner": pl.Series(winner_txt, dtype=pl.String),
-                "_preference": pl.Series(pref[key].ravel(), dtype=pl.Float64),
+                "_preference": pl.Series(d.preference[key].ravel(), dtype=pl.Float64),
                 "_weighted": pl.Series(is_weighted, dtype=pl.Boolean),
                 "generation": pl.Series(pg_rec.ravel(), dtype=pl.Int64),
                 "replicate": pl.Series(pr_rec.ravel(), dtype=pl.Int64),
@@ -406,47 +529,4 @@ def simulate_dump(params: SimulationParams = SimulationParams()) -> SimulatedDum
             ).alias("batch_id"),
         )
         .select(PAIRWISE_COLUMNS)
-    )
-
-    truth = _truth(
-        p,
-        systems=systems,
-        judges=judges,
-        item_ids=item_ids,
-        model_of=model_of,
-        effects={
-            "nu_m": nu_m,
-            "nu_cm": nu_cm,
-            "nu_s": nu_s,
-            "nu_i": nu_i,
-            "nu_j": nu_j,
-            "nu_si": nu_si,
-            "nu_sj": nu_sj,
-            "nu_ij": nu_ij,
-            "nu_sij": nu_sij,
-            "nu_g": nu_g,
-            "nu_gj": nu_gj,
-            "self_preference": self_pref,
-            "log_length_s": len_s,
-            "log_length_i": len_i,
-            "log_length_e": len_e,
-            "response_length": lengths,
-            "theta": theta,
-            "u_si": u_si,
-            "delta_j": delta_j,
-            "phi_j": phi_j,
-            "q_j": q_j,
-            "eta_oij": eta_oij,
-            "weighted_key": weighted_key,
-        },
-        pairs=pairs,
-        counts={
-            "pointwise": int(pointwise.height),
-            "pairwise": int(pairwise.height),
-            "pairwise_weighted": int(n_weighted),
-            "pairwise_hard": int(pairwise.height - n_weighted),
-        },
-    )
-    return SimulatedDump(
-        pointwise=pointwise, pairwise=pairwise, systems=systems, judges=judges, truth=truth
     )

@@ -127,12 +127,49 @@ def _truth(
 ) -> dict[str, Any]:
     """Assemble the JSON-serialisable truth (plain Python types only)."""
     e = effects
-    n_s, n_i, n_j, n_g = p.n_systems, p.n_items, p.n_judges, p.n_generations
     n_m = int(model_of.max()) + 1
-    sys_ids = systems["system_id"].to_list()
-    jud_ids = judges["judge_id"].to_list()
+    population = _population(p)
+    gamma = e["nu_j"] - e["nu_j"].mean()
+    sys_rows, jud_rows = _registry_rows(systems, judges, model_of, e, gamma)
+    item_rows = [
+        {
+            "item_id": str(item_ids[i]),
+            "nu_i": float(e["nu_i"][i]),
+            "log_length_effect": float(e["log_length_i"][i]),
+        }
+        for i in range(p.n_items)
+    ]
+    return {
+        "schema_version": 1,
+        "generator": "jurymeter.simulate",
+        "params": {f: _plain(getattr(p, f)) for f in p.__dataclass_fields__},
+        "design": {
+            "n_systems": p.n_systems,
+            "n_models": n_m,
+            "n_items": p.n_items,
+            "n_judges": p.n_judges,
+            "n_generations": p.n_generations,
+            "n_replicates": p.n_replicates,
+            "n_pairs": int(pairs.shape[0]),
+            "pointwise_design": "s x i x j x (g:si), replicates r:sijg; c:m nested in s",
+            "records": counts,
+        },
+        "grand_mean": p.grand_mean,
+        "variance_components": _variance_components(p, e, model_of, population),
+        "cyclicjudge": _cyclic_truth(p, e, population, systems["system_id"].to_list(),
+                                     judges["judge_id"].to_list(), gamma),
+        "systems": sys_rows,
+        "judges": jud_rows,
+        "items": item_rows,
+        "pairwise": _pairwise_truth(p, e, systems, judges, pairs),
+        "effects": _effects_truth(e),
+        "faults": _empty_faults(),
+    }
 
-    population = {
+
+def _population(p: SimulationParams) -> dict[str, float]:
+    """The population variance components of the G-theory model (the parameters squared)."""
+    return {
         "sigma2_s": p.sigma_s**2,
         "sigma2_m": p.sigma_s**2 * (1.0 - p.config_share),
         "sigma2_cm": p.sigma_s**2 * p.config_share,
@@ -146,6 +183,14 @@ def _truth(
         "sigma2_gj": p.sigma_gj**2,
         "sigma2_e": p.sigma_e**2,
     }
+
+
+def _variance_components(
+    p: SimulationParams, e: dict[str, np.ndarray], model_of: np.ndarray, population: dict[str, float]
+) -> dict[str, Any]:
+    """Population and realised components, the self-preference's parts, the single-generation pools."""
+    n_s, n_i, n_j, n_g = p.n_systems, p.n_items, p.n_judges, p.n_generations
+    n_m = int(model_of.max()) + 1
     nu_cm_within = (
         e["nu_cm"]
         - np.bincount(model_of, e["nu_cm"], n_m)[model_of]
@@ -187,15 +232,32 @@ def _truth(
         "sigma2_j": _sample_var(sp.mean(axis=0)),
         "sigma2_sj": _centred_var(sp, (0, 1), (n_s - 1) * (n_j - 1)),
     }
+    return {
+        "population": population,
+        "realized": realized,
+        "self_preference_realized": self_pref_parts,
+        "single_generation_population": pooled,
+        "single_generation_realized": pooled_realized,
+    }
 
-    # CyclicJudge view, one system at a time ([Zhu2026] Eq. 1): alpha_i =
-    # nu_i + nu_si, beta = nu_g:si, gamma_l(s) = panel-centred judge bias,
-    # epsilon = nu_ij + nu_sij + nu_gj:si + e.
-    bias = e["nu_j"][None, :] + e["nu_sj"] + sp  # (s, j)
+
+def _cyclic_truth(
+    p: SimulationParams,
+    e: dict[str, np.ndarray],
+    population: dict[str, float],
+    sys_ids: list[str],
+    jud_ids: list[str],
+    gamma: np.ndarray,
+) -> dict[str, Any]:
+    """The CyclicJudge view, one system at a time ([Zhu2026] Eq. 1).
+
+    alpha_i = nu_i + nu_si, beta = nu_g:si, gamma_l(s) = panel-centred judge
+    bias, epsilon = nu_ij + nu_sij + nu_gj:si + e.
+    """
+    bias = e["nu_j"][None, :] + e["nu_sj"] + e["self_preference"]  # (s, j)
     gamma_s = bias - bias.mean(axis=1, keepdims=True)
     mu_theta = p.grand_mean + e["nu_s"] + bias.mean(axis=1)
-    gamma = e["nu_j"] - e["nu_j"].mean()
-    cyclic = {
+    return {
         "mapping": (
             "per system s: alpha_i = nu_i + nu_si; beta_ig = nu_g:si; "
             "gamma_l = (nu_j + nu_sj + self_preference) centred over the panel; "
@@ -220,7 +282,15 @@ def _truth(
         },
     }
 
-    params = {f: _plain(getattr(p, f)) for f in p.__dataclass_fields__}
+
+def _registry_rows(
+    systems: pl.DataFrame,
+    judges: pl.DataFrame,
+    model_of: np.ndarray,
+    e: dict[str, np.ndarray],
+    gamma: np.ndarray,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The registries' rows with each system's and each judge's drawn effects."""
     sys_rows = systems.to_dicts()
     for s, row in enumerate(sys_rows):
         row.update(
@@ -247,89 +317,61 @@ def _truth(
                 ],
             }
         )
-    item_rows = [
-        {
-            "item_id": str(item_ids[i]),
-            "nu_i": float(e["nu_i"][i]),
-            "log_length_effect": float(e["log_length_i"][i]),
-        }
-        for i in range(n_i)
-    ]
+    return sys_rows, jud_rows
+
+
+def _pairwise_truth(
+    p: SimulationParams,
+    e: dict[str, np.ndarray],
+    systems: pl.DataFrame,
+    judges: pl.DataFrame,
+    pairs: np.ndarray,
+) -> dict[str, Any]:
+    """The pairwise model's parameters, its drawn effects and the exact family support matrix."""
+    sys_ids = systems["system_id"].to_list()
+    jud_ids = judges["judge_id"].to_list()
     return {
-        "schema_version": 1,
-        "generator": "jurymeter.simulate",
-        "params": params,
-        "design": {
-            "n_systems": n_s,
-            "n_models": n_m,
-            "n_items": n_i,
-            "n_judges": n_j,
-            "n_generations": n_g,
-            "n_replicates": p.n_replicates,
-            "n_pairs": int(pairs.shape[0]),
-            "pointwise_design": "s x i x j x (g:si), replicates r:sijg; c:m nested in s",
-            "records": counts,
+        "model": "ordered logit (Rao-Kupper ties), eta = theta_a - theta_b + delta_j "
+        "+ phi_f(j)*([f(j)=f(a)] - [f(j)=f(b)]) + u_ai - u_bi; with probability q_j "
+        "the judge picks slot A whatever eta",
+        "pairs": [[sys_ids[a], sys_ids[b]] for a, b in pairs.tolist()],
+        "theta": dict(zip(sys_ids, e["theta"].tolist(), strict=True)),
+        "position_bias_mean": p.position_bias,
+        "position_bias": dict(zip(jud_ids, e["delta_j"].tolist(), strict=True)),
+        "family_preference": p.family_preference,
+        "family_lifts": {
+            f: float(e["phi_j"][j]) for j, f in enumerate(judges["family"].to_list())
         },
-        "grand_mean": p.grand_mean,
-        "variance_components": {
-            "population": population,
-            "realized": realized,
-            "self_preference_realized": self_pref_parts,
-            "single_generation_population": pooled,
-            "single_generation_realized": pooled_realized,
-        },
-        "cyclicjudge": cyclic,
-        "systems": sys_rows,
-        "judges": jud_rows,
-        "items": item_rows,
-        "pairwise": {
-            "model": "ordered logit (Rao-Kupper ties), eta = theta_a - theta_b + delta_j "
-            "+ phi_f(j)*([f(j)=f(a)] - [f(j)=f(b)]) + u_ai - u_bi; with probability q_j "
-            "the judge picks slot A whatever eta",
-            "pairs": [[sys_ids[a], sys_ids[b]] for a, b in pairs.tolist()],
-            "theta": dict(zip(sys_ids, e["theta"].tolist(), strict=True)),
-            "position_bias_mean": p.position_bias,
-            "position_bias": dict(zip(jud_ids, e["delta_j"].tolist(), strict=True)),
-            "family_preference": p.family_preference,
-            "family_lifts": {
-                f: float(e["phi_j"][j]) for j, f in enumerate(judges["family"].to_list())
-            },
-            "family_lift_by_judge": dict(zip(jud_ids, e["phi_j"].tolist(), strict=True)),
-            "position_following": dict(zip(jud_ids, e["q_j"].tolist(), strict=True)),
-            "family_support": _family_support(
-                p,
-                eta_oij=e["eta_oij"],
-                q_j=e["q_j"],
-                weighted_key=e["weighted_key"],
-                pairs=pairs,
-                sys_fam=systems["family"].to_list(),
-                jud_fam=judges["family"].to_list(),
-            ),
-            "tie_threshold": p.tie_threshold,
-            "preference_concentration": p.preference_concentration,
-            "u_si": e["u_si"].tolist(),
-        },
-        "effects": {
-            "axes": {
-                "nu_si": ["system", "item"],
-                "nu_sj": ["system", "judge"],
-                "nu_ij": ["item", "judge"],
-                "nu_sij": ["system", "item", "judge"],
-                "nu_g": ["system", "item", "generation"],
-                "nu_gj": ["system", "item", "generation", "judge"],
-                "self_preference": ["system", "judge"],
-                "log_length_e": ["system", "item", "generation"],
-                "response_length": ["system", "item", "generation"],
-            },
-            "nu_si": e["nu_si"].tolist(),
-            "nu_sj": e["nu_sj"].tolist(),
-            "nu_ij": e["nu_ij"].tolist(),
-            "nu_sij": e["nu_sij"].tolist(),
-            "nu_g": e["nu_g"].tolist(),
-            "nu_gj": e["nu_gj"].tolist(),
-            "self_preference": e["self_preference"].tolist(),
-            "log_length_e": e["log_length_e"].tolist(),
-            "response_length": e["response_length"].tolist(),
-        },
-        "faults": _empty_faults(),
+        "family_lift_by_judge": dict(zip(jud_ids, e["phi_j"].tolist(), strict=True)),
+        "position_following": dict(zip(jud_ids, e["q_j"].tolist(), strict=True)),
+        "family_support": _family_support(
+            p,
+            eta_oij=e["eta_oij"],
+            q_j=e["q_j"],
+            weighted_key=e["weighted_key"],
+            pairs=pairs,
+            sys_fam=systems["family"].to_list(),
+            jud_fam=judges["family"].to_list(),
+        ),
+        "tie_threshold": p.tie_threshold,
+        "preference_concentration": p.preference_concentration,
+        "u_si": e["u_si"].tolist(),
     }
+
+
+# The drawn effects the truth lists in full, with their axes.
+_EFFECT_AXES: dict[str, list[str]] = {
+    "nu_si": ["system", "item"],
+    "nu_sj": ["system", "judge"],
+    "nu_ij": ["item", "judge"],
+    "nu_sij": ["system", "item", "judge"],
+    "nu_g": ["system", "item", "generation"],
+    "nu_gj": ["system", "item", "generation", "judge"],
+    "self_preference": ["system", "judge"],
+    "log_length_e": ["system", "item", "generation"],
+    "response_length": ["system", "item", "generation"],
+}
+
+
+def _effects_truth(e: dict[str, np.ndarray]) -> dict[str, Any]:
+    return {"axes": {k: list(v) for k, v in _EFFECT_AXES.items()}, **{k: e[k].tolist() for k in _EFFECT_AXES}}

@@ -17,6 +17,7 @@ ceiling is ``None`` with that reason.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -53,15 +54,7 @@ def curves(report: dict[str, Any]) -> dict[str, Any]:
     """
     # Imported here: the fits run on the workers, and the flow's own process
     # then never loads scipy (a second of its start-up).
-    from jurymeter.stats.dstudy import (
-        PAPER_ROLES,
-        beyond_observed,
-        ceiling,
-        erho2,
-        error_variances,
-        fixed_judge_reason,
-        mdd95,
-    )
+    from jurymeter.stats.dstudy import PAPER_ROLES
 
     design = Design.parse(report["design"])
     sigma2 = np.array([report["components"][_label(e)]["raw"] for e in design.labels])
@@ -69,28 +62,72 @@ def curves(report: dict[str, Any]) -> dict[str, Any]:
     observed = report.get("sizes") or {
         roles.item: report["block"]["items"], roles.judge: report["block"]["judges"]
     }
-    fixed = roles.judge_fixed(design)
-    n_judges = int(observed.get(roles.judge, 1))
-    null_reasons = dict(report.get("null_reasons") or {})
-    truncated = dict(report.get("truncated") or {})
-    extrapolated = dict(report.get("extrapolated") or {})
+    notes = _Notes(
+        null_reasons=dict(report.get("null_reasons") or {}),
+        truncated=dict(report.get("truncated") or {}),
+        extrapolated=dict(report.get("extrapolated") or {}),
+    )
+    fit = _Fit(design=design, sigma2=sigma2, observed=observed, fixed=roles.judge_fixed(design),
+               n_judges=int(observed.get(roles.judge, 1)))
+    return {
+        "erho2_curve": _erho2_curve(fit, notes),
+        "budget_curve": _budget_curve(fit, report["request"]["budgets"], notes),
+        "ceiling_by_judges": _ceilings(fit, notes),
+        "null_reasons": notes.null_reasons,
+        "truncated": notes.truncated,
+        "extrapolated": notes.extrapolated,
+    }
 
+
+@dataclass(frozen=True, slots=True)
+class _Fit:
+    """What every curve reads of the report: the design, the raw components, the observed sizes."""
+
+    design: Design
+    sigma2: np.ndarray
+    observed: dict[str, Any]
+    fixed: bool  # a design without the judge facet: the judge is fixed
+    n_judges: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Notes:
+    """The report's ``null_reasons``, ``truncated`` and ``extrapolated``, which the curves add to."""
+
+    null_reasons: dict[str, str]
+    truncated: dict[str, str]
+    extrapolated: dict[str, str]
+
+
+def _erho2_curve(fit: _Fit, notes: _Notes) -> list[dict[str, Any]]:
+    """Figure 1: E rho^2 at every item count of ``CURVE_ITEMS``, per judge count (a fixed judge: its own)."""
+    from jurymeter.stats.dstudy import PAPER_ROLES, beyond_observed, erho2
+
+    roles, design = PAPER_ROLES, fit.design
     items = np.array(CURVE_ITEMS, dtype=np.float64)
     curve = []
-    for j in (1,) if fixed else CURVE_JUDGES:  # a fixed judge: its own curve only
-        values = erho2(sigma2, design, roles.sizes(design, items, j, 1))
+    for j in (1,) if fit.fixed else CURVE_JUDGES:  # a fixed judge: its own curve only
+        values = erho2(fit.sigma2, design, roles.sizes(design, items, j, 1))
         curve += [
             {"judges": j, "items": int(n), "erho2": _number(v)} for n, v in zip(CURVE_ITEMS, values, strict=True)
         ]
     if any(row["erho2"] is None for row in curve):
-        null_reasons["erho2_curve"] = "sigma2_s <= 0 and sigma2_delta <= 0 at some points (0/0)"
-    beyond = beyond_observed(design, roles.sizes(design, max(CURVE_ITEMS), max(CURVE_JUDGES), 1), observed, roles)
+        notes.null_reasons["erho2_curve"] = "sigma2_s <= 0 and sigma2_delta <= 0 at some points (0/0)"
+    largest = roles.sizes(design, max(CURVE_ITEMS), max(CURVE_JUDGES), 1)
+    beyond = beyond_observed(design, largest, fit.observed, roles)
     if beyond:
-        extrapolated["erho2_curve"] = "points beyond the observed sizes: " + "; ".join(beyond)
+        notes.extrapolated["erho2_curve"] = "points beyond the observed sizes: " + "; ".join(beyond)
+    return curve
 
+
+def _budget_curve(fit: _Fit, budgets: list[int], notes: _Notes) -> list[dict[str, Any]]:
+    """Figure 2: the MDD of every split of each budget over at most the block's judges, the best marked."""
+    from jurymeter.stats.dstudy import PAPER_ROLES, beyond_observed, error_variances, mdd95
+
+    roles, design, sigma2 = PAPER_ROLES, fit.design, fit.sigma2
     budget_rows = []
-    judge_counts = [j for j in BUDGET_JUDGES if j <= n_judges]
-    for budget in report["request"]["budgets"]:
+    judge_counts = [j for j in BUDGET_JUDGES if j <= fit.n_judges]
+    for budget in budgets:
         judges = np.array([j for j in judge_counts if budget // j >= 1], dtype=np.float64)
         n_items = np.floor(budget / judges)
         sizes = roles.sizes(design, n_items, judges, 1)
@@ -99,7 +136,7 @@ def curves(report: dict[str, Any]) -> dict[str, Any]:
         best = int(np.argmin(delta))
         ranked = bool(delta[best] > 0)
         if not ranked:
-            null_reasons[f"budget_curve.{budget}"] = (
+            notes.null_reasons[f"budget_curve.{budget}"] = (
                 f"sigma2_delta = {float(delta[best]):.4g} <= 0 at the split minimizing it: no split is optimal"
             )
         for k in range(len(judges)):
@@ -113,30 +150,30 @@ def curves(report: dict[str, Any]) -> dict[str, Any]:
                     "optimal": ranked and k == best,
                 }
             )
-        beyond = beyond_observed(design, sizes, observed, roles)
+        beyond = beyond_observed(design, sizes, fit.observed, roles)
         if beyond:
-            extrapolated[f"budget_curve.{budget}"] = "splits beyond the observed sizes: " + "; ".join(beyond)
+            notes.extrapolated[f"budget_curve.{budget}"] = "splits beyond the observed sizes: " + "; ".join(beyond)
+    return budget_rows
 
+
+def _ceilings(fit: _Fit, notes: _Notes) -> dict[str, float | None]:
+    """Eq. 4's ceiling at each judge count of ``CURVE_JUDGES`` (``None`` with the reason for a fixed judge)."""
+    from jurymeter.stats.dstudy import ceiling, fixed_judge_reason
+
+    design, sigma2 = fit.design, fit.sigma2
     ceilings = {}
     for j in CURVE_JUDGES:
         ceilings[str(j)] = _number(float(ceiling(sigma2, design, judges=j)))
-        if fixed:
-            null_reasons[f"ceiling_by_judges.{j}"] = fixed_judge_reason(f"the ceiling at {j} judge(s)")
+        if fit.fixed:
+            notes.null_reasons[f"ceiling_by_judges.{j}"] = fixed_judge_reason(f"the ceiling at {j} judge(s)")
             continue
         if ceilings[str(j)] is None:
-            null_reasons[f"ceiling_by_judges.{j}"] = "sigma2_s <= 0 and sigma2_sj <= 0 (0/0)"
+            notes.null_reasons[f"ceiling_by_judges.{j}"] = "sigma2_s <= 0 and sigma2_sj <= 0 (0/0)"
         elif sigma2[design.labels.index("s")] < 0 or sigma2[design.labels.index("sj")] < 0:
-            truncated.setdefault(f"ceiling_by_judges.{j}", "sigma2_s or sigma2_sj < 0, taken as 0")
-        if j > n_judges:
-            extrapolated[f"ceiling_by_judges.{j}"] = f"{j} judges > {n_judges} observed"
-    return {
-        "erho2_curve": curve,
-        "budget_curve": budget_rows,
-        "ceiling_by_judges": ceilings,
-        "null_reasons": null_reasons,
-        "truncated": truncated,
-        "extrapolated": extrapolated,
-    }
+            notes.truncated.setdefault(f"ceiling_by_judges.{j}", "sigma2_s or sigma2_sj < 0, taken as 0")
+        if j > fit.n_judges:
+            notes.extrapolated[f"ceiling_by_judges.{j}"] = f"{j} judges > {fit.n_judges} observed"
+    return ceilings
 
 
 def _label(effect: str) -> str:

@@ -111,20 +111,8 @@ def rank_intervals(means: Mapping[str, float], mdd: float) -> pl.DataFrame:
     >>> t["tie_group"].to_list(), t["rank_low"].to_list(), t["rank_high"].to_list()
     ([1, 1, 1, 2], [1, 1, 1, 4], [3, 3, 3, 4])
     """
-    value = _real(mdd)
-    if value is None or math.isnan(value) or value < 0:
-        msg = f"mdd must be a number >= 0 (inf allowed); got {_shown(mdd)!r}"
-        raise DesignError(msg)
-    mdd = value
-    ids = [str(k) for k in means]
-    reals = [_real(v) for v in means.values()]
-    bad = [k for k, v in enumerate(reals) if v is None or not math.isfinite(v)]
-    if bad:
-        raw = list(means.values())
-        shown = ", ".join(f"{ids[k]!r}: {_shown(raw[k])!r}" for k in bad[:5])
-        msg = f"every mean must be a finite number; got {shown}"
-        raise DesignError(msg)
-    values = np.array(reals, dtype=np.float64)
+    # Long for its docstring: the proof that close systems' ranges overlap sits beside the code it is about.
+    ids, values, mdd = _checked(means, mdd)
     table = pl.DataFrame(
         {"system_id": ids, "mean": values},
         schema={"system_id": pl.String(), "mean": pl.Float64()},
@@ -145,6 +133,23 @@ def rank_intervals(means: Mapping[str, float], mdd: float) -> pl.DataFrame:
         pl.Series("tie_group", group, dtype=pl.Int64),
         pl.lit(mdd, dtype=pl.Float64).alias("mdd95"),
     ).select(list(LEADERBOARD_SCHEMA))
+
+
+def _checked(means: Mapping[str, float], mdd: float) -> tuple[list[str], np.ndarray, float]:
+    """The ids, the means as floats and the MDD as a float, or a ``DesignError`` naming the bad value."""
+    value = _real(mdd)
+    if value is None or math.isnan(value) or value < 0:
+        msg = f"mdd must be a number >= 0 (inf allowed); got {_shown(mdd)!r}"
+        raise DesignError(msg)
+    ids = [str(k) for k in means]
+    reals = [_real(v) for v in means.values()]
+    bad = [k for k, v in enumerate(reals) if v is None or not math.isfinite(v)]
+    if bad:
+        raw = list(means.values())
+        shown = ", ".join(f"{ids[k]!r}: {_shown(raw[k])!r}" for k in bad[:5])
+        msg = f"every mean must be a finite number; got {shown}"
+        raise DesignError(msg)
+    return ids, np.array(reals, dtype=np.float64), value
 
 
 # The name before issue 16 (when it returned the greedy groups alone): the same table.

@@ -2,7 +2,7 @@
 
 Runs where the fit's data have two or more generations and a crossed panel: the
 panel is the generation-facet block's judges, and each system is decomposed on
-its own complete block (:func:`jurymeter.cyclic.fit.system_blocks`), so a
+its own complete block (:func:`jurymeter.stats.cyclic.fit.system_blocks`), so a
 system with more generations keeps them; elsewhere it is *not applicable* and
 the run says why.
 
@@ -114,7 +114,7 @@ class _CyclicFitting:
         return {"facet": _ignore} if self.layout is not None and self.speculative else {}
 
     def finish(self) -> CyclicResult:
-        from jurymeter.cyclic.fit import cyclic_report
+        from jurymeter.stats.cyclic.fit import cyclic_report
 
         options = self.options
         kwargs: dict[str, Any] = {
@@ -151,8 +151,8 @@ class CyclicAnalysis(Analysis[CyclicResult, CyclicOptions]):
     protocols = ("pointwise",)
     order = 20
     options_type = CyclicOptions
-    figure_modules = ("jurymeter.cyclic.fit", "jurymeter.analyses.cyclic.section")
-    compute_modules = ("jurymeter.cyclic.fit",)
+    figure_modules = ("jurymeter.stats.cyclic.fit", "jurymeter.analyses.cyclic.section")
+    compute_modules = ("jurymeter.stats.cyclic.fit",)
     tables = (
         Table("cyclic_systems", {"system_id": pl.String, "sigma2_scenario": pl.Float64,
                                  "sigma2_generation": pl.Float64, "sigma2_judge": pl.Float64,

@@ -181,9 +181,37 @@ def batch_plan(
     >>> plan.group_by("judge_id").agg(pl.col("batch_id").n_unique()).sort("judge_id").rows()
     [('j1', 4), ('j2', 4)]
     """
+    item_ids, judge_ids, n = _checked(items, n_batches, judges, design=design, seed=seed, unit=unit,
+                                      batch_prefix=batch_prefix)
+    v, k = len(item_ids), len(judge_ids)
+    b = np.arange(n)
+    orders = _orders(v, n, k, design=design, seed=int(seed))
+    width = len(str(n - 1))
+    batch_ids = [f"{batch_prefix}{i:0{width}d}" for i in range(n)]
+    return pl.DataFrame(
+        {
+            "batch_id": np.repeat(np.asarray(batch_ids, dtype=object), v).tolist(),
+            "batch_position": np.tile(np.arange(v, dtype=np.int64), n),
+            unit: np.asarray(item_ids, dtype=object)[orders.reshape(-1)].tolist(),
+            "judge_id": np.repeat(np.asarray(judge_ids, dtype=object)[b % k], v).tolist(),
+        },
+        schema={(unit if c == "item_id" else c): t for c, t in BATCH_PLAN_SCHEMA.items()},
+    )
+
+
+def _checked(
+    items: Sequence[str],
+    n_batches: int,
+    judges: Sequence[str],
+    *,
+    design: str,
+    seed: int,
+    unit: str,
+    batch_prefix: str,
+) -> tuple[tuple[str, ...], tuple[str, ...], int]:
+    """:func:`batch_plan`'s arguments checked in the order of its signature: the items, judges and batch count."""
     item_ids = id_list("items", items, minimum=2)
     judge_ids = id_list("judges", judges, minimum=1)
-    v = len(item_ids)
     n = count("n_batches", n_batches, minimum=1)
     if design not in get_args(Design):
         msg = f"design must be one of {list(get_args(Design))}, got {design!r}"
@@ -198,24 +226,21 @@ def batch_plan(
     if not isinstance(batch_prefix, str):
         msg = f"batch_prefix must be a string, got {batch_prefix!r}"
         raise ConfigError(msg)
-    rng = np.random.default_rng(int(seed))
-    k = len(judge_ids)
-    b = np.arange(n)
+    return item_ids, judge_ids, n
+
+
+def _orders(v: int, n: int, k: int, *, design: str, seed: int) -> np.ndarray:
+    """``(n, v)`` item codes of every batch: Williams rows (relabelled, rows permuted) or uniform permutations.
+
+    The draws of :func:`batch_plan`'s notes: ``sigma`` then ``pi`` from
+    ``default_rng(seed)`` (``"williams"``), or one permutation per batch.
+    """
+    rng = np.random.default_rng(seed)
     if design == "williams":
         sigma = rng.permutation(v)
         square = sigma[williams_square(v)]
         rows = rng.permutation(square.shape[0])
-        orders = square[rows[(b // k) % square.shape[0]]]
-    else:
-        orders = rng.permuted(np.tile(np.arange(v), (n, 1)), axis=1)
-    width = len(str(n - 1))
-    batch_ids = [f"{batch_prefix}{i:0{width}d}" for i in range(n)]
-    return pl.DataFrame(
-        {
-            "batch_id": np.repeat(np.asarray(batch_ids, dtype=object), v).tolist(),
-            "batch_position": np.tile(np.arange(v, dtype=np.int64), n),
-            unit: np.asarray(item_ids, dtype=object)[orders.reshape(-1)].tolist(),
-            "judge_id": np.repeat(np.asarray(judge_ids, dtype=object)[b % k], v).tolist(),
-        },
-        schema={(unit if c == "item_id" else c): t for c, t in BATCH_PLAN_SCHEMA.items()},
-    )
+        orders: np.ndarray = square[rows[(np.arange(n) // k) % square.shape[0]]]
+        return orders
+    permuted: np.ndarray = rng.permuted(np.tile(np.arange(v), (n, 1)), axis=1)
+    return permuted

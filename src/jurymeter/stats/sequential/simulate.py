@@ -33,6 +33,7 @@ References
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
@@ -172,6 +173,52 @@ def simulate_sequential(
     >>> frame.columns, frame.height
     (['batch_id', 'batch_position', 'item_id', 'score'], 4)
     """
+    model = _checked_model(theta, orders, position_effects=position_effects, rho=rho, batch_sd=batch_sd,
+                           cutpoints=cutpoints, unit_ids=unit_ids, batch_ids=batch_ids)
+    th, od, pos, rho_a, cuts = model.theta, model.orders, model.position_effects, model.rho, model.cutpoints
+    n_batch, length = od.shape
+    generator = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+
+    u = batch_sd * np.asarray(generator.standard_normal(n_batch), dtype=np.float64)
+    eta = th[od] + pos[None, :] + u[:, None]
+    y = draw_sequences(eta, rho=rho_a, cutpoints=cuts, rng=generator)
+    unit_names = np.asarray(model.units, dtype=object)[od.ravel()]
+    return pl.DataFrame(
+        {
+            "batch_id": np.repeat(np.asarray(model.batches, dtype=object), length).tolist(),
+            "batch_position": np.tile(np.arange(length, dtype=np.int64), n_batch),
+            unit: unit_names.tolist(),
+            "score": y.ravel(),
+        },
+        schema={"batch_id": pl.String, "batch_position": pl.Int64, unit: pl.String, "score": pl.Float64},
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Model:
+    """:func:`simulate_sequential`'s arguments as checked arrays and labels."""
+
+    theta: np.ndarray
+    orders: np.ndarray
+    position_effects: np.ndarray
+    rho: np.ndarray
+    cutpoints: np.ndarray | None
+    units: list[str]
+    batches: list[str]
+
+
+def _checked_model(
+    theta: ArrayLike,
+    orders: ArrayLike,
+    *,
+    position_effects: ArrayLike | None,
+    rho: Sequence[float],
+    batch_sd: float,
+    cutpoints: Sequence[float] | None,
+    unit_ids: Sequence[str] | None,
+    batch_ids: Sequence[str] | None,
+) -> _Model:
+    """The arguments checked in the order of the signature, each failure one ``SimulationError`` line."""
     th = np.asarray(theta, dtype=np.float64)
     od = np.asarray(orders)
     if th.ndim != 1 or th.size == 0 or not np.all(np.isfinite(th)):
@@ -206,18 +253,5 @@ def simulate_sequential(
     if len(units) != th.size or len(batches) != n_batch:
         msg = f"unit_ids must have {th.size} labels and batch_ids {n_batch}; got {len(units)} and {len(batches)}"
         raise SimulationError(msg)
-    generator = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
-
-    u = batch_sd * np.asarray(generator.standard_normal(n_batch), dtype=np.float64)
-    eta = th[od] + pos[None, :] + u[:, None]
-    y = draw_sequences(eta, rho=rho_a, cutpoints=cuts, rng=generator)
-    unit_names = np.asarray(units, dtype=object)[od.ravel()]
-    return pl.DataFrame(
-        {
-            "batch_id": np.repeat(np.asarray(batches, dtype=object), length).tolist(),
-            "batch_position": np.tile(np.arange(length, dtype=np.int64), n_batch),
-            unit: unit_names.tolist(),
-            "score": y.ravel(),
-        },
-        schema={"batch_id": pl.String, "batch_position": pl.Int64, unit: pl.String, "score": pl.Float64},
-    )
+    return _Model(theta=th, orders=od, position_effects=pos, rho=rho_a, cutpoints=cuts, units=units,
+                  batches=batches)

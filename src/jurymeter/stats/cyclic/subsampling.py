@@ -8,8 +8,8 @@ from dataclasses import dataclass, fields
 import numpy as np
 import polars as pl
 
-from jurymeter.cyclic.checks import _budgets, _positive_int, _scores
-from jurymeter.cyclic.sums import pool_variances
+from jurymeter.stats.cyclic.checks import _budgets, _positive_int, _scores
+from jurymeter.stats.cyclic.sums import pool_variances
 
 DEFAULT_REPS = 5_000
 # Largest number of draws held in memory at once by the subsampling check.
@@ -88,11 +88,35 @@ def subsample_strategy_variance(
     predictions are :math:`C_X / (nB)` (eq. 36-38).
     """
     x = _scores(x)
-    n, m_max, k = x.shape
+    k = x.shape[2]
     budget = int(_budgets([budget], k)[0])
     reps = _positive_int("reps", reps, minimum=2)
     seed = _positive_int("seed", seed, minimum=0)
-    rng = np.random.default_rng([seed, budget])
+    out = _strategy_draws(x, budget, reps, np.random.default_rng([seed, budget]))
+    (va, sa), (vb, sb), (vc, sc) = (_var_and_se(row) for row in out)
+    pa, pb, pc = (float(v) for v in pool_variances(x).predict(budget))
+    return SubsampleCheck(
+        budget=budget,
+        reps=reps,
+        seed=seed,
+        var_a=va,
+        var_b=vb,
+        var_c=vc,
+        pred_a=pa,
+        pred_b=pb,
+        pred_c=pc,
+        se_a=sa,
+        se_b=sb,
+        se_c=sc,
+    )
+
+
+def _strategy_draws(x: np.ndarray, budget: int, reps: int, rng: np.random.Generator) -> np.ndarray:
+    """``(3, reps)`` benchmark scores of strategies A, B, C, drawn in chunks of at most ``_CHUNK_DRAWS`` indices.
+
+    Per chunk the draws are A's, B's, then C's indices (the order fixes the stream).
+    """
+    n, m_max, k = x.shape
     per = budget // k
     # Flat arrays and int32 offsets: 1-D np.take is several times faster than
     # broadcast fancy indexing over three or four axes.
@@ -118,22 +142,7 @@ def subsample_strategy_variance(
         out[2, start : start + size] = np.take(by_judge, idx_c).mean(
             axis=(1, 2, 3), dtype=np.float64
         )
-    (va, sa), (vb, sb), (vc, sc) = (_var_and_se(row) for row in out)
-    pa, pb, pc = (float(v) for v in pool_variances(x).predict(budget))
-    return SubsampleCheck(
-        budget=budget,
-        reps=reps,
-        seed=seed,
-        var_a=va,
-        var_b=vb,
-        var_c=vc,
-        pred_a=pa,
-        pred_b=pb,
-        pred_c=pc,
-        se_a=sa,
-        se_b=sb,
-        se_c=sc,
-    )
+    return out
 
 
 def subsample_strategy_curve(

@@ -10,15 +10,15 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from jurymeter.cyclic.checks import _ids, _positive_int, _readonly, _scores
-from jurymeter.cyclic.components import (
+from jurymeter.errors import DesignError
+from jurymeter.stats.cyclic.checks import _ids, _positive_int, _readonly, _scores
+from jurymeter.stats.cyclic.components import (
     VarianceComponents,
     VarianceContributions,
     variance_contributions,
 )
-from jurymeter.cyclic.strategies import StrategyComparison, strategy_variances
-from jurymeter.cyclic.sums import CYCLIC_DESIGN, CyclicSums
-from jurymeter.errors import DesignError
+from jurymeter.stats.cyclic.strategies import StrategyComparison, strategy_variances
+from jurymeter.stats.cyclic.sums import CYCLIC_DESIGN, CyclicSums
 from jurymeter.stats.gstudy import components_from_ms
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from jurymeter.cyclic.checks import _scores
+from jurymeter.stats.cyclic.checks import _scores
 from jurymeter.stats.design import Design
 from jurymeter.stats.gstudy import TermSums
 
@@ -69,7 +69,7 @@ class CyclicSums:
     The mean squares of ``(g:i) x j`` (:class:`~jurymeter.stats.gstudy.TermSums`),
     each judge's score total and the three pool sums of :func:`pool_variances`
     are sums over scenarios, so ``x[scenario, generation, judge]`` may arrive a
-    few scenarios at a time (:func:`jurymeter.cyclic.fit.cyclic_report`).
+    few scenarios at a time (:func:`jurymeter.stats.cyclic.fit.cyclic_report`).
     """
 
     def __init__(self) -> None:

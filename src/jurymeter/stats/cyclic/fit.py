@@ -1,6 +1,6 @@
 """One item set's CyclicJudge report: records -> each system's own complete (scenario, generation, judge) block -> fits.
 
-Glue between the store's records and :mod:`jurymeter.cyclic`. The judge panel
+Glue between the store's records and :mod:`jurymeter.stats.cyclic`. The judge panel
 is the generation-facet balanced block's (:func:`jurymeter.stats.blocks.balanced_block`,
 the G-study's pruning rule), so every system is judged by the same panel and the
 judge x system offsets compare like with like. Each system then gets its own
@@ -21,11 +21,11 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from jurymeter.cyclic.decomposition import fit_cyclic_sums
-from jurymeter.cyclic.offsets import offsets_from_judge_means
-from jurymeter.cyclic.sums import CyclicSums
 from jurymeter.errors import NotApplicableError
 from jurymeter.stats.blocks import BalancedBlock, BlockLayout, balanced_block
+from jurymeter.stats.cyclic.decomposition import fit_cyclic_sums
+from jurymeter.stats.cyclic.offsets import offsets_from_judge_means
+from jurymeter.stats.cyclic.sums import CyclicSums
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +112,40 @@ def system_blocks(
     alone.
     """
     panel = [str(j) for j in judges]
+    cells, complete, per_item = _panel_cells(records, panel, systems)
+    records_in = dict(cells.group_by("system_id").agg(pl.col("__n").sum()).iter_rows())
+    names = sorted(cells["system_id"].unique().to_list()) if systems is None else [str(s) for s in systems]
+    # One partition per system (not a filter of every cell per system).
+    cells_of = {key[0]: part for key, part in cells.partition_by("system_id", as_dict=True).items()}
+    complete_of = {key[0]: part for key, part in complete.partition_by("system_id", as_dict=True).items()}
+    counts_of = {key[0]: part for key, part in per_item.partition_by("system_id", as_dict=True).items()}
+    blocks: dict[str, SystemBlock] = {}
+    skipped: dict[str, str] = {}
+    for sid in names:
+        counts = counts_of.get(sid, per_item.clear())
+        own_cells = cells_of.get(sid, cells.clear())
+        m = _generation_count(counts["__m"].to_numpy())
+        if m < 2:
+            most = int(counts["__m"].max() or 0) if counts.height else 0  # type: ignore[arg-type]  # a count column's max is an int
+            skipped[sid] = (
+                f"no block of at least 2 scenarios x 2 generations scored by every judge of the panel "
+                f"{panel}: {own_cells['item_id'].n_unique()} scenario(s), at most {most} complete generation(s) on one"
+            )
+            continue
+        blocks[sid] = _system_block(sid, panel, m, own_cells, complete_of[sid], counts,
+                                    records_in=int(records_in.get(sid, 0)))
+    return SystemBlocks(blocks=blocks, skipped=skipped)
+
+
+def _panel_cells(
+    records: pl.LazyFrame | pl.DataFrame, panel: list[str], systems: Sequence[str] | None
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """The panel's cells (replicates averaged, ``__n`` records each), the complete generations, their count per scenario.
+
+    ``complete``: the (system, scenario, generation) every panel judge scored,
+    ``__g`` their rank by label within the scenario; ``per_item``: ``__m``, the
+    complete generations of each (system, scenario).
+    """
     lazy = records.lazy() if isinstance(records, pl.DataFrame) else records
     lazy = lazy.filter(pl.col("score").is_not_null() & pl.col("judge_id").cast(pl.String).is_in(panel))
     if systems is not None:
@@ -123,53 +157,45 @@ def system_blocks(
         .with_columns(pl.col("system_id").cast(pl.String), pl.col("item_id").cast(pl.String),
                       pl.col("judge_id").cast(pl.String))
     )
-    k = len(panel)
     complete = (
         cells.group_by("system_id", "item_id", "generation").agg(pl.len().alias("__k"))
-        .filter(pl.col("__k") == k)
+        .filter(pl.col("__k") == len(panel))
         .with_columns((pl.col("generation").rank("ordinal").over("system_id", "item_id") - 1).alias("__g"))
     )
     per_item = complete.group_by("system_id", "item_id").agg(pl.len().alias("__m"))
-    records_in = dict(cells.group_by("system_id").agg(pl.col("__n").sum()).iter_rows())
-    names = sorted(cells["system_id"].unique().to_list()) if systems is None else [str(s) for s in systems]
+    return cells, complete, per_item
+
+
+def _system_block(
+    sid: str,
+    panel: list[str],
+    m: int,
+    own_cells: pl.DataFrame,
+    own_complete: pl.DataFrame,
+    counts: pl.DataFrame,
+    *,
+    records_in: int,
+) -> SystemBlock:
+    """System ``sid``'s block: its scenarios with ``m`` complete generations, the first ``m`` of each by label."""
+    kept = counts.filter(pl.col("__m") >= m).select("item_id")
+    chosen = (
+        own_complete.filter(pl.col("__g") < m)
+        .join(kept, on="item_id")
+        .select("item_id", "generation", "__g")
+    )
     judge_order = {j: n for n, j in enumerate(panel)}
-    # One partition per system (not a filter of every cell per system).
-    cells_of = {key[0]: part for key, part in cells.partition_by("system_id", as_dict=True).items()}
-    complete_of = {key[0]: part for key, part in complete.partition_by("system_id", as_dict=True).items()}
-    counts_of = {key[0]: part for key, part in per_item.partition_by("system_id", as_dict=True).items()}
-    blocks: dict[str, SystemBlock] = {}
-    skipped: dict[str, str] = {}
-    for sid in names:
-        counts = counts_of.get(sid, per_item.clear())
-        own_cells = cells_of.get(sid, cells.clear())
-        m = _generation_count(counts["__m"].to_numpy())
-        scenarios = own_cells["item_id"].n_unique()
-        if m < 2:
-            most = int(counts["__m"].max() or 0) if counts.height else 0  # type: ignore[arg-type]  # a count column's max is an int
-            skipped[sid] = (
-                f"no block of at least 2 scenarios x 2 generations scored by every judge of the panel "
-                f"{panel}: {scenarios} scenario(s), at most {most} complete generation(s) on one"
-            )
-            continue
-        kept = counts.filter(pl.col("__m") >= m).select("item_id")
-        chosen = (
-            complete_of[sid].filter(pl.col("__g") < m)
-            .join(kept, on="item_id")
-            .select("item_id", "generation", "__g")
-        )
-        picked = (
-            own_cells.join(chosen, on=["item_id", "generation"])
-            .with_columns(pl.col("judge_id").replace_strict(judge_order, return_dtype=pl.Int64).alias("__j"))
-            .sort("item_id", "__g", "__j")
-        )
-        items = tuple(kept["item_id"].sort().to_list())
-        x = picked["score"].to_numpy().reshape(len(items), m, k)
-        blocks[sid] = SystemBlock(
-            system_id=sid, items=items, judges=tuple(panel), n_generations=m, x=x,
-            scenarios_left_out=scenarios - len(items), records_in=int(records_in.get(sid, 0)),
-            records_used=int(picked["__n"].sum()),
-        )
-    return SystemBlocks(blocks=blocks, skipped=skipped)
+    picked = (
+        own_cells.join(chosen, on=["item_id", "generation"])
+        .with_columns(pl.col("judge_id").replace_strict(judge_order, return_dtype=pl.Int64).alias("__j"))
+        .sort("item_id", "__g", "__j")
+    )
+    items = tuple(kept["item_id"].sort().to_list())
+    x = picked["score"].to_numpy().reshape(len(items), m, len(panel))
+    return SystemBlock(
+        system_id=sid, items=items, judges=tuple(panel), n_generations=m, x=x,
+        scenarios_left_out=own_cells["item_id"].n_unique() - len(items), records_in=records_in,
+        records_used=int(picked["__n"].sum()),
+    )
 
 
 def cyclic_report(

@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from jurymeter.cyclic.checks import _positive_int, _ratio
 from jurymeter.errors import DesignError
+from jurymeter.stats.cyclic.checks import _positive_int, _ratio
 
 COMPONENTS = ("scenario", "generation", "judge", "residual")
 

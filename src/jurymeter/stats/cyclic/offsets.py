@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from jurymeter.cyclic.checks import _ids, _readonly
 from jurymeter.errors import DesignError
+from jurymeter.stats.cyclic.checks import _ids, _readonly
 
 
 # --------------------------------------------------------------------------- appendix A

@@ -29,17 +29,18 @@ The panel observed in the data is the whole pool, :math:`K = K_{tot}`.
 
 Modules
 -------
-:mod:`~jurymeter.cyclic.components` (the components and Proposition 1),
-:mod:`~jurymeter.cyclic.sums` (:class:`CyclicSums`, appendix G pools),
-:mod:`~jurymeter.cyclic.decomposition` (:func:`fit_cyclic`: eq. 20-25, offsets,
-F-test), :mod:`~jurymeter.cyclic.strategies` (strategies A, B, C and scenario
-coverage), :mod:`~jurymeter.cyclic.subsampling` (the Monte Carlo check),
-:mod:`~jurymeter.cyclic.offsets` (judge x system offsets),
-:mod:`~jurymeter.cyclic.cube` (long frame to dense scores) and
-:mod:`~jurymeter.cyclic.checks` (argument checks); import the public names
-(``__all__``) from :mod:`jurymeter.cyclic` itself. :mod:`~jurymeter.cyclic.fit`
+:mod:`~jurymeter.stats.cyclic.components` (the components and Proposition 1),
+:mod:`~jurymeter.stats.cyclic.sums` (:class:`CyclicSums`, appendix G pools),
+:mod:`~jurymeter.stats.cyclic.decomposition` (:func:`fit_cyclic`: eq. 20-25, offsets,
+F-test), :mod:`~jurymeter.stats.cyclic.strategies` (strategies A, B, C and scenario
+coverage), :mod:`~jurymeter.stats.cyclic.subsampling` (the Monte Carlo check),
+:mod:`~jurymeter.stats.cyclic.offsets` (judge x system offsets),
+:mod:`~jurymeter.stats.cyclic.cube` (long frame to dense scores) and
+:mod:`~jurymeter.stats.cyclic.checks` (argument checks); import the public names
+(``__all__``) from :mod:`jurymeter.stats.cyclic` itself. :mod:`~jurymeter.stats.cyclic.fit`
 (one item set's report from the store's records, each system on its own complete block) and
-:mod:`~jurymeter.cyclic.planner` (judge assignments) build on them.
+:mod:`~jurymeter.stats.cyclic.planner` (judge assignments; the cost-weighted plan's integer
+allocation of calls in :mod:`~jurymeter.stats.cyclic.allocation`) build on them.
 
 References
 ----------
@@ -47,38 +48,38 @@ References
    LLM-based Evaluation", 2026 (``papers/cyclicjudge.txt``).
 """
 
-from jurymeter.cyclic.components import (
+from jurymeter.stats.cyclic.components import (
     COMPONENTS,
     VarianceComponents,
     VarianceContributions,
     variance_contributions,
 )
-from jurymeter.cyclic.cube import ScoreCube, score_cube
-from jurymeter.cyclic.decomposition import (
+from jurymeter.stats.cyclic.cube import ScoreCube, score_cube
+from jurymeter.stats.cyclic.decomposition import (
     CyclicDecomposition,
     fit_cyclic,
     fit_cyclic_sums,
     sigma2_judge_from_offsets,
 )
-from jurymeter.cyclic.offsets import (
+from jurymeter.stats.cyclic.offsets import (
     JudgeSystemOffsets,
     judge_system_offsets,
     offsets_from_judge_means,
 )
-from jurymeter.cyclic.strategies import (
+from jurymeter.stats.cyclic.strategies import (
     CoverageSplit,
     StrategyComparison,
     Winner,
     scenario_coverage,
     strategy_variances,
 )
-from jurymeter.cyclic.subsampling import (
+from jurymeter.stats.cyclic.subsampling import (
     DEFAULT_REPS,
     SubsampleCheck,
     subsample_strategy_curve,
     subsample_strategy_variance,
 )
-from jurymeter.cyclic.sums import CYCLIC_DESIGN, CyclicSums, PoolVariances, pool_variances
+from jurymeter.stats.cyclic.sums import CYCLIC_DESIGN, CyclicSums, PoolVariances, pool_variances
 
 __all__ = [
     "COMPONENTS",

@@ -9,9 +9,9 @@ from typing import Any, Literal
 import numpy as np
 import polars as pl
 
-from jurymeter.cyclic.checks import _budgets, _positive_int, _ratio, _readonly
-from jurymeter.cyclic.components import VarianceComponents
-from jurymeter.cyclic.sums import PoolVariances
+from jurymeter.stats.cyclic.checks import _budgets, _positive_int, _ratio, _readonly
+from jurymeter.stats.cyclic.components import VarianceComponents
+from jurymeter.stats.cyclic.sums import PoolVariances
 
 Winner = Literal["A", "B", "tie"]
 
