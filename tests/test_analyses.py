@@ -24,7 +24,17 @@ import pytest
 
 from jurymeter.analyses import analysis as analysis_named
 from jurymeter.analyses import registered, registered_temporarily
-from jurymeter.analyses.base import Analysis, FitScope, Headline, ItemSet, Table
+from jurymeter.analyses.base import (
+    Analysis,
+    FitPart,
+    FitScope,
+    Headline,
+    ItemSet,
+    SectionPart,
+    SummaryPart,
+    Table,
+    TablesPart,
+)
 from jurymeter.errors import ConfigError, JurymeterError
 from jurymeter.io.ingest import ingest
 from jurymeter.io.sources import discover_sources
@@ -94,6 +104,26 @@ def test_declarations_are_complete_and_consistent(analysis: Analysis[Any, Any]) 
     other = {"pointwise", "pairwise"} - set(analysis.protocols)
     for protocol in other:
         assert analysis.applies(ItemSet(protocol=protocol, name="x"))  # a reason, not None
+
+
+@pytest.mark.parametrize("analysis", ANALYSES, ids=IDS)
+def test_it_is_composed_of_the_seams_parts(analysis: Analysis[Any, Any]) -> None:
+    # Each reader of the registry reads one part (the fit, the tables, the summary, the page section).
+    for part in (FitPart, TablesPart, SummaryPart, SectionPart):
+        assert isinstance(analysis, part), part.__name__
+
+
+def test_pipeline_tables_does_not_import_pipeline_fit() -> None:
+    # The two once imported each other (tables read fit's AnalysisOutcome): the outcome is below both now.
+    import ast
+
+    import jurymeter.pipeline.tables as tables_module
+
+    tree = ast.parse(Path(tables_module.__file__).read_text())
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert "jurymeter.pipeline.fit" not in imported
+    assert "jurymeter.pipeline.outcome" in imported
 
 
 def test_table_names_are_unique_across_the_registry() -> None:

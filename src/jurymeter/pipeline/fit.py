@@ -25,9 +25,9 @@ from jurymeter.errors import NotApplicableError
 from jurymeter.io.schema import RATING_KEY, SCHEMAS, Protocol
 from jurymeter.io.store import RATED_CELLS_FILE, Store
 from jurymeter.pipeline.jobs import FitJob
+from jurymeter.pipeline.outcome import FITTED, SKIPPED, AnalysisOutcome
 from jurymeter.pipeline.tables import fit_tables
 
-FITTED, SKIPPED = "fitted", "skipped"
 # Cells and records a CLI command's fit (the one fit of its process) reads in one
 # scan, the chunks then cut from their sums, instead of a scan per chunk: for
 # 10M records 0.36 against 0.55 s, and +0.38 GB of peak RSS (0.12 GB of sums and
@@ -35,16 +35,6 @@ FITTED, SKIPPED = "fitted", "skipped"
 # peaks at 2.2 GB). A Dask worker's fits scan per chunk, so that its peak stays
 # flat. The arrays, and so the report, are the same either way.
 COMMAND_SCAN_CELLS = 16_000_000
-
-
-@dataclass(frozen=True, slots=True)
-class AnalysisOutcome:
-    """What one analysis made of one fit: its typed result, or why it did not apply."""
-
-    name: str
-    status: str  # "fitted" | "skipped"
-    result: Any | None
-    reason: str | None = None
 
 
 def fit_modules() -> tuple[str, ...]:

@@ -18,8 +18,8 @@ from jurymeter.analyses import registered
 if TYPE_CHECKING:
     from polars._typing import PolarsDataType
 
-    from jurymeter.pipeline.fit import AnalysisOutcome
     from jurymeter.pipeline.jobs import FitJob
+    from jurymeter.pipeline.outcome import AnalysisOutcome
 
 NAMES: dict[str, PolarsDataType] = {"item_set": pl.String(), "universe": pl.String(), "population": pl.String()}
 
