@@ -2,9 +2,10 @@
 
 In the manner of scikit-learn's common estimator checks: each check runs over
 every analysis in the registry, so a new analysis is held to the same
-contract without a line of test code of its own. The toy analysis proves that
-registering an analysis is all it takes for planning, the fit cache, the
-summary, the tables and the report page to carry it: no pipeline code names it.
+contract without a line of test code of its own. The toy analysis (every part
+of the seam in one class) proves that registering an analysis is all it takes
+for planning, the fit cache, the summary, the tables and the report page to
+carry it: no pipeline code names it.
 Independent references: the toy's numbers against a plain polars group-by of
 the store; the published files read back from disk.
 """
@@ -245,7 +246,12 @@ class _ToyFitting:
 
 
 class ToyAnalysis(Analysis[ToyResult, ToyOptions]):
-    """System means straight from the records: the smallest analysis the seam admits."""
+    """System means straight from the records: the smallest analysis the seam admits.
+
+    One class implements every part: the fit (``start``), the tables
+    (``tables``, ``tabulate``), the summary (``headline``, ``report``,
+    ``summarize``), the page section (``section``) and the command.
+    """
 
     name = "toy"
     title = "Toy system means"

@@ -102,7 +102,7 @@ class Tracked:
     unit : str
         Its unit, as axes and numbers say it (``"points"``, ``"share"``, ``"records"``).
     table : str or None
-        The published table holding it (one of the analysis's :attr:`Analysis.tables`).
+        The published table holding it (one of the analysis's :attr:`TablesPart.tables`).
     headline : str or None
         Instead of ``table``: a key of the analysis's summary entry (one value per fit, no interval).
     estimate : str
@@ -307,8 +307,11 @@ class SummaryPart(ABC, Generic[Result]):
         """The result as JSON-ready data (``fits/<key>.json`` and the command's ``--json``)."""
 
     @abstractmethod
-    def summarize(self, result: Result) -> dict[str, Any]:
-        """Headline numbers: exactly the keys of :attr:`headline`, JSON-ready (null when not estimable)."""
+    def summarize(self, result: Result) -> Mapping[str, Any]:
+        """Headline numbers: exactly the keys of :attr:`headline`, JSON-ready (null when not estimable).
+
+        A mapping, so that an analysis may type it (a TypedDict of its headline keys).
+        """
 
     def sentence(self, part: Mapping[str, Any], context: HeadlineContext) -> str | None:
         """This analysis's clause of a fit's headline (the index page, ``jurymeter run``'s last lines).

@@ -20,7 +20,7 @@ import polars as pl
 
 from jurymeter.analyses import analysis as analysis_named
 from jurymeter.analyses import registered
-from jurymeter.analyses.base import FitScope, Mapper
+from jurymeter.analyses.base import FitScope, Mapper, SummaryPart
 from jurymeter.errors import NotApplicableError
 from jurymeter.io.schema import RATING_KEY, SCHEMAS, Protocol
 from jurymeter.io.store import RATED_CELLS_FILE, Store
@@ -227,10 +227,10 @@ def summarize(outcomes: Mapping[str, AnalysisOutcome]) -> dict[str, Any]:
     """Each analysis's part of a fit's summary entry: its status, the reason if skipped, its headline."""
     out: dict[str, Any] = {}
     for name, outcome in outcomes.items():
-        a = analysis_named(name)
+        summary: SummaryPart[Any] = analysis_named(name)  # the summary part only
         part: dict[str, Any] = {"status": outcome.status, "reason": outcome.reason}
-        headline = a.summarize(outcome.result) if outcome.result is not None else {}
-        part.update({h.key: headline.get(h.key) for h in a.headline})
+        headline = summary.summarize(outcome.result) if outcome.result is not None else {}
+        part.update({h.key: headline.get(h.key) for h in summary.headline})
         out[name] = part
     return out
 

@@ -7,11 +7,54 @@ Also what the ``gstudy`` command and the page say a fit left out
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 from jurymeter.analyses.base import Headline, HeadlineContext, SummaryPart, Tracked
 from jurymeter.analyses.gstudy.result import GStudyReport, GStudyResult, LeaderboardRow
 from jurymeter.analyses.gstudy.result import finite as _finite
+
+
+class ToldApart(TypedDict):
+    """How many pairs of systems the MDD tells apart, and how many systems could rank first (``None``: no MDD)."""
+
+    pairs: int | None
+    pairs_apart: int | None
+    top_candidates: int | None
+
+
+class DroppedSummary(TypedDict):
+    """What a fit's balanced block left out: counts, and the dropped system ids (``None``: none)."""
+
+    dropped_systems: int
+    dropped_items: int
+    dropped_judges: int
+    dropped_system_ids: str | None
+
+
+class IndexSummary(ToldApart):
+    """The numbers of the index page's headline sentence (:func:`index_summary`)."""
+
+    records: int | None
+    groups: int | None
+    lenient_judge: str | None
+    lenient_offset: float | None
+    harsh_judge: str | None
+    harsh_offset: float | None
+    judges_needed: int | None
+    target: float | None
+
+
+class GStudyHeadline(DroppedSummary, IndexSummary):
+    """The G-study's entry in the run summary: exactly the keys of :attr:`GStudySummary.headline`."""
+
+    design: str
+    systems: int
+    items: int
+    judges: int
+    erho2: float | None
+    ceiling: float | None
+    mdd95: float | None
+    design_note: str | None
 
 
 class GStudySummary(SummaryPart[GStudyResult]):
@@ -59,7 +102,7 @@ class GStudySummary(SummaryPart[GStudyResult]):
     def report(self, result: GStudyResult) -> dict[str, Any]:
         return dict(result.report)
 
-    def summarize(self, result: GStudyResult) -> dict[str, Any]:
+    def summarize(self, result: GStudyResult) -> GStudyHeadline:
         return {
             "design": result.design, "systems": result.systems, "items": result.items,
             "judges": result.judges, "erho2": result.erho2, "ceiling": result.ceiling,
@@ -101,7 +144,7 @@ class GStudySummary(SummaryPart[GStudyResult]):
         return "; ".join(clauses) or None
 
 
-def dropped_summary(report: Mapping[str, Any]) -> dict[str, Any]:
+def dropped_summary(report: Mapping[str, Any]) -> DroppedSummary:
     """What a fit's block left out, from its report's ``block`` section (``summary.json``'s G-study entry).
 
     Counts of the systems, items and judges dropped to balance the block and
@@ -118,7 +161,7 @@ def dropped_summary(report: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def index_summary(report: GStudyReport) -> dict[str, Any]:
+def index_summary(report: GStudyReport) -> IndexSummary:
     """The headline numbers of the index page's sentence (issue 16, point 1), from a fit's report.
 
     ``records``: the observations the fit used (the block's, or every record's
@@ -148,7 +191,7 @@ def index_summary(report: GStudyReport) -> dict[str, Any]:
     }
 
 
-def _told_apart(board: list[LeaderboardRow]) -> dict[str, Any]:
+def _told_apart(board: list[LeaderboardRow]) -> ToldApart:
     """Pairs of systems whose means differ by at least the MDD, and the systems that could rank first.
 
     From the leaderboard's rows (``mean``, ``mdd95``, ``rank_low``); ``None``
