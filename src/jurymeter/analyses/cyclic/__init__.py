@@ -254,6 +254,13 @@ class CyclicTables(TablesPart[CyclicResult]):
         }
 
 
+class CyclicHeadline(TypedDict):
+    """CyclicJudge's entry in the run summary: exactly the keys of :attr:`CyclicSummary.headline`."""
+
+    generations: int
+    strongest_offset: float | None
+
+
 class CyclicSummary(SummaryPart[CyclicResult]):
     """CyclicJudge's report (the statistics' own, as built), headline numbers and sentence."""
 
@@ -268,7 +275,7 @@ class CyclicSummary(SummaryPart[CyclicResult]):
     def report(self, result: CyclicResult) -> dict[str, Any]:
         return dict(result.report)
 
-    def summarize(self, result: CyclicResult) -> dict[str, Any]:
+    def summarize(self, result: CyclicResult) -> CyclicHeadline:
         offsets = [abs(float(v)) for row in result.report["judge_system_offsets"].values() for v in row.values()]
         return {"generations": result.generations, "strongest_offset": max(offsets) if offsets else None}
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import polars as pl
 
@@ -375,6 +375,15 @@ class PairwiseTables(TablesPart[PairwiseResult]):
         return tables
 
 
+class PairwiseHeadline(TypedDict):
+    """The pairwise entry in the run summary: exactly the keys of :attr:`PairwiseSummary.headline`."""
+
+    slot_a_advantage: float | None
+    max_reversal_rate: float | None
+    interval_ratio: float | None
+    fps: float | None
+
+
 class PairwiseSummary(SummaryPart[PairwiseResult]):
     """The pairwise report (each part, null numbers with their reasons), headline numbers and sentence."""
 
@@ -441,7 +450,7 @@ class PairwiseSummary(SummaryPart[PairwiseResult]):
                          else {"reason": result.reasons.get("gstudy")})
         return out
 
-    def summarize(self, result: PairwiseResult) -> dict[str, Any]:
+    def summarize(self, result: PairwiseResult) -> PairwiseHeadline:
         position = result.position
         reversal = result.judges["reversal_rate"].drop_nulls()
         return {

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 import polars as pl
 
@@ -416,6 +416,13 @@ class SequentialTables(TablesPart[SequentialResult]):
         return tables
 
 
+class SequentialHeadline(TypedDict):
+    """The sequential entry in the run summary: exactly the keys of :attr:`SequentialSummary.headline`."""
+
+    max_rho_1: float | None
+    top_disagree: int | None
+
+
 class SequentialSummary(SummaryPart[SequentialResult]):
     """The sequential report (per judge, null numbers with their reasons), headline numbers and sentence."""
 
@@ -468,7 +475,7 @@ class SequentialSummary(SummaryPart[SequentialResult]):
         return {"unit": result.unit, "lags": result.lags, "ratings_without_batch": result.ratings_without_batch,
                 "judges": judges}
 
-    def summarize(self, result: SequentialResult) -> dict[str, Any]:
+    def summarize(self, result: SequentialResult) -> SequentialHeadline:
         """The GLMM's lag-1 coefficient of largest size over the judges; judges whose average and model tops differ."""
         rows = [_judge_row(j) for j in result.judges]
         rho = [r["rho_1"] for r in rows if r["rho_1"] is not None]
