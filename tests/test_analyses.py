@@ -2,9 +2,10 @@
 
 In the manner of scikit-learn's common estimator checks: each check runs over
 every analysis in the registry, so a new analysis is held to the same
-contract without a line of test code of its own. The toy analysis proves that
-registering an analysis is all it takes for planning, the fit cache, the
-summary, the tables and the report page to carry it: no pipeline code names it.
+contract without a line of test code of its own. The toy analysis (every part
+of the seam in one class) proves that registering an analysis is all it takes
+for planning, the fit cache, the summary, the tables and the report page to
+carry it: no pipeline code names it.
 Independent references: the toy's numbers against a plain polars group-by of
 the store; the published files read back from disk.
 """
@@ -24,7 +25,17 @@ import pytest
 
 from jurymeter.analyses import analysis as analysis_named
 from jurymeter.analyses import registered, registered_temporarily
-from jurymeter.analyses.base import Analysis, FitScope, Headline, ItemSet, Table
+from jurymeter.analyses.base import (
+    Analysis,
+    FitPart,
+    FitScope,
+    Headline,
+    ItemSet,
+    SectionPart,
+    SummaryPart,
+    Table,
+    TablesPart,
+)
 from jurymeter.errors import ConfigError, JurymeterError
 from jurymeter.io.ingest import ingest
 from jurymeter.io.sources import discover_sources
@@ -94,6 +105,26 @@ def test_declarations_are_complete_and_consistent(analysis: Analysis[Any, Any]) 
     other = {"pointwise", "pairwise"} - set(analysis.protocols)
     for protocol in other:
         assert analysis.applies(ItemSet(protocol=protocol, name="x"))  # a reason, not None
+
+
+@pytest.mark.parametrize("analysis", ANALYSES, ids=IDS)
+def test_it_is_composed_of_the_seams_parts(analysis: Analysis[Any, Any]) -> None:
+    # Each reader of the registry reads one part (the fit, the tables, the summary, the page section).
+    for part in (FitPart, TablesPart, SummaryPart, SectionPart):
+        assert isinstance(analysis, part), part.__name__
+
+
+def test_pipeline_tables_does_not_import_pipeline_fit() -> None:
+    # The two once imported each other (tables read fit's AnalysisOutcome): the outcome is below both now.
+    import ast
+
+    import jurymeter.pipeline.tables as tables_module
+
+    tree = ast.parse(Path(tables_module.__file__).read_text())
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert "jurymeter.pipeline.fit" not in imported
+    assert "jurymeter.pipeline.outcome" in imported
 
 
 def test_table_names_are_unique_across_the_registry() -> None:
@@ -215,7 +246,12 @@ class _ToyFitting:
 
 
 class ToyAnalysis(Analysis[ToyResult, ToyOptions]):
-    """System means straight from the records: the smallest analysis the seam admits."""
+    """System means straight from the records: the smallest analysis the seam admits.
+
+    One class implements every part: the fit (``start``), the tables
+    (``tables``, ``tabulate``), the summary (``headline``, ``report``,
+    ``summarize``), the page section (``section``) and the command.
+    """
 
     name = "toy"
     title = "Toy system means"

@@ -2,8 +2,8 @@
 
 The registry is the one list of analyses (:func:`registered`, in report order).
 Adding an analysis is one module (an :class:`~jurymeter.analyses.base.Analysis`
-subclass), one line in :data:`BUILTIN` and its docs; nothing in the pipeline
-names it. Tests and plug-ins may :func:`register` more at run time.
+subclass: its identity and one implementation of each part of the seam), one
+line in :data:`BUILTIN` and its docs; nothing in the pipeline names it. Tests and plug-ins may :func:`register` more at run time.
 """
 
 from __future__ import annotations

@@ -1,24 +1,33 @@
-"""The analysis seam: what every analysis of a fit implements.
+"""The analysis seam: the parts every analysis of a fit provides.
 
 A *fit* is one item set under one judge universe and one system population
 (:class:`jurymeter.pipeline.jobs.FitJob`). Planning, the fit cache, the run
 summary, the tidy tables, the report page and the CLI iterate over the
 registered analyses (:mod:`jurymeter.analyses`) and know none of them by name.
-An analysis says:
+An :class:`Analysis` is its name, title and order and one implementation of
+each part, and each reader of the registry reads one part:
 
-- which item sets it applies to (:attr:`Analysis.protocols`, :meth:`Analysis.applies`);
-- which blocks of the fit's records it reads (:meth:`Analysis.modes`): the
-  pipeline decides every analysis's block at once and reads the records in one
-  scan, or one scan per item chunk (:func:`jurymeter.stats.blocks.fit_chunks`),
-  feeding each chunk to every analysis that asked for it;
-- how one fit becomes a frozen, typed result (:meth:`Analysis.start` returns a
-  :class:`Fitting`, fed chunk by chunk, whose ``finish`` gives the result);
-- its tidy tables and their schemas (:attr:`Analysis.tables`, :meth:`Analysis.tabulate`);
-- its entry in the run summary (:attr:`Analysis.headline`, :meth:`Analysis.summarize`);
-- its section of the report page and its figures (:meth:`Analysis.section`);
-- its CLI command (:meth:`Analysis.register_command`);
-- the numbers the run history follows from run to run (:attr:`Analysis.tracked`,
-  :class:`Tracked`: read back from the published tables, never refitted).
+- :class:`FitPart` (planning, :mod:`jurymeter.pipeline.fit`): which item sets
+  it applies to (``protocols``, ``applies``); which blocks of the fit's records
+  it reads (``modes``): the pipeline decides every analysis's block at once and
+  reads the records in one scan, or one scan per item chunk
+  (:func:`jurymeter.stats.blocks.fit_chunks`), feeding each chunk to every
+  analysis that asked for it; the stored columns and judge health it reads; how
+  one fit becomes a frozen, typed result (``start`` returns a :class:`Fitting`,
+  fed chunk by chunk, whose ``finish`` gives the result);
+- :class:`TablesPart` (:mod:`jurymeter.pipeline.tables`): its tidy tables and
+  their schemas (``tables``, ``tabulate``);
+- :class:`SummaryPart` (the fit's JSON, the run summary, the headlines, the
+  history): the result as JSON (``report``), its entry in the run summary
+  (``headline``, ``summarize``), its clause of a fit's headline (``sentence``),
+  and the numbers the run history follows from run to run (``tracked``,
+  :class:`Tracked`: read back from the published tables, never refitted);
+- :class:`SectionPart` (:mod:`jurymeter.render.page`): its section of the
+  report page and the modules its figures import (``section``, ``figure_modules``);
+- its CLI command (:meth:`Analysis.register_command`).
+
+A new method with a default on one part touches no analysis; a change to one
+part's abstract methods touches each analysis's implementation of that part only.
 
 An analysis that does not apply to a fit it was planned for (CyclicJudge on
 data with one generation) raises :class:`jurymeter.errors.NotApplicableError`
@@ -93,7 +102,7 @@ class Tracked:
     unit : str
         Its unit, as axes and numbers say it (``"points"``, ``"share"``, ``"records"``).
     table : str or None
-        The published table holding it (one of the analysis's :attr:`Analysis.tables`).
+        The published table holding it (one of the analysis's :attr:`TablesPart.tables`).
     headline : str or None
         Instead of ``table``: a key of the analysis's summary entry (one value per fit, no interval).
     estimate : str
@@ -207,49 +216,32 @@ class Fitting(Protocol[Result_co]):
         ...
 
 
-class Analysis(ABC, Generic[Result, Options]):
-    """One analysis of a fit. Subclasses set the class attributes and implement the methods.
+class FitPart(ABC, Generic[Result, Options]):
+    """The statistics of an analysis: which item sets and blocks it reads, and how a fit becomes its typed result.
+
+    What planning (:mod:`jurymeter.pipeline.jobs`) and the fit
+    (:mod:`jurymeter.pipeline.fit`) read; nothing here knows of tables, pages or commands.
 
     Class attributes
     ----------------
-    name : str
-        Registry key, summary key, CLI command name (letters, digits, ``_``).
-    title : str
-        Heading of its report section.
     protocols : tuple of str
         Record protocols whose item sets it can fit (``"pointwise"``, ``"pairwise"``).
-    order : int
-        Position of its section on the report page and of its columns in the Fits tables.
-    tables : tuple of Table
-        Every table it publishes (names unique across the registry).
-    headline : tuple of Headline
-        The keys of :meth:`summarize`, in order.
-    options_type : type
-        A frozen dataclass of the analysis's own options (``[fit.<name>]``, or
-        its CLI command's flags), every field with a default.
-    tracked : tuple of Tracked
-        The numbers the run history follows across published runs (may be empty).
+    compute_modules : tuple of str
+        Heavy modules the fit itself imports (no figures): the pipeline imports them in a
+        thread while it reads the fit's records (:func:`jurymeter.pipeline.fit.run_fit`).
+    record_columns : tuple of str
+        Stored columns outside the protocol's schema the fit reads with its records
+        (an adapter's provenance such as AlpacaEval's ``order_known``; null where a part lacks them).
+    reads_judge_health : bool
+        The fit reads the store's judge health (:attr:`FitScope.judge_health`): its
+        inputs then include the committed quarantine, so a new failure refits it.
     """
 
     name: ClassVar[str]
-    title: ClassVar[str]
     protocols: ClassVar[tuple[str, ...]] = ("pointwise",)
-    order: ClassVar[int] = 100
-    tables: ClassVar[tuple[Table, ...]]
-    headline: ClassVar[tuple[Headline, ...]]
-    options_type: type[Options]  # set on the class: a ClassVar cannot name the type variable
-    figure_modules: ClassVar[tuple[str, ...]] = ()  # heavy modules a fit imports (preloaded by workers)
-    # Heavy modules the fit itself imports (no figures): the pipeline imports them in a
-    # thread while it reads the fit's records (:func:`jurymeter.pipeline.fit.run_fit`).
     compute_modules: ClassVar[tuple[str, ...]] = ()
-    # Stored columns outside the protocol's schema the fit reads with its records
-    # (an adapter's provenance such as AlpacaEval's ``order_known``; null where a part lacks them).
     record_columns: ClassVar[tuple[str, ...]] = ()
-    # The fit reads the store's judge health (:attr:`FitScope.judge_health`): its
-    # inputs then include the committed quarantine, so a new failure refits it.
     reads_judge_health: ClassVar[bool] = False
-    # The numbers the run history follows across published runs (:class:`Tracked`).
-    tracked: ClassVar[tuple[Tracked, ...]] = ()
 
     def applies(self, item_set: ItemSet) -> str | None:
         """``None`` when the analysis can fit this item set; else why not (said once by the run)."""
@@ -267,25 +259,59 @@ class Analysis(ABC, Generic[Result, Options]):
     ) -> Fitting[Result]:
         """Begin one fit: decide what to read from ``chunked`` (the fit's blocks, when asked for)."""
 
-    @abstractmethod
-    def report(self, result: Result) -> dict[str, Any]:
-        """The result as JSON-ready data (``fits/<key>.json`` and the command's ``--json``)."""
+
+class TablesPart(ABC, Generic[Result]):
+    """The tidy tables of an analysis: their schemas and one fit's rows (:mod:`jurymeter.pipeline.tables`).
+
+    Class attributes
+    ----------------
+    tables : tuple of Table
+        Every table it publishes (names unique across the registry).
+    """
+
+    name: ClassVar[str]
+    tables: ClassVar[tuple[Table, ...]]
 
     @abstractmethod
     def tabulate(self, result: Result) -> dict[str, list[dict[str, Any]]]:
         """Rows of each of :attr:`tables` (without the fit's names), by table name."""
 
-    @abstractmethod
-    def summarize(self, result: Result) -> dict[str, Any]:
-        """Headline numbers: exactly the keys of :attr:`headline`, JSON-ready (null when not estimable)."""
+    def table(self, name: str) -> Table:
+        for table in self.tables:
+            if table.name == name:
+                return table
+        msg = f"{self.name} has no table {name!r}"
+        raise KeyError(msg)
+
+
+class SummaryPart(ABC, Generic[Result]):
+    """What a fit's result says in words and JSON: its report, its summary entry, its headline clause.
+
+    Read by the fit's JSON and the run summary (:mod:`jurymeter.pipeline.fit`),
+    the headlines (:mod:`jurymeter.analyses.headlines`) and the run history
+    (:mod:`jurymeter.pipeline.history`).
+
+    Class attributes
+    ----------------
+    headline : tuple of Headline
+        The keys of :meth:`summarize`, in order.
+    tracked : tuple of Tracked
+        The numbers the run history follows across published runs (may be empty).
+    """
+
+    headline: ClassVar[tuple[Headline, ...]]
+    tracked: ClassVar[tuple[Tracked, ...]] = ()
 
     @abstractmethod
-    def section(self, page: SectionBuilder) -> None:
-        """Write this analysis's part of one fit's report section (tables from ``page.rows``)."""
+    def report(self, result: Result) -> dict[str, Any]:
+        """The result as JSON-ready data (``fits/<key>.json`` and the command's ``--json``)."""
 
     @abstractmethod
-    def register_command(self, app: typer.Typer) -> None:
-        """Add this analysis's command to the CLI."""
+    def summarize(self, result: Result) -> Mapping[str, Any]:
+        """Headline numbers: exactly the keys of :attr:`headline`, JSON-ready (null when not estimable).
+
+        A mapping, so that an analysis may type it (a TypedDict of its headline keys).
+        """
 
     def sentence(self, part: Mapping[str, Any], context: HeadlineContext) -> str | None:
         """This analysis's clause of a fit's headline (the index page, ``jurymeter run``'s last lines).
@@ -296,17 +322,65 @@ class Analysis(ABC, Generic[Result, Options]):
         """
         return None
 
+
+class SectionPart(ABC):
+    """An analysis's section of a fit's report page and its figures (:mod:`jurymeter.render.page`).
+
+    Class attributes
+    ----------------
+    title : str
+        Heading of its report section.
+    figure_modules : tuple of str
+        Heavy modules a fit imports to draw its figures (preloaded by workers).
+    """
+
+    title: ClassVar[str]
+    figure_modules: ClassVar[tuple[str, ...]] = ()
+
+    @abstractmethod
+    def section(self, page: SectionBuilder) -> None:
+        """Write this analysis's part of one fit's report section (tables from ``page.rows``)."""
+
+
+class Analysis(FitPart[Result, Options], TablesPart[Result], SummaryPart[Result], SectionPart):
+    """One analysis of a fit: its parts composed, under one name.
+
+    An analysis is a class that inherits one implementation of each part
+    (:class:`FitPart`, :class:`TablesPart`, :class:`SummaryPart`,
+    :class:`SectionPart`, and its command) and sets its identity; a small one
+    implements them all in one class, a large one composes part classes kept in
+    their own modules (``analyses/gstudy/``). Each reader of the registry uses
+    one part, so a change to a part's methods touches that part only, and a new
+    method with a default touches no analysis.
+
+    Class attributes
+    ----------------
+    name : str
+        Registry key, summary key, CLI command name (letters, digits, ``_``).
+    title : str
+        Heading of its report section.
+    order : int
+        Position of its section on the report page and of its columns in the Fits tables.
+    options_type : type
+        A frozen dataclass of the analysis's own options (``[fit.<name>]``, or
+        its CLI command's flags), every field with a default.
+    """
+
+    name: ClassVar[str]
+    title: ClassVar[str]
+    order: ClassVar[int] = 100
+    options_type: type[Options]  # set on the class: a ClassVar cannot name the type variable
+
+    # ------------------------------------------------------------ the command
+
+    @abstractmethod
+    def register_command(self, app: typer.Typer) -> None:
+        """Add this analysis's command to the CLI."""
+
     # ------------------------------------------------------------ helpers
 
     def default_options(self) -> Options:
         return self.options_type()
-
-    def table(self, name: str) -> Table:
-        for table in self.tables:
-            if table.name == name:
-                return table
-        msg = f"{self.name} has no table {name!r}"
-        raise KeyError(msg)
 
 
 def dropped_line(headline: Sequence[Headline], part: Mapping[str, Any]) -> str | None:

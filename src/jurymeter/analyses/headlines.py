@@ -5,7 +5,7 @@ headline numbers, the same numbers as the fit's JSON), so the index page, the
 end of ``jurymeter run`` and ``jurymeter report latest --summary`` say the
 same thing, and an old run's summary can be said again without its tables.
 Each fit's sentence is the clauses of the registered analyses that ran on it
-(:meth:`jurymeter.analyses.base.Analysis.sentence`), in registry order; no
+(:meth:`jurymeter.analyses.base.SummaryPart.sentence`), in registry order; no
 analysis is named here.
 
 Alerts, in this order: landing files the run could not read (nothing of

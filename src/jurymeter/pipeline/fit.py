@@ -20,14 +20,14 @@ import polars as pl
 
 from jurymeter.analyses import analysis as analysis_named
 from jurymeter.analyses import registered
-from jurymeter.analyses.base import FitScope, Mapper
+from jurymeter.analyses.base import FitScope, Mapper, SummaryPart
 from jurymeter.errors import NotApplicableError
 from jurymeter.io.schema import RATING_KEY, SCHEMAS, Protocol
 from jurymeter.io.store import RATED_CELLS_FILE, Store
 from jurymeter.pipeline.jobs import FitJob
+from jurymeter.pipeline.outcome import FITTED, SKIPPED, AnalysisOutcome
 from jurymeter.pipeline.tables import fit_tables
 
-FITTED, SKIPPED = "fitted", "skipped"
 # Cells and records a CLI command's fit (the one fit of its process) reads in one
 # scan, the chunks then cut from their sums, instead of a scan per chunk: for
 # 10M records 0.36 against 0.55 s, and +0.38 GB of peak RSS (0.12 GB of sums and
@@ -35,16 +35,6 @@ FITTED, SKIPPED = "fitted", "skipped"
 # peaks at 2.2 GB). A Dask worker's fits scan per chunk, so that its peak stays
 # flat. The arrays, and so the report, are the same either way.
 COMMAND_SCAN_CELLS = 16_000_000
-
-
-@dataclass(frozen=True, slots=True)
-class AnalysisOutcome:
-    """What one analysis made of one fit: its typed result, or why it did not apply."""
-
-    name: str
-    status: str  # "fitted" | "skipped"
-    result: Any | None
-    reason: str | None = None
 
 
 def fit_modules() -> tuple[str, ...]:
@@ -237,10 +227,10 @@ def summarize(outcomes: Mapping[str, AnalysisOutcome]) -> dict[str, Any]:
     """Each analysis's part of a fit's summary entry: its status, the reason if skipped, its headline."""
     out: dict[str, Any] = {}
     for name, outcome in outcomes.items():
-        a = analysis_named(name)
+        summary: SummaryPart[Any] = analysis_named(name)  # the summary part only
         part: dict[str, Any] = {"status": outcome.status, "reason": outcome.reason}
-        headline = a.summarize(outcome.result) if outcome.result is not None else {}
-        part.update({h.key: headline.get(h.key) for h in a.headline})
+        headline = summary.summarize(outcome.result) if outcome.result is not None else {}
+        part.update({h.key: headline.get(h.key) for h in summary.headline})
         out[name] = part
     return out
 

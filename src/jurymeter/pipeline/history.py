@@ -2,7 +2,7 @@
 
 Nothing is refitted: every value comes from a run folder's tables and
 ``summary.json`` (``docs/results.md``), read with a projection onto the
-columns the registered analyses' :attr:`~jurymeter.analyses.base.Analysis.tracked`
+columns the registered analyses' :attr:`~jurymeter.analyses.base.SummaryPart.tracked`
 declarations name. This module is the only place the history reads; the
 statistics are :mod:`jurymeter.stats.drift` and the page is
 :mod:`jurymeter.render.history`. It iterates the registry and names no analysis.

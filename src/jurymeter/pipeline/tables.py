@@ -1,8 +1,8 @@
 """The run's tidy tables: every registered analysis's tables, each row starting with the fit's names.
 
-The schemas are the analyses' own (:attr:`jurymeter.analyses.base.Analysis.tables`);
-``docs/results.md`` documents them and ``tests/test_results_doc.py`` holds the
-two together.
+The schemas are the analyses' own, read through each analysis's tables part
+(:attr:`jurymeter.analyses.base.TablesPart.tables`); ``docs/results.md``
+documents them and ``tests/test_results_doc.py`` holds the two together.
 """
 
 from __future__ import annotations
@@ -14,12 +14,13 @@ import polars as pl
 
 from jurymeter.analyses import analysis as analysis_named
 from jurymeter.analyses import registered
+from jurymeter.analyses.base import TablesPart
 
 if TYPE_CHECKING:
     from polars._typing import PolarsDataType
 
-    from jurymeter.pipeline.fit import AnalysisOutcome
     from jurymeter.pipeline.jobs import FitJob
+    from jurymeter.pipeline.outcome import AnalysisOutcome
 
 NAMES: dict[str, PolarsDataType] = {"item_set": pl.String(), "universe": pl.String(), "population": pl.String()}
 
@@ -45,9 +46,9 @@ def fit_tables(job: FitJob, outcomes: Mapping[str, AnalysisOutcome]) -> dict[str
     """The tidy tables of one fit: every table of every analysis of the job (empty where it did not run)."""
     out: dict[str, pl.DataFrame] = {}
     for name, outcome in outcomes.items():
-        a = analysis_named(name)
-        rows = a.tabulate(outcome.result) if outcome.result is not None else {}
-        for table in a.tables:
+        part: TablesPart[Any] = analysis_named(name)  # the tables part only
+        rows = part.tabulate(outcome.result) if outcome.result is not None else {}
+        for table in part.tables:
             out[table.name] = frame(table.name, job.names, rows.get(table.name, []))
     return out
 

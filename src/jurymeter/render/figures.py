@@ -295,21 +295,8 @@ def history_figure(
                 rows = rows.with_columns(x=pl.col("run_id").replace_strict(position, default=None, return_dtype=pl.Int64))
                 rows = rows.filter(pl.col("x").is_not_null()).sort("x")
                 # Lines side by side around each run, so their intervals do not hide each other.
-                x = rows["x"].to_numpy() + (lines.index(str(line)) - (len(lines) - 1) / 2) * min(0.3 / len(lines), 0.06)
-                y = rows["estimate"].cast(pl.Float64).to_numpy()
-                lo = rows["low"].cast(pl.Float64).fill_null(float("nan")).to_numpy()
-                hi = rows["high"].cast(pl.Float64).fill_null(float("nan")).to_numpy()
-                colour, marker = style[str(line)]
-                # Intervals as one line collection (cheaper to draw than errorbar's caps and segments).
-                has = ~(np.isnan(lo) | np.isnan(hi))
-                if has.any():
-                    ax.vlines(x[has], lo[has], hi[has], colors=colour, linewidth=0.9, alpha=0.8)
-                ax.plot(x, y, color=colour, marker=marker, markersize=4, linewidth=1.2, label=_mpl(line))
-                flags = rows["flagged"].fill_null(False).to_numpy().astype(bool)
-                if flags.any():
-                    flagged_any = True
-                    ax.plot(x[flags], y[flags], linestyle="none", marker="o", markersize=11, markerfacecolor="none",
-                            markeredgecolor=HISTORY_FLAG_COLOUR, markeredgewidth=1.8)
+                shift = (lines.index(str(line)) - (len(lines) - 1) / 2) * min(0.3 / len(lines), 0.06)
+                flagged_any = _history_line(ax, rows, shift, str(line), style[str(line)]) or flagged_any
             ax.set_ylabel(_mpl(label), fontsize=8)
             ax.grid(axis="y", color="#dddddd", linewidth=0.6)
             ax.margins(x=0.03)
@@ -317,19 +304,48 @@ def history_figure(
                             rotation=30, ha="right", fontsize=7)
         axes[-1].set_xlim(-0.5, max(len(runs) - 0.5, 0.5))
         axes[-1].set_xlabel("run (started, UTC)")
-        handles, labels = axes[0].get_legend_handles_labels()
-        seen = dict(zip(labels, handles, strict=True))
-        for ax in axes[1:]:
-            for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
-                seen.setdefault(lab, h)
-        if flagged_any:
-            from matplotlib.lines import Line2D
-
-            seen["change beyond the intervals"] = Line2D([], [], linestyle="none", marker="o", markersize=9,
-                                                         markerfacecolor="none", markeredgecolor=HISTORY_FLAG_COLOUR,
-                                                         markeredgewidth=1.8)
-        fig.legend(list(seen.values()), list(seen.keys()), loc="lower center", ncol=min(columns, len(seen)), fontsize=7,
-                   frameon=False, bbox_to_anchor=(0.5, 0.0))
+        _history_legend(fig, axes, flagged=flagged_any, columns=columns)
         return fig
 
     return _draw(build)
+
+
+def _history_line(ax: Any, rows: pl.DataFrame, shift: float, line: str, style: tuple[str, str]) -> bool:
+    """One line of a history panel: its estimates, their intervals as bars, flagged changes ringed.
+
+    ``rows`` hold the line's runs with their x positions (``x``); ``shift``
+    moves the line beside the others at each run. True when a change is flagged.
+    """
+    x = rows["x"].to_numpy() + shift
+    y = rows["estimate"].cast(pl.Float64).to_numpy()
+    lo = rows["low"].cast(pl.Float64).fill_null(float("nan")).to_numpy()
+    hi = rows["high"].cast(pl.Float64).fill_null(float("nan")).to_numpy()
+    colour, marker = style
+    # Intervals as one line collection (cheaper to draw than errorbar's caps and segments).
+    has = ~(np.isnan(lo) | np.isnan(hi))
+    if has.any():
+        ax.vlines(x[has], lo[has], hi[has], colors=colour, linewidth=0.9, alpha=0.8)
+    ax.plot(x, y, color=colour, marker=marker, markersize=4, linewidth=1.2, label=_mpl(line))
+    flags = rows["flagged"].fill_null(False).to_numpy().astype(bool)
+    if not flags.any():
+        return False
+    ax.plot(x[flags], y[flags], linestyle="none", marker="o", markersize=11, markerfacecolor="none",
+            markeredgecolor=HISTORY_FLAG_COLOUR, markeredgewidth=1.8)
+    return True
+
+
+def _history_legend(fig: Figure, axes: Any, *, flagged: bool, columns: int) -> None:
+    """The history figure's one legend: every panel's lines once, and the ring of a flagged change if any."""
+    handles, labels = axes[0].get_legend_handles_labels()
+    seen = dict(zip(labels, handles, strict=True))
+    for ax in axes[1:]:
+        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
+            seen.setdefault(lab, h)
+    if flagged:
+        from matplotlib.lines import Line2D
+
+        seen["change beyond the intervals"] = Line2D([], [], linestyle="none", marker="o", markersize=9,
+                                                     markerfacecolor="none", markeredgecolor=HISTORY_FLAG_COLOUR,
+                                                     markeredgewidth=1.8)
+    fig.legend(list(seen.values()), list(seen.keys()), loc="lower center", ncol=min(columns, len(seen)), fontsize=7,
+               frameon=False, bbox_to_anchor=(0.5, 0.0))

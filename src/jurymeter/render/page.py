@@ -178,18 +178,7 @@ def render_report(
     drawn = dict(figures or {})
     used: dict[str, bytes] = {}
     run_id = str(summary.get("run_id", ""))
-    pages: dict[str, str] = {}
-    downloads: dict[str, bytes] = {}
-    for fit, entry in fits:
-        if not _has_page(tables, fit, entry):
-            continue
-        path = fit_page_path(fit)
-        body = "\n".join([
-            f'<p class="nav"><a href="../index.html">\u2190 run {_e(run_id)}: every fit</a></p>',
-            _fit_section(tables, fit, entry, used, drawn),
-        ])
-        page, csv = _with_downloads(_document(f"jurymeter {_page_label(fit)} (run {run_id})", body), path)
-        pages[path], downloads = page, {**downloads, **csv}
+    pages, downloads = _fit_pages(tables, fits, run_id, used, drawn)
     used.update(index.figures)
     headlines = summary.get("headlines") or run_headlines(summary, index.alerts)
     body = "\n".join(
@@ -210,6 +199,29 @@ def render_report(
     page, csv = _with_downloads(_document(f"jurymeter run {run_id}", body), "index.html")
     downloads.update(csv)
     return RenderedReport(html=page, figures=used, pages=pages, downloads=downloads)
+
+
+def _fit_pages(
+    tables: FitTables,
+    fits: Sequence[tuple[PageFit, dict[str, Any] | None]],
+    run_id: str,
+    used: dict[str, bytes],
+    drawn: Mapping[str, bytes],
+) -> tuple[dict[str, str], dict[str, bytes]]:
+    """One page per fit that has one (by path), and their tables' CSV downloads; the figures go to ``used``."""
+    pages: dict[str, str] = {}
+    downloads: dict[str, bytes] = {}
+    for fit, entry in fits:
+        if not _has_page(tables, fit, entry):
+            continue
+        path = fit_page_path(fit)
+        body = "\n".join([
+            f'<p class="nav"><a href="../index.html">\u2190 run {_e(run_id)}: every fit</a></p>',
+            _fit_section(tables, fit, entry, used, drawn),
+        ])
+        page, csv = _with_downloads(_document(f"jurymeter {_page_label(fit)} (run {run_id})", body), path)
+        pages[path], downloads = page, {**downloads, **csv}
+    return pages, downloads
 
 
 def _document(title: str, body: str) -> str:

@@ -16,17 +16,21 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, cast
 
 import polars as pl
 
 from jurymeter.analyses.base import (
     Analysis,
+    FitPart,
     FitScope,
     FitSettings,
     Headline,
     HeadlineContext,
+    SectionPart,
+    SummaryPart,
     Table,
+    TablesPart,
 )
 from jurymeter.errors import JurymeterError, NotApplicableError
 
@@ -37,8 +41,10 @@ if TYPE_CHECKING:
     from jurymeter.render.html import SectionBuilder
     from jurymeter.stats.blocks import BlockLayout, FitChunks, GenerationMode
 
-CYCLIC_COMPONENTS = ("sigma2_scenario", "sigma2_generation", "sigma2_judge", "sigma2_residual",
-                     "f_statistic", "p_value")
+CyclicComponent = Literal["sigma2_scenario", "sigma2_generation", "sigma2_judge", "sigma2_residual",
+                          "f_statistic", "p_value"]
+CYCLIC_COMPONENTS: tuple[CyclicComponent, ...] = ("sigma2_scenario", "sigma2_generation", "sigma2_judge",
+                                                  "sigma2_residual", "f_statistic", "p_value")
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +60,62 @@ class CyclicOptions:
     at_judges: int = 1
 
 
+class StrategyVariances(TypedDict, total=False):
+    """Var(X-bar) of allocation strategies A, B and C at each budget ([Zhu2026] eq. 20-25), one system."""
+
+    n: int
+    k_total: int
+    budgets: list[int]
+    var_a: list[float]
+    var_b: list[float]
+    var_c: list[float]
+
+
+class SystemDecomposition(TypedDict, total=False):
+    """One system's variance decomposition and F-test (``systems[system_id]``); other keys typed loosely."""
+
+    n_scenarios: int
+    n_generations: int
+    n_judges: int
+    grand_mean: float
+    sigma2_scenario: float
+    sigma2_generation: float
+    sigma2_judge: float
+    sigma2_residual: float
+    f_statistic: float | None
+    p_value: float | None
+    strategies: StrategyVariances
+    raw: dict[str, float]
+    truncated: dict[str, bool]
+    mean_squares: dict[str, float]
+    df: dict[str, float]
+    judge_offsets: dict[str, float]
+    contributions: dict[str, Any]
+
+
+class SystemBlock(TypedDict):
+    """The complete block one system was decomposed on (``system_blocks[system_id]``)."""
+
+    scenarios: int
+    generations: int
+    judges: int
+    scenarios_left_out: int
+    records_in: int
+    records_used: int
+
+
+class CyclicReport(TypedDict, total=False):
+    """One fit's CyclicJudge report, as :func:`jurymeter.stats.cyclic.fit.cyclic_report` builds it (the fit's JSON)."""
+
+    block: dict[str, Any]  # the generation-facet block's sizes and drops (the panel)
+    system_blocks: dict[str, SystemBlock]
+    systems: dict[str, SystemDecomposition]
+    judge_system_offsets: dict[str, dict[str, float]]
+    system_means: dict[str, float]
+    self_preference: list[dict[str, Any]]
+    skipped_systems: dict[str, str]
+
+
 @dataclass(frozen=True, slots=True)
 class CyclicResult:
     """One fit's CyclicJudge decomposition: sizes, typed, and the whole report (JSON-ready).
@@ -66,7 +128,7 @@ class CyclicResult:
     scenarios: int
     generations: int
     judges: int
-    report: Mapping[str, Any] = field(repr=False)
+    report: CyclicReport = field(repr=False)
 
 
 def _one_judge(judges: tuple[str, ...]) -> str:
@@ -135,7 +197,7 @@ class _CyclicFitting:
         return CyclicResult(
             systems=len(own), scenarios=max(int(b["scenarios"]) for b in own.values()),
             generations=max(int(b["generations"]) for b in own.values()), judges=int(block["judges"]),
-            report=report,
+            report=cast("CyclicReport", report),  # the statistics' dict, its keys typed from here on
         )
 
 
@@ -143,16 +205,22 @@ def _ignore(x: np.ndarray) -> None:
     """A chunk of the facet block, read only so that a speculative layout meets its holes."""
 
 
-class CyclicAnalysis(Analysis[CyclicResult, CyclicOptions]):
-    """CyclicJudge ([Zhu2026] sections 3-4, eq. 20-25, appendices F and G)."""
+class CyclicFit(FitPart[CyclicResult, CyclicOptions]):
+    """CyclicJudge's fit: the panel from the generation-facet block, each system on its own block."""
 
-    name = "cyclic"
-    title = "CyclicJudge"
     protocols = ("pointwise",)
-    order = 20
-    options_type = CyclicOptions
-    figure_modules = ("jurymeter.stats.cyclic.fit", "jurymeter.analyses.cyclic.section")
     compute_modules = ("jurymeter.stats.cyclic.fit",)
+
+    def modes(self, settings: FitSettings, options: CyclicOptions) -> tuple[GenerationMode, ...]:
+        return ("facet",)
+
+    def start(self, scope: FitScope, chunked: FitChunks | None, options: CyclicOptions) -> _CyclicFitting:
+        return _CyclicFitting(scope, chunked, options)
+
+
+class CyclicTables(TablesPart[CyclicResult]):
+    """CyclicJudge's tables: the per-system decomposition, the strategies' variances, the judge offsets."""
+
     tables = (
         Table("cyclic_systems", {"system_id": pl.String, "sigma2_scenario": pl.Float64,
                                  "sigma2_generation": pl.Float64, "sigma2_judge": pl.Float64,
@@ -163,26 +231,6 @@ class CyclicAnalysis(Analysis[CyclicResult, CyclicOptions]):
         Table("judge_offsets", {"system_id": pl.String, "judge_id": pl.String, "offset": pl.Float64},
               "judge mean minus panel mean per system"),
     )
-    headline = (
-        Headline("generations", "generations", "count"),
-        Headline("strongest_offset", "largest |judge offset| (points)", doc="the largest judge mean minus panel mean on one system, in score points (CyclicJudge, per system)"),
-    )
-    # The run history follows nothing of CyclicJudge: no published column has an interval
-    # (judge_offsets are per system, without one), so no change could be judged against it.
-    tracked = ()
-
-    def modes(self, settings: FitSettings, options: CyclicOptions) -> tuple[GenerationMode, ...]:
-        return ("facet",)
-
-    def start(self, scope: FitScope, chunked: FitChunks | None, options: CyclicOptions) -> _CyclicFitting:
-        return _CyclicFitting(scope, chunked, options)
-
-    def report(self, result: CyclicResult) -> dict[str, Any]:
-        return dict(result.report)
-
-    def summarize(self, result: CyclicResult) -> dict[str, Any]:
-        offsets = [abs(float(v)) for row in result.report["judge_system_offsets"].values() for v in row.values()]
-        return {"generations": result.generations, "strongest_offset": max(offsets) if offsets else None}
 
     def tabulate(self, result: CyclicResult) -> dict[str, list[dict[str, Any]]]:
         per_system = result.report.get("systems", {})
@@ -194,8 +242,9 @@ class CyclicAnalysis(Analysis[CyclicResult, CyclicOptions]):
             "cyclic_strategies": [
                 {"system_id": system, "budget": int(b), "strategy": s, "variance": float(v)}
                 for system, r in per_system.items()
-                for s in ("A", "B", "C")
-                for b, v in zip(r["strategies"]["budgets"], r["strategies"][f"var_{s.lower()}"], strict=True)
+                for s, variances in (("A", r["strategies"]["var_a"]), ("B", r["strategies"]["var_b"]),
+                                     ("C", r["strategies"]["var_c"]))
+                for b, v in zip(r["strategies"]["budgets"], variances, strict=True)
             ],
             "judge_offsets": [
                 {"system_id": system, "judge_id": judge, "offset": offset}
@@ -204,16 +253,57 @@ class CyclicAnalysis(Analysis[CyclicResult, CyclicOptions]):
             ],
         }
 
-    def section(self, page: SectionBuilder) -> None:
-        from jurymeter.analyses.cyclic.section import cyclic_section
 
-        cyclic_section(page)
+class CyclicHeadline(TypedDict):
+    """CyclicJudge's entry in the run summary: exactly the keys of :attr:`CyclicSummary.headline`."""
+
+    generations: int
+    strongest_offset: float | None
+
+
+class CyclicSummary(SummaryPart[CyclicResult]):
+    """CyclicJudge's report (the statistics' own, as built), headline numbers and sentence."""
+
+    headline = (
+        Headline("generations", "generations", "count"),
+        Headline("strongest_offset", "largest |judge offset| (points)", doc="the largest judge mean minus panel mean on one system, in score points (CyclicJudge, per system)"),
+    )
+    # The run history follows nothing of CyclicJudge: no published column has an interval
+    # (judge_offsets are per system, without one), so no change could be judged against it.
+    tracked = ()
+
+    def report(self, result: CyclicResult) -> dict[str, Any]:
+        return dict(result.report)
+
+    def summarize(self, result: CyclicResult) -> CyclicHeadline:
+        offsets = [abs(float(v)) for row in result.report["judge_system_offsets"].values() for v in row.values()]
+        return {"generations": result.generations, "strongest_offset": max(offsets) if offsets else None}
 
     def sentence(self, part: Mapping[str, Any], context: HeadlineContext) -> str | None:
         """The largest judge offset on one system (CyclicJudge's offsets are per system)."""
         if part.get("strongest_offset") is None:
             return None
         return f"largest judge offset on one system {part['strongest_offset']:.2f} points"
+
+
+class CyclicSection(SectionPart):
+    """CyclicJudge's section of a fit's page (:mod:`jurymeter.analyses.cyclic.section`, imported when drawn)."""
+
+    figure_modules = ("jurymeter.stats.cyclic.fit", "jurymeter.analyses.cyclic.section")
+
+    def section(self, page: SectionBuilder) -> None:
+        from jurymeter.analyses.cyclic.section import cyclic_section
+
+        cyclic_section(page)
+
+
+class CyclicAnalysis(CyclicFit, CyclicTables, CyclicSummary, CyclicSection, Analysis[CyclicResult, CyclicOptions]):
+    """CyclicJudge ([Zhu2026] sections 3-4, eq. 20-25, appendices F and G)."""
+
+    name = "cyclic"
+    title = "CyclicJudge"
+    order = 20
+    options_type = CyclicOptions
 
     def register_command(self, app: typer.Typer) -> None:
         from jurymeter.analyses.cyclic.command import register

@@ -17,7 +17,7 @@ import polars as pl
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from jurymeter.analyses.gstudy import dropped_text
+from jurymeter.analyses.gstudy.summary import dropped_text
 from jurymeter.render.figures import (
     OKABE_ITO,
     ROUND_TICKS,

@@ -22,11 +22,22 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import polars as pl
 
-from jurymeter.analyses.base import Analysis, FitScope, Headline, HeadlineContext, Table, Tracked
+from jurymeter.analyses.base import (
+    Analysis,
+    FitPart,
+    FitScope,
+    Headline,
+    HeadlineContext,
+    SectionPart,
+    SummaryPart,
+    Table,
+    TablesPart,
+    Tracked,
+)
 from jurymeter.errors import JurymeterError, NotApplicableError
 
 if TYPE_CHECKING:
@@ -319,19 +330,22 @@ def _bt_frame(bt: BradleyTerry) -> pl.DataFrame:
     return table
 
 
-class PairwiseAnalysis(Analysis[PairwiseResult, PairwiseOptions]):
-    """Pairwise judging ([Anand2026]_ table 3; [Awuni2026]_ sections 4-10)."""
+class PairwiseFit(FitPart[PairwiseResult, PairwiseOptions]):
+    """The pairwise fit: the records read once as games, each part fitted or null with its reason."""
 
-    name = "pairwise"
-    title = "Pairwise judging"
     protocols = ("pairwise",)
-    order = 30
-    options_type = PairwiseOptions
     record_columns = RECORD_COLUMNS
     reads_judge_health = True
     compute_modules = ("jurymeter.stats.pairwise.position", "jurymeter.stats.pairwise.bradley_terry",
                        "jurymeter.stats.pairwise.family", "jurymeter.stats.pairwise.gstudy")
-    figure_modules = (*compute_modules, "jurymeter.analyses.pairwise.section")
+
+    def start(self, scope: FitScope, chunked: FitChunks | None, options: PairwiseOptions) -> _PairwiseFitting:
+        return _PairwiseFitting(scope, options)
+
+
+class PairwiseTables(TablesPart[PairwiseResult]):
+    """The pairwise tables: per judge, per system, per judge pair, the ratings, the family preference, the G-study."""
+
     tables = (
         Table("pairwise_judges", JUDGE_SCHEMA, "per judge: position bias, reversals, ties, failures, agreement"),
         Table("pairwise_position_systems", POSITION_SYSTEM_TABLE, "slot-A advantage per system"),
@@ -342,12 +356,44 @@ class PairwiseAnalysis(Analysis[PairwiseResult, PairwiseOptions]):
         Table("family_composition", COMPOSITION_TABLE, "share of pairwise outcomes a panel change flips"),
         Table("pairwise_gstudy", GSTUDY_TABLE, "G-study of the win indicator per presentation-order arm"),
     )
+
+    def tabulate(self, result: PairwiseResult) -> dict[str, list[dict[str, Any]]]:
+        tables: dict[str, list[dict[str, Any]]] = {"pairwise_judges": _rows(result.judges, JUDGE_SCHEMA)}
+        if result.position is not None:
+            tables["pairwise_position_systems"] = _rows(result.position.per_system, POSITION_SYSTEM_TABLE, {
+                "slot_a_low": "slot_a_advantage_low", "slot_a_high": "slot_a_advantage_high"})
+        if result.agreement is not None:
+            tables["judge_agreement"] = _rows(result.agreement.pairs, AGREEMENT_TABLE)
+        if result.bradley_terry is not None:
+            tables["bt_ratings"] = _rows(_bt_frame(result.bradley_terry), BT_TABLE)
+        if result.family is not None:
+            tables["family_support"] = _rows(result.family.support, SUPPORT_TABLE)
+            tables["family_lifts"] = _rows(result.family.per_family, LIFT_TABLE)
+            tables["family_composition"] = _rows(result.family.composition, COMPOSITION_TABLE)
+        if result.gstudy is not None:
+            tables["pairwise_gstudy"] = _rows(result.gstudy.frame, GSTUDY_TABLE)
+        return tables
+
+
+class PairwiseHeadline(TypedDict):
+    """The pairwise entry in the run summary: exactly the keys of :attr:`PairwiseSummary.headline`."""
+
+    slot_a_advantage: float | None
+    max_reversal_rate: float | None
+    interval_ratio: float | None
+    fps: float | None
+
+
+class PairwiseSummary(SummaryPart[PairwiseResult]):
+    """The pairwise report (each part, null numbers with their reasons), headline numbers and sentence."""
+
     headline = (
         Headline("slot_a_advantage", "slot-A advantage (points)", doc="win rate shown first minus shown second, in percentage points"),
         Headline("max_reversal_rate", "largest AB/BA reversal rate", doc="0-1: the largest share of a judge's pairs, seen in both orders, whose winner flips with the order"),
         Headline("interval_ratio", "prompt/battle interval width", doc="prompt-bootstrap over battle-bootstrap Bradley-Terry interval width (above 1: the usual intervals are too narrow)"),
         Headline("fps", "family preference score", doc="mean support for a same-family candidate minus other families' (0-1 scale)"),
     )
+
     # What the run history follows across published runs (pipeline.history, issue 16 point 4).
     tracked = (
         Tracked("position bias", "points", table="pairwise_judges", estimate="slot_a_advantage",
@@ -355,9 +401,6 @@ class PairwiseAnalysis(Analysis[PairwiseResult, PairwiseOptions]):
         Tracked("pairwise failure rate", "share", table="pairwise_judges", estimate="failure_rate",
                 subject="judge_id", drift=True),
     )
-
-    def start(self, scope: FitScope, chunked: FitChunks | None, options: PairwiseOptions) -> _PairwiseFitting:
-        return _PairwiseFitting(scope, options)
 
     def report(self, result: PairwiseResult) -> dict[str, Any]:
         why = _judge_reasons(result)
@@ -407,24 +450,7 @@ class PairwiseAnalysis(Analysis[PairwiseResult, PairwiseOptions]):
                          else {"reason": result.reasons.get("gstudy")})
         return out
 
-    def tabulate(self, result: PairwiseResult) -> dict[str, list[dict[str, Any]]]:
-        tables: dict[str, list[dict[str, Any]]] = {"pairwise_judges": _rows(result.judges, JUDGE_SCHEMA)}
-        if result.position is not None:
-            tables["pairwise_position_systems"] = _rows(result.position.per_system, POSITION_SYSTEM_TABLE, {
-                "slot_a_low": "slot_a_advantage_low", "slot_a_high": "slot_a_advantage_high"})
-        if result.agreement is not None:
-            tables["judge_agreement"] = _rows(result.agreement.pairs, AGREEMENT_TABLE)
-        if result.bradley_terry is not None:
-            tables["bt_ratings"] = _rows(_bt_frame(result.bradley_terry), BT_TABLE)
-        if result.family is not None:
-            tables["family_support"] = _rows(result.family.support, SUPPORT_TABLE)
-            tables["family_lifts"] = _rows(result.family.per_family, LIFT_TABLE)
-            tables["family_composition"] = _rows(result.family.composition, COMPOSITION_TABLE)
-        if result.gstudy is not None:
-            tables["pairwise_gstudy"] = _rows(result.gstudy.frame, GSTUDY_TABLE)
-        return tables
-
-    def summarize(self, result: PairwiseResult) -> dict[str, Any]:
+    def summarize(self, result: PairwiseResult) -> PairwiseHeadline:
         position = result.position
         reversal = result.judges["reversal_rate"].drop_nulls()
         return {
@@ -433,11 +459,6 @@ class PairwiseAnalysis(Analysis[PairwiseResult, PairwiseOptions]):
             "interval_ratio": None if result.bradley_terry is None else _finite(result.bradley_terry.width_ratio),
             "fps": None if result.family is None else _finite(result.family.fps),
         }
-
-    def section(self, page: SectionBuilder) -> None:
-        from jurymeter.analyses.pairwise.section import pairwise_section
-
-        pairwise_section(page)
 
     def sentence(self, part: Mapping[str, Any], context: HeadlineContext) -> str | None:
         """Position bias, order reversals, how much wider honest intervals are, same-family preference."""
@@ -451,6 +472,27 @@ class PairwiseAnalysis(Analysis[PairwiseResult, PairwiseOptions]):
         if part.get("fps") is not None:
             clauses.append(f"same-family preference {part['fps']:+.3f}")
         return "; ".join(clauses) or None
+
+
+class PairwiseSection(SectionPart):
+    """The pairwise section of a fit's page (:mod:`jurymeter.analyses.pairwise.section`, imported when drawn)."""
+
+    figure_modules = (*PairwiseFit.compute_modules, "jurymeter.analyses.pairwise.section")
+
+    def section(self, page: SectionBuilder) -> None:
+        from jurymeter.analyses.pairwise.section import pairwise_section
+
+        pairwise_section(page)
+
+
+class PairwiseAnalysis(PairwiseFit, PairwiseTables, PairwiseSummary, PairwiseSection,
+                       Analysis[PairwiseResult, PairwiseOptions]):
+    """Pairwise judging ([Anand2026]_ table 3; [Awuni2026]_ sections 4-10)."""
+
+    name = "pairwise"
+    title = "Pairwise judging"
+    order = 30
+    options_type = PairwiseOptions
 
     def register_command(self, app: typer.Typer) -> None:
         from jurymeter.analyses.pairwise.command import register

@@ -26,11 +26,22 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 import polars as pl
 
-from jurymeter.analyses.base import Analysis, FitScope, Headline, HeadlineContext, Table, Tracked
+from jurymeter.analyses.base import (
+    Analysis,
+    FitPart,
+    FitScope,
+    Headline,
+    HeadlineContext,
+    SectionPart,
+    SummaryPart,
+    Table,
+    TablesPart,
+    Tracked,
+)
 from jurymeter.errors import ConfigError, JurymeterError, NotApplicableError
 from jurymeter.stats.sequential import schemas
 
@@ -358,17 +369,20 @@ def _judge_row(j: JudgeSequence) -> dict[str, Any]:
     }
 
 
-class SequentialAnalysis(Analysis[SequentialResult, SequentialOptions]):
-    """Order and batch effects of sequential judging ([LiDing2026]_)."""
+class SequentialFit(FitPart[SequentialResult, SequentialOptions]):
+    """The sequential fit: per judge, the serial diagnostics, the Markov GLMM, its check, selection and groups."""
 
-    name = "sequential"
-    title = "Sequential judging: order and batch effects"
     protocols = ("pointwise",)
-    order = 40
-    options_type = SequentialOptions
     compute_modules = ("jurymeter.stats.sequential.glmm", "jurymeter.stats.sequential.diagnostics",
                        "jurymeter.stats.sequential.compare")
-    figure_modules = (*compute_modules, "jurymeter.analyses.sequential.section")
+
+    def start(self, scope: FitScope, chunked: FitChunks | None, options: SequentialOptions) -> _SequentialFitting:
+        return _SequentialFitting(scope, options)
+
+
+class SequentialTables(TablesPart[SequentialResult]):
+    """The sequential tables: per judge, its transitions, entropies, coefficients, check, selection and groups."""
+
     tables = (
         Table("sequential_judges", JUDGE_SCHEMA, "per judge: serial contrast, lag-1 and batch SD of the GLMM, "
               "predictive check, top unit by the naive average and by the model"),
@@ -385,18 +399,43 @@ class SequentialAnalysis(Analysis[SequentialResult, SequentialOptions]):
         Table("sequential_groups", _with_judge(schemas.GROUP_CONTRAST_SCHEMA),
               "group contrast by the naive average and by the model"),
     )
+
+    def tabulate(self, result: SequentialResult) -> dict[str, list[dict[str, Any]]]:
+        tables: dict[str, list[dict[str, Any]]] = {"sequential_judges": [_judge_row(j) for j in result.judges]}
+        for name in ("sequential_transitions", "sequential_entropies", "sequential_coefficients",
+                     "sequential_check", "sequential_selection", "sequential_groups"):
+            tables[name] = []
+        for j in result.judges:
+            d = j.diagnostics
+            tables["sequential_transitions"] += _rows(j.judge_id, None if d is None else d.transitions)
+            tables["sequential_entropies"] += _rows(j.judge_id, None if d is None else d.entropies)
+            tables["sequential_coefficients"] += _rows(j.judge_id, None if j.bootstrap is None else j.bootstrap.table)
+            tables["sequential_check"] += _rows(j.judge_id, None if j.check is None else j.check.table)
+            tables["sequential_selection"] += _rows(j.judge_id, None if j.selection is None else j.selection.table)
+            tables["sequential_groups"] += _rows(j.judge_id, None if j.groups is None else j.groups.table)
+        return tables
+
+
+class SequentialHeadline(TypedDict):
+    """The sequential entry in the run summary: exactly the keys of :attr:`SequentialSummary.headline`."""
+
+    max_rho_1: float | None
+    top_disagree: int | None
+
+
+class SequentialSummary(SummaryPart[SequentialResult]):
+    """The sequential report (per judge, null numbers with their reasons), headline numbers and sentence."""
+
     headline = (
         Headline("max_rho_1", "lag-1 (logit)", doc="the GLMM's largest lag-1 coefficient: how much the previous rating in a batch moves this one, in logit per rating point"),
         Headline("top_disagree", "tops differ", "count", doc="judges whose top system differs between the raw average and the GLMM"),
     )
+
     # What the run history follows across published runs (pipeline.history, issue 16 point 4).
     tracked = (
         Tracked("lag-1 state dependence", "logits", table="sequential_judges", estimate="rho_1",
                 low="rho_1_low", high="rho_1_high", subject="judge_id", drift=True),
     )
-
-    def start(self, scope: FitScope, chunked: FitChunks | None, options: SequentialOptions) -> _SequentialFitting:
-        return _SequentialFitting(scope, options)
 
     def report(self, result: SequentialResult) -> dict[str, Any]:
         judges: dict[str, Any] = {}
@@ -436,22 +475,7 @@ class SequentialAnalysis(Analysis[SequentialResult, SequentialOptions]):
         return {"unit": result.unit, "lags": result.lags, "ratings_without_batch": result.ratings_without_batch,
                 "judges": judges}
 
-    def tabulate(self, result: SequentialResult) -> dict[str, list[dict[str, Any]]]:
-        tables: dict[str, list[dict[str, Any]]] = {"sequential_judges": [_judge_row(j) for j in result.judges]}
-        for name in ("sequential_transitions", "sequential_entropies", "sequential_coefficients",
-                     "sequential_check", "sequential_selection", "sequential_groups"):
-            tables[name] = []
-        for j in result.judges:
-            d = j.diagnostics
-            tables["sequential_transitions"] += _rows(j.judge_id, None if d is None else d.transitions)
-            tables["sequential_entropies"] += _rows(j.judge_id, None if d is None else d.entropies)
-            tables["sequential_coefficients"] += _rows(j.judge_id, None if j.bootstrap is None else j.bootstrap.table)
-            tables["sequential_check"] += _rows(j.judge_id, None if j.check is None else j.check.table)
-            tables["sequential_selection"] += _rows(j.judge_id, None if j.selection is None else j.selection.table)
-            tables["sequential_groups"] += _rows(j.judge_id, None if j.groups is None else j.groups.table)
-        return tables
-
-    def summarize(self, result: SequentialResult) -> dict[str, Any]:
+    def summarize(self, result: SequentialResult) -> SequentialHeadline:
         """The GLMM's lag-1 coefficient of largest size over the judges; judges whose average and model tops differ."""
         rows = [_judge_row(j) for j in result.judges]
         rho = [r["rho_1"] for r in rows if r["rho_1"] is not None]
@@ -460,11 +484,6 @@ class SequentialAnalysis(Analysis[SequentialResult, SequentialOptions]):
             "max_rho_1": max(rho, key=abs) if rho else None,
             "top_disagree": sum(r["top_naive"] != r["top_model"] for r in compared) if compared else None,
         }
-
-    def section(self, page: SectionBuilder) -> None:
-        from jurymeter.analyses.sequential.section import sequential_section
-
-        sequential_section(page)
 
     def sentence(self, part: Mapping[str, Any], context: HeadlineContext) -> str | None:
         """Carry-over from the previous rating in a batch, and whether it changes a judge's top system."""
@@ -476,6 +495,27 @@ class SequentialAnalysis(Analysis[SequentialResult, SequentialOptions]):
             clause += (", the same top system by the average and by the model for every judge" if differ == 0
                        else f", a different top system by the average and by the model for {differ} judge(s)")
         return clause
+
+
+class SequentialSection(SectionPart):
+    """The sequential section of a fit's page (:mod:`jurymeter.analyses.sequential.section`, imported when drawn)."""
+
+    figure_modules = (*SequentialFit.compute_modules, "jurymeter.analyses.sequential.section")
+
+    def section(self, page: SectionBuilder) -> None:
+        from jurymeter.analyses.sequential.section import sequential_section
+
+        sequential_section(page)
+
+
+class SequentialAnalysis(SequentialFit, SequentialTables, SequentialSummary, SequentialSection,
+                         Analysis[SequentialResult, SequentialOptions]):
+    """Order and batch effects of sequential judging ([LiDing2026]_)."""
+
+    name = "sequential"
+    title = "Sequential judging: order and batch effects"
+    order = 40
+    options_type = SequentialOptions
 
     def register_command(self, app: typer.Typer) -> None:
         from jurymeter.analyses.sequential.command import register
