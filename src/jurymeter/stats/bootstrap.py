@@ -42,6 +42,7 @@ from jurymeter.stats.dstudy import (
     phi,
 )
 from jurymeter.stats.gstudy import GStudy, components_from_ms
+from jurymeter.stats.intervals import percentile_bounds
 
 DEFAULT_RESAMPLES = 800
 
@@ -128,19 +129,16 @@ def _number(value: float) -> float | None:
 def percentile_interval(
     estimate: float, draws: np.ndarray, level: float = 0.95, *, share: bool = False
 ) -> Interval:
-    """Percentile interval over the defined (finite) draws; ``share`` records their share."""
-    tail = (1 - level) / 2 * 100
+    """Percentile interval over the defined (finite) draws (:func:`percentile_bounds`); ``share`` records their share."""
     draws = np.asarray(draws, dtype=np.float64)
-    finite = draws[np.isfinite(draws)]
-    low, high = np.percentile(finite, [tail, 100 - tail]) if len(finite) else (np.nan, np.nan)
-    defined = float(len(finite) / draws.size) if share and draws.size else None
+    low, high = percentile_bounds(draws, level)
+    defined = float(np.count_nonzero(np.isfinite(draws)) / draws.size) if share and draws.size else None
     return Interval(float(estimate), float(low), float(high), defined)
 
 
 def count_interval(estimate: float, draws: np.ndarray, level: float = 0.95) -> Interval:
-    """Percentile interval of a count whose draws may be ``inf`` ("never")."""
-    tail = (1 - level) / 2
-    low, high = np.quantile(draws, [tail, 1 - tail], method="inverted_cdf")
+    """Percentile interval of a count whose draws may be ``inf`` ("never"): observed draws, ``inf`` kept."""
+    low, high = percentile_bounds(draws, level, method="inverted_cdf", keep_inf=True)
     return Interval(float(estimate), float(low), float(high))
 
 

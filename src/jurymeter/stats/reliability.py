@@ -55,6 +55,7 @@ from jurymeter.stats.dstudy import (
     budget_optimum,
     ceiling,
     delta_df,
+    delta_df_of,
     erho2,
     error_variances,
     fixed_judge_reason,
@@ -74,6 +75,7 @@ from jurymeter.stats.henderson import (
     chisquare_draws,
     interval_draws_kind,
 )
+from jurymeter.stats.intervals import percentile_bounds
 
 NOMOGRAM_JUDGES = (1, 2, 3, 4, 5, 6, 8, 10, 15, 20)
 NOMOGRAM_ITEMS = (5, 10, 20, 30, 50, 100, 200, 500, 1000)
@@ -468,7 +470,7 @@ def dstudy_summary(
     n_judges = int(fit.sizes.get(roles.judge, 1))
     tau, delta, absolute = error_variances(sigma2, design, native)
     if isinstance(fit, HendersonFit):
-        t_df = _henderson_delta_df(fit, native)
+        t_df = delta_df_of(fit.coefficients, fit.ms, fit.df, design, native)
     else:
         t_df = delta_df(fit.ms, fit.df, design, fit.sizes, native)
     summary: dict[str, Any] = {
@@ -497,22 +499,6 @@ def dstudy_summary(
     }
     summary.update(notes.as_dict())
     return summary
-
-
-def _henderson_delta_df(fit: HendersonFit, native: Mapping[str, float]) -> float:
-    r"""Satterthwaite's df of :math:`\hat\sigma^2_\delta = a^\top MS` with :math:`a = C^{-\top} w` (Henderson's ``C``).
-
-    As :func:`jurymeter.stats.dstudy.delta_df`, with the fit's own expectation
-    matrix for the balanced :meth:`Design.ems_matrix`. On incomplete data the
-    mean squares are not independent scaled chi-squares, so this is the usual
-    approximation, not an exact result.
-    """
-    eye = np.eye(len(fit.effects))
-    _, weights, _ = error_variances(eye, fit.design, native)
-    a = np.linalg.solve(fit.coefficients.T, weights)
-    terms = a * np.asarray(fit.ms)
-    spread = float(np.sum(terms**2 / np.asarray(fit.df)))
-    return float(terms.sum() ** 2 / spread) if spread > 0 else float("nan")
 
 
 # With a fixed judge and unlimited items no error is left (sigma2_delta = 0): the floor the
@@ -997,14 +983,13 @@ def _item_report(
     rho = items.split_half_rho[np.isfinite(items.split_half_rho)]
     reason = "every split has constant discriminations in a half: no rank correlation"
 
-    def summary(name: str, q: float) -> float | None:
-        return notes.value(f"items.{name}", float(np.percentile(rho, q)) if rho.size else None, reason)
-
+    median = float(np.median(rho)) if rho.size else None
+    low, high = (float(b) for b in percentile_bounds(rho, 0.95)) if rho.size else (None, None)
     return {
         "discrimination": dict(zip(item_ids, items.discrimination.tolist(), strict=True)),
-        "split_half_rho_median": summary("split_half_rho_median", 50),
-        "split_half_rho_low": summary("split_half_rho_low", 2.5),
-        "split_half_rho_high": summary("split_half_rho_high", 97.5),
+        "split_half_rho_median": notes.value("items.split_half_rho_median", median, reason),
+        "split_half_rho_low": notes.value("items.split_half_rho_low", low, reason),
+        "split_half_rho_high": notes.value("items.split_half_rho_high", high, reason),
         "screen_threshold": request.screen_threshold,
         "screened_items": screened,
     }

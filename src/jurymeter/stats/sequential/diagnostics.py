@@ -92,6 +92,7 @@ import polars as pl
 from scipy.sparse import csr_matrix
 
 from jurymeter.errors import ConfigError, DesignError
+from jurymeter.stats.intervals import percentile_bounds
 from jurymeter.stats.pairwise.position import Estimate
 from jurymeter.stats.sequential.schemas import ENTROPY_SCHEMA, TRANSITION_SCHEMA
 from jurymeter.stats.sequential.schemas import SERIAL_CONTRAST_SCHEMA as CONTRAST_SCHEMA
@@ -383,9 +384,7 @@ def _intervals(point: np.ndarray, draws: np.ndarray, level: float) -> tuple[np.n
     high = np.full(point.shape, np.nan)
     some = ~np.isnan(point) & (~np.isnan(draws)).any(axis=0)
     if some.any():
-        alpha = (1.0 - level) / 2.0
-        q = np.nanquantile(draws[:, some], [alpha, 1.0 - alpha], axis=0)
-        low[some], high[some] = q[0], q[1]
+        low[some], high[some] = percentile_bounds(draws[:, some], level, axis=0, keep_inf=True)
     return low, high
 
 
