@@ -90,15 +90,31 @@ def resample_components(
     sigma2_s covered 92.3-95.3% (pivotal) against 89.7-93.3% (percentile); for the
     ceiling both covered 94-96% (``tests/test_dstudy.py`` keeps the check).
     """
-    rng = np.random.default_rng(seed)
-    if method == "percentile":
-        draws = resample_mean_squares(fit.ms, fit.df, n_boot, rng)
-    elif method == "pivotal":
-        draws = pivotal_mean_squares(fit.ms, fit.df, n_boot, rng)
-    else:
-        msg = f"interval method must be 'pivotal' or 'percentile', got {method!r}"
-        raise DesignError(msg)
+    draws = mean_square_draws(fit.ms, fit.df, n_boot, np.random.default_rng(seed), method=method)
     return components_from_ms(draws, fit.design, fit.sizes)
+
+
+def mean_square_draws(
+    ms: np.ndarray, df: np.ndarray, n_boot: int, rng: np.random.Generator, *, method: IntervalMethod = "pivotal"
+) -> np.ndarray:
+    r"""``(n_boot, n_effects)`` chi-square draws of the mean squares for ``method``: the one place the choice is made.
+
+    ``"pivotal"``: :func:`pivotal_mean_squares` (:math:`MS \, df / \chi^2_{df}`);
+    ``"percentile"``: :func:`resample_mean_squares` (:math:`MS \, \chi^2_{df} / df`).
+    Any design's components are then a linear map of these (balanced: :func:`components_from_ms`;
+    Henderson: :math:`C^{-1}`).
+
+    Raises
+    ------
+    DesignError
+        ``method`` is neither.
+    """
+    if method == "percentile":
+        return resample_mean_squares(ms, df, n_boot, rng)
+    if method == "pivotal":
+        return pivotal_mean_squares(ms, df, n_boot, rng)
+    msg = f"interval method must be 'pivotal' or 'percentile', got {method!r}"
+    raise DesignError(msg)
 
 
 @dataclass(frozen=True)
