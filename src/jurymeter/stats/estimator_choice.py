@@ -23,10 +23,11 @@ from typing import Any
 import polars as pl
 
 from jurymeter.errors import DesignError
-from jurymeter.stats.blocks import BalancedBlock, BlockLayout, CellSums, balanced_block
+from jurymeter.stats.blocks import BalancedBlock, BlockLayout, CellSums, FitChunks, balanced_block
 from jurymeter.stats.gstudy_report import with_estimator
 from jurymeter.stats.henderson_cells import block_dropped, cells_from_sums
 from jurymeter.stats.reliability import (
+    GStudyChunks,
     GStudyRequest,
     estimator,
     generation_mode,
@@ -79,6 +80,49 @@ def block_holds_every_record(layout: BlockLayout | None, no_block: str | None) -
     return (layout is not None and no_block is None and layout.observations_in is not None
             and layout.observations_used == layout.observations_in
             and not (layout.dropped_systems or layout.dropped_items or layout.dropped_judges))
+
+
+def open_block(
+    request: GStudyRequest, chunked: FitChunks | None, population: pl.DataFrame | None
+) -> tuple[BlockLayout | None, str | None, GStudyChunks | None]:
+    """The fit's balanced block before its chunks are read: its layout, why there is none, and its sink.
+
+    With ``estimator="balanced"`` a block that cannot be had or fitted is the
+    fit's error; otherwise its reason is kept (``no_block``) and the Henderson
+    path fits every record. No sink with ``estimator="henderson"``.
+
+    Parameters
+    ----------
+    request : GStudyRequest
+        The fit's request.
+    chunked : FitChunks or None
+        The fit's one-scan reader (``None``: the records are read by the report).
+    population : polars.DataFrame or None
+        The systems table (the nested split), or ``None``.
+
+    Raises
+    ------
+    DesignError
+        ``estimator="balanced"`` and the block cannot be had or fitted.
+    """
+    layout: BlockLayout | None = None
+    no_block: str | None = None
+    if chunked is not None:
+        try:
+            layout = chunked.layout(request.generations)
+        except DesignError as error:
+            if request.estimator == "balanced":
+                raise
+            no_block = str(error)
+    sink = None
+    if layout is not None and request.estimator != "henderson":
+        try:
+            sink = GStudyChunks(layout, request, systems=population)
+        except DesignError as error:  # the block cannot be fitted (one system left): every record may be
+            if request.estimator == "balanced":
+                raise
+            no_block = str(error)
+    return layout, no_block, sink
 
 
 class EstimatorChoice:

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     import typer
 
     from jurymeter.render.html import SectionBuilder
-    from jurymeter.stats.blocks import BalancedBlock, BlockLayout, FitChunks, GenerationMode
+    from jurymeter.stats.blocks import BalancedBlock, FitChunks, GenerationMode
     from jurymeter.stats.reliability import GStudyRequest
 
 # The D-study quantities of the ``dstudy`` table, in order.
@@ -117,33 +117,17 @@ def request_of(item_set: str, settings: FitSettings, options: GStudyOptions) -> 
 
 class _GStudyFitting:
     def __init__(self, scope: FitScope, chunked: FitChunks | None, options: GStudyOptions) -> None:
-        from jurymeter.errors import DesignError
-        from jurymeter.stats.reliability import GStudyChunks
+        from jurymeter.stats.estimator_choice import open_block
 
         self.scope = scope
         self.request = request_of(scope.item_set, scope.settings, options)
         self.mode: GenerationMode = self.request.generations
-        self.no_block: str | None = None  # why there is no balanced block (the Henderson path fits anyway)
-        self.layout: BlockLayout | None = None
         # The one scan's cell sums, when the records were read so: Henderson's cells
         # without a second scan (10M records: about 3 s less).
         self.sums = chunked.cell_sums() if chunked is not None else None
-        if chunked is not None:
-            try:
-                self.layout = chunked.layout(self.mode)
-            except DesignError as error:
-                if self.request.estimator == "balanced":
-                    raise
-                self.no_block = str(error)
         population = scope.systems if scope.systems.height else None
-        self.sink = None
-        if self.layout is not None and self.request.estimator != "henderson":
-            try:
-                self.sink = GStudyChunks(self.layout, self.request, systems=population)
-            except DesignError as error:  # the block cannot be fitted (one system left): every record may be
-                if self.request.estimator == "balanced":
-                    raise
-                self.no_block = str(error)
+        # no_block: why there is no balanced block (the Henderson path fits anyway)
+        self.layout, self.no_block, self.sink = open_block(self.request, chunked, population)
 
     def feeds(self) -> Mapping[GenerationMode, Callable[[np.ndarray], object]]:
         return {self.mode: self.sink.add} if self.sink is not None else {}
