@@ -8,7 +8,7 @@ import polars as pl
 from jurymeter.stats.blocks import BalancedBlock
 from jurymeter.stats.design import Design
 from jurymeter.stats.gstudy import simulate_design
-from jurymeter.stats.reliability import nested_layout, nested_system_split
+from jurymeter.stats.nested_split import nested_layout, nested_system_split
 
 
 def _block(x: np.ndarray, systems: list[str]) -> BalancedBlock:

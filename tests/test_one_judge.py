@@ -28,8 +28,9 @@ from jurymeter.io.sources import discover_sources
 from jurymeter.io.store import Store
 from jurymeter.io.validate import ValidationOptions
 from jurymeter.stats.blocks import balanced_block
+from jurymeter.stats.fitted_design import fitted_design
 from jurymeter.stats.gstudy import fit_gstudy
-from jurymeter.stats.reliability import GStudyRequest, assess_item_set, fitted_design
+from jurymeter.stats.reliability import GStudyRequest, assess_item_set
 from samples import SAMPLES
 
 # Components equal the hand-written EMS solution to rounding of sums of squares.

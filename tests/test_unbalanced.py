@@ -351,7 +351,8 @@ def test_the_report_from_the_one_scan_sums_equals_the_report_from_the_records(
 ) -> None:
     """Henderson's report from ``fit_chunks``' one-scan sums (a table) is the report from a scan of the records."""
     from jurymeter.stats.blocks import fit_chunks
-    from jurymeter.stats.reliability import cells_from_sums, henderson_cells, henderson_report
+    from jurymeter.stats.henderson_cells import cells_from_sums
+    from jurymeter.stats.reliability import henderson_cells, henderson_report
 
     records = _two_generation_records(11)
     chunked = fit_chunks(records.lazy(), modes, scan_cells=10**9)  # type: ignore[arg-type]

@@ -42,6 +42,7 @@ from jurymeter.stats.dstudy import (
     phi,
 )
 from jurymeter.stats.gstudy import GStudy, components_from_ms
+from jurymeter.stats.intervals import percentile_bounds
 
 DEFAULT_RESAMPLES = 800
 
@@ -89,15 +90,31 @@ def resample_components(
     sigma2_s covered 92.3-95.3% (pivotal) against 89.7-93.3% (percentile); for the
     ceiling both covered 94-96% (``tests/test_dstudy.py`` keeps the check).
     """
-    rng = np.random.default_rng(seed)
-    if method == "percentile":
-        draws = resample_mean_squares(fit.ms, fit.df, n_boot, rng)
-    elif method == "pivotal":
-        draws = pivotal_mean_squares(fit.ms, fit.df, n_boot, rng)
-    else:
-        msg = f"interval method must be 'pivotal' or 'percentile', got {method!r}"
-        raise DesignError(msg)
+    draws = mean_square_draws(fit.ms, fit.df, n_boot, np.random.default_rng(seed), method=method)
     return components_from_ms(draws, fit.design, fit.sizes)
+
+
+def mean_square_draws(
+    ms: np.ndarray, df: np.ndarray, n_boot: int, rng: np.random.Generator, *, method: IntervalMethod = "pivotal"
+) -> np.ndarray:
+    r"""``(n_boot, n_effects)`` chi-square draws of the mean squares for ``method``: the one place the choice is made.
+
+    ``"pivotal"``: :func:`pivotal_mean_squares` (:math:`MS \, df / \chi^2_{df}`);
+    ``"percentile"``: :func:`resample_mean_squares` (:math:`MS \, \chi^2_{df} / df`).
+    Any design's components are then a linear map of these (balanced: :func:`components_from_ms`;
+    Henderson: :math:`C^{-1}`).
+
+    Raises
+    ------
+    DesignError
+        ``method`` is neither.
+    """
+    if method == "percentile":
+        return resample_mean_squares(ms, df, n_boot, rng)
+    if method == "pivotal":
+        return pivotal_mean_squares(ms, df, n_boot, rng)
+    msg = f"interval method must be 'pivotal' or 'percentile', got {method!r}"
+    raise DesignError(msg)
 
 
 @dataclass(frozen=True)
@@ -128,19 +145,16 @@ def _number(value: float) -> float | None:
 def percentile_interval(
     estimate: float, draws: np.ndarray, level: float = 0.95, *, share: bool = False
 ) -> Interval:
-    """Percentile interval over the defined (finite) draws; ``share`` records their share."""
-    tail = (1 - level) / 2 * 100
+    """Percentile interval over the defined (finite) draws (:func:`percentile_bounds`); ``share`` records their share."""
     draws = np.asarray(draws, dtype=np.float64)
-    finite = draws[np.isfinite(draws)]
-    low, high = np.percentile(finite, [tail, 100 - tail]) if len(finite) else (np.nan, np.nan)
-    defined = float(len(finite) / draws.size) if share and draws.size else None
+    low, high = percentile_bounds(draws, level)
+    defined = float(np.count_nonzero(np.isfinite(draws)) / draws.size) if share and draws.size else None
     return Interval(float(estimate), float(low), float(high), defined)
 
 
 def count_interval(estimate: float, draws: np.ndarray, level: float = 0.95) -> Interval:
-    """Percentile interval of a count whose draws may be ``inf`` ("never")."""
-    tail = (1 - level) / 2
-    low, high = np.quantile(draws, [tail, 1 - tail], method="inverted_cdf")
+    """Percentile interval of a count whose draws may be ``inf`` ("never"): observed draws, ``inf`` kept."""
+    low, high = percentile_bounds(draws, level, method="inverted_cdf", keep_inf=True)
     return Interval(float(estimate), float(low), float(high))
 
 

@@ -48,6 +48,7 @@ from scipy import special
 
 from jurymeter.errors import DesignError
 from jurymeter.stats.design import Design
+from jurymeter.stats.satterthwaite import component_combination_df
 
 # A D-study count: one number, or an array of them broadcast against the batch axes of
 # the components (a curve's grid, every split of a budget).
@@ -155,15 +156,24 @@ def delta_df(
     :math:`\hat\sigma^2_\delta = w^\top C^{-1} MS = \sum_e a_e MS_e` is a linear
     combination of independent mean squares, so
     :math:`df \approx (\sum_e a_e MS_e)^2 / \sum_e (a_e MS_e)^2 / df_e`
-    (Satterthwaite 1946). This is the "appropriate error degrees of freedom" for
+    (Satterthwaite 1946; :func:`jurymeter.stats.satterthwaite.component_combination_df`,
+    whose NaN rule it keeps). This is the "appropriate error degrees of freedom" for
     the t quantile the paper's appendix recommends at small item counts.
+    """
+    return delta_df_of(design.ems_matrix(sizes), ms, df, design, n, obj=obj)
+
+
+def delta_df_of(
+    expectation: np.ndarray, ms: np.ndarray, df: np.ndarray, design: Design, n: Mapping[str, Size], *, obj: str = "s"
+) -> float:
+    r""":func:`delta_df` with the fit's own expectation matrix :math:`E[MS] = A \sigma^2` (Henderson's ``C``).
+
+    On incomplete data the mean squares are not independent scaled
+    chi-squares, so this is the usual approximation, not an exact result.
     """
     eye = np.eye(len(design.effects))
     _, weights, _ = error_variances(eye, design, n, obj=obj)  # w_e: weight of component e in delta
-    a = np.linalg.solve(design.ems_matrix(sizes).T, weights)
-    terms = a * np.asarray(ms)
-    spread = float(np.sum(terms**2 / np.asarray(df)))
-    return float(terms.sum() ** 2 / spread) if spread > 0 else float("nan")
+    return component_combination_df(weights, expectation, ms, df)
 
 
 def mdd95(

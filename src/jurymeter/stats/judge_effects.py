@@ -66,6 +66,7 @@ from scipy.stats import norm
 from scipy.stats import t as student_t
 
 from jurymeter.stats.design import Design, Effect
+from jurymeter.stats.satterthwaite import component_combination_df
 
 Z95 = float(norm.ppf(0.975))
 JUDGE = "j"
@@ -84,26 +85,6 @@ def _rows(judges: Sequence[str], offset: np.ndarray, se: np.ndarray, quantile: f
          "high": float(o + quantile * e)}
         for j, o, e in zip(judges, offset, se, strict=True)
     ]
-
-
-def satterthwaite_df(weights: np.ndarray, ems: np.ndarray, ms: np.ndarray, df: np.ndarray) -> float | None:
-    r"""Satterthwaite's degrees of freedom of :math:`V = \sum_E w_E \hat\sigma^2_E`, a combination of mean squares.
-
-    The components are :math:`\hat\sigma^2 = A^{-1} MS` (``ems`` is the
-    design's EMS matrix :math:`A`), so :math:`V = c^\top MS` with
-    :math:`c = A^{-\top} w`, and (Satterthwaite 1946; Brennan 2001, section 6.1)
-    :math:`\nu = V^2 / \sum_k (c_k MS_k)^2 / df_k`. ``None`` when
-    :math:`V \le 0` or no mean square has degrees of freedom.
-    """
-    c = np.linalg.solve(np.asarray(ems, dtype=np.float64).T, np.asarray(weights, dtype=np.float64))
-    terms = c * np.asarray(ms, dtype=np.float64)
-    v = float(terms.sum())
-    dfs = np.asarray(df, dtype=np.float64)
-    used = (terms != 0) & (dfs > 0)
-    denominator = float(np.sum(terms[used] ** 2 / dfs[used]))
-    if v <= 0 or denominator <= 0:
-        return None
-    return v * v / denominator
 
 
 def balanced_offsets(
@@ -131,7 +112,8 @@ def balanced_offsets(
     mean_squares : (ms, df), optional
         The fit's mean squares and their degrees of freedom in ``design.effects``
         order: the interval is then :math:`\pm t_{0.975,\nu}` SE with
-        :math:`\nu` Satterthwaite's df of the variance (:func:`satterthwaite_df`;
+        :math:`\nu` Satterthwaite's df of the variance
+        (:func:`jurymeter.stats.satterthwaite.component_combination_df`;
         the variance is estimated from a few dozen df on small panels, where
         :math:`\pm z` covers short: 93.6 % measured on 10 x 30 x 5, 94.0 % with t), else :math:`\pm z_{0.975}` SE.
 
@@ -153,8 +135,9 @@ def balanced_offsets(
     se = np.full(n_j, np.sqrt(var))
     quantile = Z95
     if mean_squares is not None:
-        nu = satterthwaite_df(weights, design.ems_matrix(sizes), *mean_squares)
-        if nu is not None:
+        nu = component_combination_df(weights, design.ems_matrix(sizes), *mean_squares)
+        # No positive variance (every weighted component <= 0): z, as without mean squares.
+        if var > 0 and np.isfinite(nu) and nu > 0:
             quantile = float(student_t.ppf(0.975, nu))
     return _rows(judges, offset, se, quantile)
 

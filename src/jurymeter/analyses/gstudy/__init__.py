@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     import typer
 
     from jurymeter.render.html import SectionBuilder
-    from jurymeter.stats.blocks import BalancedBlock, BlockLayout, FitChunks, GenerationMode
+    from jurymeter.stats.blocks import BalancedBlock, FitChunks, GenerationMode
     from jurymeter.stats.reliability import GStudyRequest
 
 ESTIMATOR_CHOICES = ("auto", "henderson", "balanced")
@@ -67,58 +67,29 @@ class GStudyOptions:
 
 def request_of(item_set: str, settings: FitSettings, options: GStudyOptions) -> GStudyRequest:
     """The statistics' request for one fit (validated by :class:`GStudyRequest`)."""
-    from jurymeter.stats.reliability import (
-        GStudyRequest,
-        estimator,
-        generation_mode,
-        henderson_intervals,
-        interval_method,
-    )
+    from jurymeter.stats.estimator_choice import gstudy_request
 
-    return GStudyRequest(
-        item_set=item_set,
-        judges=settings.judges,
-        systems=settings.systems,
-        generations=generation_mode(settings.generations),
-        n_boot=settings.n_boot,
-        seed=settings.seed,
-        target=settings.target,
-        interval_method=interval_method(settings.interval),
-        screen_threshold=options.screen_threshold,
-        estimator=estimator(options.estimator),
-        henderson_intervals=henderson_intervals(options.henderson_intervals),
+    return gstudy_request(
+        item_set, judges=settings.judges, systems=settings.systems, generations=settings.generations,
+        n_boot=settings.n_boot, seed=settings.seed, target=settings.target, interval=settings.interval,
+        screen_threshold=options.screen_threshold, estimator_name=options.estimator,
+        henderson_interval_name=options.henderson_intervals,
     )
 
 
 class _GStudyFitting:
     def __init__(self, scope: FitScope, chunked: FitChunks | None, options: GStudyOptions) -> None:
-        from jurymeter.errors import DesignError
-        from jurymeter.stats.reliability import GStudyChunks
+        from jurymeter.stats.estimator_choice import open_block
 
         self.scope = scope
         self.request = request_of(scope.item_set, scope.settings, options)
         self.mode: GenerationMode = self.request.generations
-        self.no_block: str | None = None  # why there is no balanced block (the Henderson path fits anyway)
-        self.layout: BlockLayout | None = None
         # The one scan's cell sums, when the records were read so: Henderson's cells
         # without a second scan (10M records: about 3 s less).
         self.sums = chunked.cell_sums() if chunked is not None else None
-        if chunked is not None:
-            try:
-                self.layout = chunked.layout(self.mode)
-            except DesignError as error:
-                if self.request.estimator == "balanced":
-                    raise
-                self.no_block = str(error)
         population = scope.systems if scope.systems.height else None
-        self.sink = None
-        if self.layout is not None and self.request.estimator != "henderson":
-            try:
-                self.sink = GStudyChunks(self.layout, self.request, systems=population)
-            except DesignError as error:  # the block cannot be fitted (one system left): every record may be
-                if self.request.estimator == "balanced":
-                    raise
-                self.no_block = str(error)
+        # no_block: why there is no balanced block (the Henderson path fits anyway)
+        self.layout, self.no_block, self.sink = open_block(self.request, chunked, population)
 
     def feeds(self) -> Mapping[GenerationMode, Callable[[np.ndarray], object]]:
         return {self.mode: self.sink.add} if self.sink is not None else {}
@@ -136,63 +107,12 @@ class _GStudyFitting:
 
     def _report(self) -> dict[str, Any]:
         """The balanced report, or Henderson's on every record (``estimator``; ``docs/gstudy.md``, "Estimators")."""
-        from jurymeter.errors import DesignError
-        from jurymeter.stats.blocks import balanced_block
-        from jurymeter.stats.reliability import (
-            block_dropped,
-            cells_from_sums,
-            henderson_cells,
-            henderson_report,
-            restrict,
-        )
+        from jurymeter.stats.estimator_choice import EstimatorChoice
 
-        if self.request.estimator == "balanced":
-            report = self._balanced()
-            report["estimator"] = "balanced"
-            return report
-        layout = self.layout
-        if (self.request.estimator == "auto" and layout is not None and self.no_block is None
-                and layout.observations_in is not None and layout.observations_used == layout.observations_in
-                and not (layout.dropped_systems or layout.dropped_items or layout.dropped_judges)):
-            # Complete: the block uses every observation the records make (each present cell with
-            # all its replicates, and generations), so it holds every record; no pass over the records
-            # for Henderson's cells (10M records: 1.5 s). Every (system, item, judge) cell present is
-            # not enough: uneven replicate counts leave the repeats out of the block (issue 22).
-            report = self._balanced()
-            report["estimator"] = "balanced"
-            report["estimator_note"] = "auto: the data are complete, so the balanced block holds every record"
-            return report
-        table = cells_from_sums(self.sums, self.mode) if self.sums is not None else None
-        self.sums = None  # read: its memory may go
-        cells = table if table is not None else henderson_cells(self.scope.records, self.request)
-        why = self.no_block
-        block = None
-        if layout is None and why is None:
-            try:
-                block = balanced_block(restrict(self.scope.records, self.request), generations=self.mode)
-                layout = block.layout
-            except DesignError as error:
-                why = str(error)
-        if self.request.estimator == "auto" and layout is not None and why is None and not block_dropped(layout, cells):
-            report = self._balanced(block)  # complete: the balanced block is every record (and equal to Henderson's)
-            report["estimator"] = "balanced"
-            report["estimator_note"] = "auto: the data are complete, so the balanced block holds every record"
-            return report
-        if self.request.estimator == "henderson":
-            return henderson_report(cells, self.request, layout=layout, balanced=why)
-        if why is not None:  # auto without a balanced block: every record, or both reasons
-            try:
-                return henderson_report(cells, self.request, layout=layout, balanced=why)
-            except DesignError as error:
-                msg = f"{why}; and every record (estimator 'henderson') cannot be fitted either: {error}"
-                raise DesignError(msg) from error
-        try:
-            return henderson_report(cells, self.request, layout=layout, balanced=why)
-        except DesignError as error:  # auto: every record does not identify the design; the block may
-            report = self._balanced(block)
-            report["estimator"] = "balanced"
-            report["estimator_note"] = f"auto: every record cannot be fitted by Henderson I ({error}); the balanced block"
-            return report
+        choice = EstimatorChoice(self.request, self.scope.records, layout=self.layout, no_block=self.no_block,
+                                 sums=self.sums)
+        self.sums = None  # the choice holds them until read: their memory may go
+        return choice.report(self._balanced)
 
     def finish(self) -> GStudyResult:
         from jurymeter.stats.curves import curves, leaderboard

@@ -44,6 +44,8 @@ from jurymeter.analyses.base import (
 )
 from jurymeter.errors import ConfigError, JurymeterError, NotApplicableError
 from jurymeter.stats.sequential import schemas
+from jurymeter.stats.sequential.policy import MIN_CATEGORY_RATINGS, holdout_batches
+from jurymeter.stats.sequential.policy import pool_rare_categories as pool_categories
 
 if TYPE_CHECKING:
     import numpy as np
@@ -60,10 +62,6 @@ UNITS: Mapping[str, tuple[str, ...]] = {
     "system": ("system_id",), "item": ("item_id",), "output": ("system_id", "item_id"),
 }
 _READ = ("judge_id", "system_id", "item_id", "batch_id", "batch_position", "score")
-# The predictive check refits on the other batches and simulates these held-out ones:
-# a share of the judge's batches, at least this many of them.
-HOLDOUT_SHARE = 0.2
-MIN_HOLDOUT_BATCHES = 5
 # Resamples (and predictive-check sets) by default: the fit's [fit] n_boot, at most this many.
 MAX_RESAMPLES = 200
 
@@ -163,54 +161,12 @@ def _part(name: str, reasons: dict[str, str], run: Callable[[], Any]) -> Any:
 
 def _holdout(records: pl.DataFrame, seed: int) -> tuple[pl.DataFrame, pl.DataFrame] | str:
     """The judge's batches split for the predictive check (fit on one part, check on the other), or why not."""
-    import numpy as np
-
-    batches = records.get_column("batch_id").unique().sort()
-    n_out = max(MIN_HOLDOUT_BATCHES, round(HOLDOUT_SHARE * batches.len()))
-    if batches.len() < 2 * n_out:
-        return (f"the predictive check holds out {n_out} batches and fits the rest: it needs at least "
-                f"{2 * n_out} batches, the judge has {batches.len()}")
-    rng = np.random.default_rng(seed)
-    held = set(batches.gather(rng.choice(batches.len(), size=n_out, replace=False)).to_list())
-    out = pl.col("batch_id").is_in(sorted(held))
-    return records.filter(~out), records.filter(out)
-
-
-# An ordinal category with fewer ratings than this is pooled into its neighbour before the
-# GLMM is fitted: a batch resample would often lack it, and a cutpoint of an empty category
-# has no finite estimate (the refit crawls, or fails).
-MIN_CATEGORY_RATINGS = 10
+    return holdout_batches(records, seed)
 
 
 def pool_rare_categories(records: pl.DataFrame, minimum: int = MIN_CATEGORY_RATINGS) -> tuple[pl.DataFrame, str | None]:
-    """The records with every score category of fewer than ``minimum`` ratings merged into a neighbour, and what was merged.
-
-    Repeatedly, the rarest category (ties: the lowest) joins the adjacent category with more
-    ratings (ties: the one below) and takes its score, until every category has ``minimum``
-    ratings or two are left; a binary scale is left alone. The note names each merge
-    (``"2 -> 3"``), or is ``None`` when nothing was merged.
-    """
-    counts = records.group_by("score").len().sort("score")
-    groups = [[float(v)] for v in counts["score"].to_list()]  # the scores of each category, after merges
-    reps = [g[0] for g in groups]  # the score a category's ratings take
-    sizes = counts["len"].to_list()
-    merged: list[str] = []
-    while len(groups) > 2:
-        k = min(range(len(groups)), key=lambda g: (sizes[g], g))
-        if sizes[k] >= minimum:
-            break
-        into = 1 if k == 0 else k - 1 if k == len(groups) - 1 or sizes[k - 1] >= sizes[k + 1] else k + 1
-        merged.append(f"{'/'.join(f'{v:g}' for v in groups[k])} -> {reps[into]:g}")
-        groups[into] = sorted(groups[into] + groups[k])
-        sizes[into] += sizes[k]
-        del groups[k], sizes[k], reps[k]
-    if not merged:
-        return records, None
-    mapping = {v: rep for group, rep in zip(groups, reps, strict=True) for v in group}
-    pooled = records.with_columns(pl.col("score").cast(pl.Float64).replace_strict(mapping, return_dtype=pl.Float64))
-    note = (f"score categories with fewer than {minimum} ratings pooled into a neighbour before the GLMM: "
-            + ", ".join(merged))
-    return pooled, note
+    """The records with rare score categories pooled (:func:`jurymeter.stats.sequential.policy.pool_rare_categories`)."""
+    return pool_categories(records, minimum)
 
 
 class _SequentialFitting:

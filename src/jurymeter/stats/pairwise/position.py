@@ -64,6 +64,7 @@ import numpy as np
 import polars as pl
 
 from jurymeter.errors import ConfigError, DesignError
+from jurymeter.stats.intervals import percentile_bounds
 from jurymeter.stats.pairwise.games import _column_codes, combine_codes, key_codes, require_games
 
 CONTENT_NOISE_BOUND = 0.5
@@ -219,9 +220,7 @@ def _intervals(stat: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray, 
     high = np.full(point.shape, np.nan)
     some = ~np.isnan(point) & (~np.isnan(draws)).any(axis=0)
     if some.any():
-        alpha = (1.0 - level) / 2.0
-        q = np.nanquantile(draws[:, some], [alpha, 1.0 - alpha], axis=0)
-        low[some], high[some] = q[0], q[1]
+        low[some], high[some] = percentile_bounds(draws[:, some], level, axis=0, keep_inf=True)
     return point, low, high
 
 

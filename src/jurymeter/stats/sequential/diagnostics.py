@@ -89,21 +89,25 @@ from typing import Any
 
 import numpy as np
 import polars as pl
-from scipy.sparse import csr_matrix
 
 from jurymeter.errors import ConfigError, DesignError
+from jurymeter.stats.intervals import percentile_bounds
 from jurymeter.stats.pairwise.position import Estimate
 from jurymeter.stats.sequential.schemas import ENTROPY_SCHEMA, TRANSITION_SCHEMA
 from jurymeter.stats.sequential.schemas import SERIAL_CONTRAST_SCHEMA as CONTRAST_SCHEMA
+from jurymeter.stats.sequential.serial_counts import (
+    Cells,
+    SerialRequest,
+    cells,
+    chains,
+    check_cells,
+    resampled_stats,
+)
 
 ENTROPY_UNIT = "bits"
 """The unit of every entropy here (logarithms to base 2)."""
 MAX_LAG = 3
 """The default largest history length :math:`k` of the conditional entropies ([LiDing2026]_ figure 3)."""
-# Resamples per matrix product: bounds the memory of (resamples x cells) count matrices.
-_BOOT_CHUNK = 256
-# The largest number of (history, current) cells a code may index (int64 headroom).
-_MAX_CELLS = 2**62
 
 BATCH_FIELDS = ("batch_id", "batch_position")
 """The stored fields every serial statistic needs."""
@@ -181,22 +185,10 @@ class SerialDiagnosticsByGroup:
     transitions: pl.DataFrame
 
 
-@dataclass(frozen=True, slots=True)
-class _Request:
-    score: str
-    batch: str
-    position: str
-    categories: tuple[float, ...] | None
-    max_lag: int
-    n_boot: int
-    seed: int
-    level: float
-
-
 def _request(
     records: pl.DataFrame, score: str, batch: str, position: str,
     categories: Sequence[float] | None, max_lag: int, n_boot: int, seed: int, level: float,
-) -> _Request:
+) -> SerialRequest:
     if not isinstance(records, pl.DataFrame):
         msg = f"records must be a polars DataFrame; got {type(records).__name__}"
         raise DesignError(msg)
@@ -232,149 +224,8 @@ def _request(
         if not cats or not all(math.isfinite(c) for c in cats) or list(cats) != sorted(set(cats)):
             msg = f"categories must be finite numbers, increasing, without repeats; got {list(categories)!r}"
             raise ConfigError(msg)
-    return _Request(score, batch, position, cats, max_lag, n_boot, seed, float(level))
+    return SerialRequest(score, batch, position, cats, max_lag, n_boot, seed, float(level))
 
-
-@dataclass(frozen=True, slots=True)
-class _Chains:
-    """Ratings sorted by (batch, position) with their chain offsets, as integer codes."""
-
-    y: np.ndarray        # category code 0..C-1
-    batch: np.ndarray    # batch code 0..B-1 (batches sorted by id)
-    offset: np.ndarray   # place in the chain: 0 at a batch's first rating and after a gap
-    n_batches: int
-    n_breaks: int
-    n_dropped: int
-    categories: tuple[float, ...]
-
-
-def _chains(records: pl.DataFrame, req: _Request) -> _Chains:
-    frame = records.select(
-        pl.col(req.batch).cast(pl.String).alias("b"),
-        pl.col(req.position).cast(pl.Int64).alias("t"),
-        pl.col(req.score).cast(pl.Float64).alias("y"),
-    )
-    usable = frame.filter(
-        pl.col("b").is_not_null() & pl.col("t").is_not_null()
-        & pl.col("y").is_not_null() & pl.col("y").is_finite()
-    )
-    n_dropped = frame.height - usable.height
-    if usable.height == 0:
-        msg = (f"no record has a {req.batch!r}, a {req.position!r} and a finite {req.score!r}"
-               f" ({frame.height} record(s)): serial diagnostics need the fields {req.batch!r} and "
-               f"{req.position!r} on the ratings")
-        raise DesignError(msg)
-    usable = usable.sort("b", "t")
-    dup = usable.select(pl.struct("b", "t").is_duplicated().sum()).item()
-    if dup:
-        msg = (f"records hold {dup} rating(s) sharing a ({req.batch!r}, {req.position!r}) pair: "
-               "pass the records of one judge and item set, one rating per batch position")
-        raise DesignError(msg)
-    values = usable["y"].to_numpy()
-    cats = req.categories if req.categories is not None else tuple(float(v) for v in np.unique(values))
-    cat_arr = np.asarray(cats, dtype=np.float64)
-    code = np.clip(np.searchsorted(cat_arr, values), 0, len(cats) - 1)
-    off_scale = cat_arr[code] != values
-    if off_scale.any():
-        bad = sorted(set(values[off_scale].tolist()))[:5]
-        msg = f"scores {bad} are not among the categories {list(cats)}"
-        raise DesignError(msg)
-    batch = (usable["b"].rank("dense").cast(pl.Int64) - 1).to_numpy()
-    t = usable["t"].to_numpy()
-    n = len(values)
-    new_batch = np.ones(n, dtype=bool)
-    new_batch[1:] = batch[1:] != batch[:-1]
-    gap = np.zeros(n, dtype=bool)
-    gap[1:] = ~new_batch[1:] & (t[1:] != t[:-1] + 1)
-    start = new_batch | gap
-    idx = np.arange(n)
-    offset = idx - np.maximum.accumulate(np.where(start, idx, 0))
-    return _Chains(
-        y=code.astype(np.int64), batch=batch.astype(np.int64), offset=offset.astype(np.int64),
-        n_batches=int(batch.max()) + 1, n_breaks=int(gap.sum()), n_dropped=n_dropped,
-        categories=cats,
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class _Cells:
-    """The observed (lag, history, current) cells and their per-batch counts."""
-
-    counts: csr_matrix   # batches x cells
-    lag: np.ndarray      # per cell
-    history: np.ndarray  # per cell: sum_j Y_{t-j} C^(j-1)
-    current: np.ndarray  # per cell
-
-
-def _cells(ch: _Chains, max_lag: int) -> _Cells:
-    c = len(ch.categories)
-    keys, rows = [], []
-    history = np.zeros(len(ch.y), dtype=np.int64)
-    scale = 1
-    n_hist = 1  # C^k: histories of length k
-    for k in range(max_lag + 1):
-        if k > 0:
-            shifted = np.zeros_like(ch.y)
-            shifted[k:] = ch.y[:-k]
-            history = history + shifted * scale
-            scale *= c
-            n_hist *= c
-        ok = ch.offset >= k
-        cell = history[ok] * c + ch.y[ok]
-        keys.append(np.column_stack([np.full(cell.size, k, dtype=np.int64), cell]))
-        rows.append(ch.batch[ok])
-    key = np.concatenate(keys)
-    uniq, col = np.unique(key, axis=0, return_inverse=True)
-    col = col.reshape(-1)
-    row = np.concatenate(rows)
-    counts = csr_matrix((np.ones(row.size), (row, col)), shape=(ch.n_batches, uniq.shape[0]))
-    return _Cells(counts=counts, lag=uniq[:, 0], history=uniq[:, 1] // c, current=uniq[:, 1] % c)
-
-
-def _xlogx(x: np.ndarray) -> np.ndarray:
-    out = np.zeros_like(x)
-    np.multiply(x, np.log2(x, out=np.zeros_like(x), where=x > 0), out=out, where=x > 0)
-    return out
-
-
-def _boot_stats(
-    total: np.ndarray, cells: _Cells, c: int, max_lag: int, values: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Entropies (r, K+1), transition probabilities (r, C*C) and contrast (r,) of count rows."""
-    r = total.shape[0]
-    ent = np.full((r, max_lag + 1), np.nan)
-    for k in range(max_lag + 1):
-        cols = np.flatnonzero(cells.lag == k)
-        if cols.size == 0:
-            continue
-        n_hy = total[:, cols]
-        hist, inv = np.unique(cells.history[cols], return_inverse=True)
-        to_hist = csr_matrix(
-            (np.ones(cols.size), (inv.reshape(-1), np.arange(cols.size))), shape=(hist.size, cols.size)
-        )
-        n_h = np.asarray(to_hist @ n_hy.T).T
-        n_k = n_h.sum(axis=1)
-        num = _xlogx(n_h).sum(axis=1) - _xlogx(n_hy).sum(axis=1)
-        np.divide(num, n_k, out=ent[:, k], where=n_k > 0)
-    cols1 = np.flatnonzero(cells.lag == 1)
-    table = np.zeros((r, c * c))
-    table[:, cells.history[cols1] * c + cells.current[cols1]] = total[:, cols1]
-    table3 = table.reshape(r, c, c)
-    n_prev = table3.sum(axis=2)
-    prob = np.full((r, c, c), np.nan)
-    np.divide(table3, n_prev[:, :, None], out=prob, where=n_prev[:, :, None] > 0)
-    # least-squares slope of current on previous, centred values
-    v = values - values.mean()
-    n = n_prev.sum(axis=1)
-    n_cur = table3.sum(axis=1)
-    sx, sy = n_prev @ v, n_cur @ v
-    sxx = n_prev @ (v * v)
-    sxy = np.einsum("rab,a,b->r", table3, v, v)
-    den = n * sxx - sx * sx
-    slope = np.full(r, np.nan)
-    defined = ((n_prev > 0).sum(axis=1) >= 2) & (den > 0)
-    np.divide(n * sxy - sx * sy, den, out=slope, where=defined)
-    return ent, prob.reshape(r, c * c), slope
 
 
 def _intervals(point: np.ndarray, draws: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
@@ -383,42 +234,12 @@ def _intervals(point: np.ndarray, draws: np.ndarray, level: float) -> tuple[np.n
     high = np.full(point.shape, np.nan)
     some = ~np.isnan(point) & (~np.isnan(draws)).any(axis=0)
     if some.any():
-        alpha = (1.0 - level) / 2.0
-        q = np.nanquantile(draws[:, some], [alpha, 1.0 - alpha], axis=0)
-        low[some], high[some] = q[0], q[1]
+        low[some], high[some] = percentile_bounds(draws[:, some], level, axis=0, keep_inf=True)
     return low, high
 
 
 def _num(x: float) -> float | None:
     return None if math.isnan(x) else float(x)
-
-
-def batch_weights(n_batches: int, *, n_boot: int, seed: int) -> np.ndarray:
-    """The batch-bootstrap weights: ``n_boot`` multinomial draws of ``n_batches`` over the batches.
-
-    Parameters
-    ----------
-    n_batches
-        Batches :math:`B` (sorted by ``batch_id``).
-    n_boot
-        Resamples.
-    seed
-        Seed of ``numpy.random.default_rng``.
-
-    Returns
-    -------
-    numpy.ndarray
-        ``(n_boot, n_batches)`` integer counts, each row summing to :math:`B`: the
-        number of times each batch is drawn in each resample.
-
-    Examples
-    --------
-    >>> batch_weights(3, n_boot=2, seed=0).sum(axis=1).tolist()
-    [3, 3]
-    """
-    rng = np.random.default_rng(seed)
-    weights: np.ndarray = rng.multinomial(n_batches, np.full(n_batches, 1.0 / n_batches), size=n_boot)
-    return weights
 
 
 def serial_diagnostics(
@@ -450,7 +271,7 @@ def serial_diagnostics(
     n_boot : int, default 1000
         Batch-bootstrap resamples.
     seed : int, default 0
-        Seed of the resampling (:func:`batch_weights`).
+        Seed of the resampling (:func:`jurymeter.stats.sequential.serial_counts.batch_weights`).
     level : float, default 0.95
         Coverage of the percentile intervals.
 
@@ -493,86 +314,21 @@ def serial_diagnostics(
     return _diagnose(records, req)
 
 
-def _diagnose(records: pl.DataFrame, req: _Request) -> SerialDiagnostics:
-    ch = _chains(records, req)
+def _diagnose(records: pl.DataFrame, req: SerialRequest) -> SerialDiagnostics:
+    ch = chains(records, req)
     c = len(ch.categories)
-    if c ** (req.max_lag + 1) >= _MAX_CELLS:
-        msg = f"{c} categories and max_lag {req.max_lag} give too many histories to index; lower max_lag"
-        raise ConfigError(msg)
-    cells = _cells(ch, req.max_lag)
+    check_cells(c, req.max_lag)
+    cell = cells(ch, req.max_lag)
     values = np.asarray(ch.categories, dtype=np.float64)
-    counts_t = cells.counts.T.tocsr()  # cells x batches
-    point_total = np.asarray(counts_t.sum(axis=1)).reshape(1, -1)
-    ent0, prob0, slope0 = _boot_stats(point_total, cells, c, req.max_lag, values)
-    weights = batch_weights(ch.n_batches, n_boot=req.n_boot, seed=req.seed).astype(np.float64)
-    ent_b, prob_b, slope_b = [], [], []
-    for lo in range(0, req.n_boot, _BOOT_CHUNK):
-        w = weights[lo:lo + _BOOT_CHUNK]
-        total = np.asarray(counts_t @ w.T).T
-        e, p, s = _boot_stats(total, cells, c, req.max_lag, values)
-        ent_b.append(e)
-        prob_b.append(p)
-        slope_b.append(s)
-    ent_draws, prob_draws, slope_draws = np.vstack(ent_b), np.vstack(prob_b), np.concatenate(slope_b)
-
-    # point counts
-    lag_counts = np.bincount(cells.lag, weights=point_total[0], minlength=req.max_lag + 1)
+    (ent0, prob0, slope0), (ent_draws, prob_draws, slope_draws), point_total = resampled_stats(
+        cell, c, req.max_lag, values, n_batches=ch.n_batches, n_boot=req.n_boot, seed=req.seed)
+    lag_counts = np.bincount(cell.lag, weights=point_total, minlength=req.max_lag + 1)
     n_pairs = round(float(lag_counts[1]))
-
-    e_low, e_high = _intervals(ent0[0], ent_draws, req.level)
-    ent_rows: dict[str, list[Any]] = {name: [] for name in ENTROPY_SCHEMA}
-    for k in range(req.max_lag + 1):
-        n_k = round(float(lag_counts[k]))
-        value = _num(ent0[0, k])
-        ent_rows["lag"].append(k)
-        ent_rows["n_positions"].append(n_k)
-        ent_rows["n_histories"].append(int(np.unique(cells.history[cells.lag == k]).size))
-        ent_rows["entropy"].append(value)
-        ent_rows["entropy_low"].append(None if value is None else _num(e_low[k]))
-        ent_rows["entropy_high"].append(None if value is None else _num(e_high[k]))
-        ent_rows["reason"].append(
-            None if value is not None else
-            f"no position has {k} consecutive predecessor(s) in its batch"
-        )
-    entropies = pl.DataFrame(ent_rows, schema=ENTROPY_SCHEMA)
-
-    table = np.zeros(c * c)
-    cols1 = np.flatnonzero(cells.lag == 1)
-    table[cells.history[cols1] * c + cells.current[cols1]] = point_total[0, cols1]
-    n_prev = table.reshape(c, c).sum(axis=1)
-    p_low, p_high = _intervals(prob0[0], prob_draws, req.level)
-    prev_idx, cur_idx = np.divmod(np.arange(c * c), c)
-    transitions = pl.DataFrame(
-        {
-            "previous": values[prev_idx],
-            "current": values[cur_idx],
-            "count": np.round(table).astype(np.int64),
-            "n_previous": np.round(n_prev[prev_idx]).astype(np.int64),
-            "probability": [_num(v) for v in prob0[0]],
-            "probability_low": [_num(v) for v in p_low],
-            "probability_high": [_num(v) for v in p_high],
-            "reason": [None if n_prev[a] > 0 else
-                       f"no rating {values[a]:g} was followed by a rating at the next position"
-                       for a in prev_idx],
-        },
-        schema=TRANSITION_SCHEMA,
-    )
-
-    s_low, s_high = _intervals(slope0, slope_draws.reshape(-1, 1), req.level)
-    if n_pairs == 0:
-        contrast = Estimate(None, None, None,
-                            "no batch holds two ratings at consecutive positions")
-    elif math.isnan(slope0[0]):
-        contrast = Estimate(None, None, None,
-                            "every rating followed by another is the same category: the slope on "
-                            "the previous rating is not identified")
-    else:
-        contrast = Estimate(float(slope0[0]), _num(s_low[0]), _num(s_high[0]))
     return SerialDiagnostics(
         categories=ch.categories,
-        serial_contrast=contrast,
-        entropies=entropies,
-        transitions=transitions,
+        serial_contrast=_contrast(slope0, slope_draws, n_pairs, req.level),
+        entropies=_entropy_table(cell, lag_counts, ent0[0], ent_draws, req),
+        transitions=_transition_table(cell, point_total, values, prob0[0], prob_draws, req.level),
         n_ratings=len(ch.y),
         n_batches=ch.n_batches,
         n_pairs=n_pairs,
@@ -583,6 +339,68 @@ def _diagnose(records: pl.DataFrame, req: _Request) -> SerialDiagnostics:
         level=req.level,
         seed=req.seed,
     )
+
+
+def _entropy_table(
+    cell: Cells, lag_counts: np.ndarray, point: np.ndarray, draws: np.ndarray, req: SerialRequest
+) -> pl.DataFrame:
+    """The conditional entropies by history length, with their intervals and nulls."""
+    e_low, e_high = _intervals(point, draws, req.level)
+    ent_rows: dict[str, list[Any]] = {name: [] for name in ENTROPY_SCHEMA}
+    for k in range(req.max_lag + 1):
+        n_k = round(float(lag_counts[k]))
+        value = _num(point[k])
+        ent_rows["lag"].append(k)
+        ent_rows["n_positions"].append(n_k)
+        ent_rows["n_histories"].append(int(np.unique(cell.history[cell.lag == k]).size))
+        ent_rows["entropy"].append(value)
+        ent_rows["entropy_low"].append(None if value is None else _num(e_low[k]))
+        ent_rows["entropy_high"].append(None if value is None else _num(e_high[k]))
+        ent_rows["reason"].append(
+            None if value is not None else
+            f"no position has {k} consecutive predecessor(s) in its batch"
+        )
+    return pl.DataFrame(ent_rows, schema=ENTROPY_SCHEMA)
+
+
+def _transition_table(
+    cell: Cells, point_total: np.ndarray, values: np.ndarray, point: np.ndarray, draws: np.ndarray, level: float
+) -> pl.DataFrame:
+    """The lag-1 transition counts and probabilities, with their intervals and nulls."""
+    c = len(values)
+    table = np.zeros(c * c)
+    cols1 = np.flatnonzero(cell.lag == 1)
+    table[cell.history[cols1] * c + cell.current[cols1]] = point_total[cols1]
+    n_prev = table.reshape(c, c).sum(axis=1)
+    p_low, p_high = _intervals(point, draws, level)
+    prev_idx, cur_idx = np.divmod(np.arange(c * c), c)
+    return pl.DataFrame(
+        {
+            "previous": values[prev_idx],
+            "current": values[cur_idx],
+            "count": np.round(table).astype(np.int64),
+            "n_previous": np.round(n_prev[prev_idx]).astype(np.int64),
+            "probability": [_num(v) for v in point],
+            "probability_low": [_num(v) for v in p_low],
+            "probability_high": [_num(v) for v in p_high],
+            "reason": [None if n_prev[a] > 0 else
+                       f"no rating {values[a]:g} was followed by a rating at the next position"
+                       for a in prev_idx],
+        },
+        schema=TRANSITION_SCHEMA,
+    )
+
+
+def _contrast(slope0: np.ndarray, slope_draws: np.ndarray, n_pairs: int, level: float) -> Estimate:
+    """The lag-1 serial contrast with its interval, or why it is undefined."""
+    s_low, s_high = _intervals(slope0, slope_draws.reshape(-1, 1), level)
+    if n_pairs == 0:
+        return Estimate(None, None, None, "no batch holds two ratings at consecutive positions")
+    if math.isnan(slope0[0]):
+        return Estimate(None, None, None,
+                        "every rating followed by another is the same category: the slope on "
+                        "the previous rating is not identified")
+    return Estimate(float(slope0[0]), _num(s_low[0]), _num(s_high[0]))
 
 
 def serial_diagnostics_by(
@@ -672,3 +490,4 @@ def serial_diagnostics_by(
         entropies=stack(entropies, ENTROPY_SCHEMA),
         transitions=stack(transitions, TRANSITION_SCHEMA),
     )
+
