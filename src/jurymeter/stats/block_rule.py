@@ -20,19 +20,8 @@ import numpy as np
 
 from jurymeter.errors import DesignError
 from jurymeter.stats.block_cells import (
-    AVERAGE_KEYS as AVERAGE_KEYS,
-)
-from jurymeter.stats.block_cells import (
-    DENSE_CELLS_PER_RECORD as DENSE_CELLS_PER_RECORD,
-)
-from jurymeter.stats.block_cells import (
-    FACET_KEYS as FACET_KEYS,
-)
-from jurymeter.stats.block_cells import (
-    CellSums as CellSums,
-)
-from jurymeter.stats.block_cells import (
-    averaged_cells as averaged_cells,
+    FACET_KEYS,
+    CellSums,
 )
 from jurymeter.stats.design import Design
 

@@ -48,15 +48,9 @@ from jurymeter.stats.pairwise.family_support import (
     _units,
 )
 from jurymeter.stats.pairwise.family_tests import (
-    OUTCOME_TOL as OUTCOME_TOL,
-)
-from jurymeter.stats.pairwise.family_tests import (
-    TIE_TOL as TIE_TOL,
-)
-from jurymeter.stats.pairwise.family_tests import (
-    LogprobAssociation as LogprobAssociation,
-)
-from jurymeter.stats.pairwise.family_tests import (
+    OUTCOME_TOL,
+    TIE_TOL,
+    LogprobAssociation,
     _composition,
     _family_abilities,
     _logprob,
@@ -65,6 +59,14 @@ from jurymeter.stats.pairwise.family_tests import (
     _permutation_null,
     _placebo,
 )
+
+__all__ = [
+    "OUTCOME_TOL",
+    "TIE_TOL",
+    "FamilyPreference",
+    "LogprobAssociation",
+    "family_preference",
+]
 
 _NEEDED = ("item_id", "system_x", "system_y", "judge_id", "score_x")
 
