@@ -240,6 +240,7 @@ def select_top(
     >>> top.naive_top[0], top.model_top[0]
     (('u00',), ('u00',))
     """
+    # Long (111 lines) by its numpy docstring (every parameter, the formulas and their sources); the code below is 48 lines.
     cols = _unit_columns(unit, fit)
     n_b = _check_boot(n_boot, seed, boot)
     ks = _ks(k, len(fit.units))
