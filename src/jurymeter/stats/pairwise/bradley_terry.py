@@ -81,7 +81,7 @@ from jurymeter.stats.pairwise.bt_resample import (
     _prompt_sums,
     _refit,
 )
-from jurymeter.stats.pairwise.bt_resample import (
+from jurymeter.stats.pairwise.bt_resample import (  # bench/bradley_terry.py and the tests call it from here
     _batched_newton as _batched_newton,
 )
 
@@ -99,7 +99,6 @@ __all__ = [
     "ComparisonGraphError",
     "ConvergenceError",
     "LengthControl",
-    "_batched_newton",
     "bradley_terry",
     "bt_fit",
     "bt_wins",
@@ -509,10 +508,3 @@ def _rating_table(
     if battle is None:
         table = table.with_columns(pl.lit(None, dtype=pl.Float64).alias(n) for n in ("battle_low", "battle_high", "width_ratio"))
     return table, ratio, [c.systems[k] for k in np.flatnonzero(flat)]
-
-
-# --------------------------------------------------------------------------
-# length control
-# --------------------------------------------------------------------------
-
-
