@@ -266,11 +266,11 @@ def test_dense_paths_fall_back_where_they_do_not_apply() -> None:
 
 @pytest.mark.parametrize("generations", ["average", "facet"])
 def test_group_by_summing_equals_the_batches(monkeypatch: pytest.MonkeyPatch, generations: str) -> None:
-    import jurymeter.stats.blocks as blocks
+    import jurymeter.stats.block_cells as block_cells
 
     records = _messy(7, n_g=3, n_r=2, sparse_ids=True)
     batches = balanced_block(records, generations=generations)
-    monkeypatch.setattr(blocks, "_STREAM_BATCHES", False)
+    monkeypatch.setattr(block_cells, "_STREAM_BATCHES", False)
     _assert_same_block(balanced_block(records, generations=generations), batches)
 
 
@@ -369,7 +369,7 @@ def _names(present: np.ndarray) -> list[list[str]]:
 
 
 def _kept(present: np.ndarray) -> tuple[list[np.ndarray], tuple[int, int, int], np.ndarray]:
-    from jurymeter.stats.blocks import _prune
+    from jurymeter.stats.block_rule import _prune
 
     keep, dropped = _prune(present, _names(present))
     sub = present[np.ix_(*keep)]

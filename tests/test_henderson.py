@@ -245,8 +245,9 @@ def test_sparse_fallback_equals_the_brute_force_definition(
 ) -> None:
     """A crossing too large for count tables (forced here) takes the group-code path: the same brute force."""
     import jurymeter.stats.henderson as henderson
+    import jurymeter.stats.henderson_sums as henderson_sums
 
-    monkeypatch.setattr(henderson, "DENSE_CODES_PER_RECORD", -10**6)
+    monkeypatch.setattr(henderson_sums, "DENSE_CODES_PER_RECORD", -10**6)
     pattern = henderson.RecordPattern.of(frame, spec, facets=columns)
     assert pattern.tensor is None
     fit = pattern.fit()

@@ -51,6 +51,11 @@ from jurymeter.stats.sequential import (
     simulate_sequential,
 )
 from jurymeter.stats.sequential import glmm as G
+from jurymeter.stats.sequential import glmm_bootstrap as GB
+from jurymeter.stats.sequential import glmm_check as GC
+from jurymeter.stats.sequential import glmm_likelihood as GL
+from jurymeter.stats.sequential import glmm_model as GM
+from jurymeter.stats.sequential import glmm_solve as GS
 
 HERE = Path(__file__).parent
 SCRIPT = HERE / "r" / "make_sequential_reference.R"
@@ -117,10 +122,10 @@ needs_r = pytest.mark.skipif(
 )
 
 
-def _design(records: pl.DataFrame, lags: int, initial: G.Initial = "model") -> G._Design:
-    data = G._prepare(records, lags=lags, unit=("item_id",), response="auto", position_effects=True,
+def _design(records: pl.DataFrame, lags: int, initial: G.Initial = "model") -> GM._Design:
+    data = GM._prepare(records, lags=lags, unit=("item_id",), response="auto", position_effects=True,
                       columns=COLUMNS, initial=initial)
-    return G._design(data)
+    return GM._design(data)
 
 
 def _small(response: str, lags: int, seed: int = 5, batches: int = 25, sd: float = 0.9) -> pl.DataFrame:
@@ -170,23 +175,23 @@ def test_the_simulator_draws_the_cumulative_logit_probabilities() -> None:
 def test_the_gradient_equals_finite_differences(response: str, lags: int, initial: G.Initial) -> None:
     d = _design(_small(response, lags), lags, initial)
     rng = np.random.default_rng(1)
-    psi = G._start(d, True) + 0.2 * rng.standard_normal(d.n_beta + d.n_cut + 1)
+    psi = GS._start(d, True) + 0.2 * rng.standard_normal(d.n_beta + d.n_cut + 1)
     weights = rng.integers(0, 3, d.starts.size).astype(float)  # a bootstrap resample's weights
-    nodes = G._nodes(10)
-    st = G._state(d, psi, weights, nodes, True)
+    nodes = GL._nodes(10)
+    st = GL._state(d, psi, weights, nodes, True)
     eye = np.eye(psi.size)
     fd = np.array([
-        (G._state(d, psi + FD_STEP * e, weights, nodes, True).value
-         - G._state(d, psi - FD_STEP * e, weights, nodes, True).value) / (2 * FD_STEP)
+        (GL._state(d, psi + FD_STEP * e, weights, nodes, True).value
+         - GL._state(d, psi - FD_STEP * e, weights, nodes, True).value) / (2 * FD_STEP)
         for e in eye
     ])
     scale = np.abs(fd).max()
     assert np.abs(st.grad - fd).max() < FD_RELATIVE * scale + 1e-6, np.abs(st.grad - fd).max()
     # The optimizer's Hessian (Louis' identity with the nodes held fixed) is near the exact one.
-    hess = G._hessian(d, st, True)
+    hess = GL._hessian(d, st, True)
     fd_h = np.array([
-        (G._state(d, psi + FD_STEP * e, weights, nodes, True).grad
-         - G._state(d, psi - FD_STEP * e, weights, nodes, True).grad) / (2 * FD_STEP)
+        (GL._state(d, psi + FD_STEP * e, weights, nodes, True).grad
+         - GL._state(d, psi - FD_STEP * e, weights, nodes, True).grad) / (2 * FD_STEP)
         for e in eye
     ])
     assert np.abs(hess - fd_h).max() < 1e-4 * np.abs(fd_h).max()
@@ -233,9 +238,9 @@ def test_adaptive_quadrature_equals_brute_force_integration(response: str, lags:
     records = _small(response, lags, batches=6, sd=1.5)
     d = _design(records, lags)
     rng = np.random.default_rng(2)
-    psi = G._start(d, True) + 0.3 * rng.standard_normal(d.n_beta + d.n_cut + 1)
+    psi = GS._start(d, True) + 0.3 * rng.standard_normal(d.n_beta + d.n_cut + 1)
     psi[-1] = 1.5
-    coef = G._coefficients(d, psi, True)
+    coef = GS._coefficients(d, psi, True)
     table = G._table(d, coef)
     est = dict(zip(table["name"], table["estimate"], strict=True))
     data = d.data
@@ -244,7 +249,7 @@ def test_adaptive_quadrature_equals_brute_force_integration(response: str, lags:
     rho = [est[f"rho_{j}"] for j in range(1, lags + 1)]
     cuts = None if response == "binary" else [v for n, v in est.items() if n.startswith("cutpoint")]
     for n_agq, tol in [(30, 1e-9), (10, 1e-5)]:
-        st = G._state(d, psi, np.ones(d.starts.size), G._nodes(n_agq), True)
+        st = GL._state(d, psi, np.ones(d.starts.size), GL._nodes(n_agq), True)
         for b, bid in enumerate(data.batch_ids):
             want = _brute_force_log_marginal(records.filter(pl.col("batch_id") == bid), theta, pos, rho, cuts, 1.5)
             assert st.logl[b] == pytest.approx(want, abs=tol), (n_agq, bid)
@@ -452,14 +457,14 @@ def test_records_without_batch_fields_get_a_message_naming_them() -> None:
 def test_transitions_and_entropies_equal_hand_counts() -> None:
     # two batches: 0 1 1 0 1 and 1 1 -(missing) 0 0
     codes = np.array([[[0, 1, 1, 0, 1], [1, 1, -1, 0, 0]]])
-    trans = G._transitions(codes, 2)[0]
+    trans = GC._transitions(codes, 2)[0]
     # pairs: 0->1, 1->1, 1->0, 0->1 | 1->1, 0->0 : from 0: {1: 2, 0: 1}; from 1: {1: 2, 0: 1}
     assert trans.tolist() == [[1 / 3, 2 / 3], [1 / 3, 2 / 3]]
     h1 = -(1 / 3 * math.log2(1 / 3) + 2 / 3 * math.log2(2 / 3))  # both contexts have the same law
-    assert G._conditional_entropy(codes, 2, 1)[0] == pytest.approx(h1)
+    assert GC._conditional_entropy(codes, 2, 1)[0] == pytest.approx(h1)
     # windows of 3: (0,1,1), (1,1,0), (1,0,1) | none in batch 2: every context seen once, H = 0
-    assert G._conditional_entropy(codes, 2, 2)[0] == pytest.approx(0.0)
-    assert np.isnan(G._conditional_entropy(codes, 2, 5)[0])
+    assert GC._conditional_entropy(codes, 2, 2)[0] == pytest.approx(0.0)
+    assert np.isnan(GC._conditional_entropy(codes, 2, 5)[0])
 
 
 def test_the_predictive_check_flags_a_misfit_and_passes_a_fit() -> None:
@@ -495,7 +500,7 @@ def test_fixed_metric_refits_equal_the_full_optimizers_refits(monkeypatch: pytes
     records = simulate_sequential(rng.normal(0, 1, 12), orders, rng=2, rho=[0.6, -0.3], batch_sd=0.8)
     fit = fit_sequential_glmm(records, lags=2)
     quick = bootstrap_fits(records, fit, n_boot=15, seed=5)
-    monkeypatch.setattr(G, "FIXED_METRIC_STEPS", 0)  # every refit by the full optimizer
+    monkeypatch.setattr(GB, "FIXED_METRIC_STEPS", 0)  # every refit by the full optimizer
     full = bootstrap_fits(records, fit, n_boot=15, seed=5)
     assert quick.n_failed == full.n_failed  # the same resamples refused (separation), before any refit
     # both stop where a Newton step would gain < 1e-6 in log-likelihood: equal well inside any SE

@@ -16,7 +16,7 @@ Rule for the largest balanced block (documented in ``docs/gstudy.md``):
    most observations; then the most judges. Found by a search, not over every
    subset: greedy paths that drop one system or judge at a time (each to the
    block worth most), then flips of one or two systems or judges in or out
-   while that is worth more (:func:`_prune`). Nothing is filled in.
+   while that is worth more (:func:`~jurymeter.stats.block_rule._prune`). Nothing is filled in.
    Worst case: by design the block may hold as little as half the observations
    of the largest one, to keep systems; the search may miss the best block, and
    then the largest block too (it measures "largest" on what it finds). Against
@@ -49,80 +49,59 @@ against.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field, fields
-from typing import Any, Literal, TypeVar
+from collections.abc import Iterator
+from dataclasses import dataclass, fields
+from typing import TypeVar
 
 import numpy as np
 import polars as pl
 
 from jurymeter.errors import DesignError
+from jurymeter.stats.block_cells import (
+    AVERAGE_KEYS,
+    DENSE_CELLS_PER_RECORD,
+    FACET_KEYS,
+    CellSums,
+    _cell_levels,
+    _presence,
+    _sum_cells,
+    averaged_cells,
+)
+from jurymeter.stats.block_rule import (
+    SWAP_CELLS,
+    BalancedBlock,
+    BlockLayout,
+    GenerationMode,
+    _average_x,
+    _BlockPlan,
+    _facet_x,
+    _layout,
+    _no_common_generation,
+    _plans,
+    _prune,
+)
 from jurymeter.stats.design import Design
 
-GenerationMode = Literal["average", "facet"]
+__all__ = [
+    "AVERAGE_KEYS",
+    "CHUNK_CELLS",
+    "DENSE_CELLS_PER_RECORD",
+    "FACET_KEYS",
+    "SWAP_CELLS",
+    "BalancedBlock",
+    "BlockLayout",
+    "BlocksChanged",
+    "CellSums",
+    "FitBlocks",
+    "FitChunks",
+    "GenerationMode",
+    "averaged_cells",
+    "balanced_block",
+    "fit_blocks",
+    "fit_chunks",
+]
+
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class BlockLayout:
-    """What a balanced block is, without its scores: its design, the kept ids and what was left out.
-
-    What a consumer of a block's item chunks needs before the first chunk
-    (:class:`FitChunks`); a :class:`BalancedBlock` is a layout with its array.
-    """
-
-    design: Design
-    systems: tuple[str, ...]
-    items: tuple[str, ...]
-    judges: tuple[str, ...]
-    n_replicates: int
-    n_generations: int
-    completeness: float
-    records_in: int
-    observations_used: int
-    dropped_systems: tuple[str, ...] = ()
-    dropped_items: tuple[str, ...] = ()
-    dropped_judges: tuple[str, ...] = ()
-    notes: tuple[str, ...] = field(default_factory=tuple)
-    # The observations every record makes (present (system, item, judge[, generation],
-    # replicate) cells: what an every-record fit holds), ``None`` where not counted.
-    # The block holds every record only when it uses all of them: every (system,
-    # item, judge) cell present (``completeness``) is not enough with uneven replicates.
-    observations_in: int | None = None
-
-    @property
-    def layout(self) -> BlockLayout:
-        """The layout alone (a :class:`BalancedBlock` without its array)."""
-        names = [f.name for f in fields(BlockLayout)]
-        return BlockLayout(**{name: getattr(self, name) for name in names})
-
-    def summary(self) -> dict[str, object]:
-        return {
-            "systems": len(self.systems),
-            "items": len(self.items),
-            "judges": len(self.judges),
-            "replicates": self.n_replicates,
-            "generations": self.n_generations,
-            "completeness": self.completeness,
-            "records_in": self.records_in,
-            "observations_used": self.observations_used,
-            "dropped_systems": list(self.dropped_systems),
-            "dropped_items": list(self.dropped_items),
-            "dropped_judges": list(self.dropped_judges),
-            "notes": list(self.notes),
-        }
-
-
-@dataclass(frozen=True)
-class BalancedBlock(BlockLayout):
-    """A complete block of scores and what was left out to get it.
-
-    ``x`` has axes (system, item, judge[, replicate]) for ``generations="average"``
-    and (system, item, judge, generation[, replicate]) for ``"facet"``, matching
-    :attr:`design`.
-    """
-
-    x: np.ndarray = field(kw_only=True)
 
 
 def _codes(frame: pl.DataFrame, column: str) -> tuple[np.ndarray, list[str]]:
@@ -131,161 +110,6 @@ def _codes(frame: pl.DataFrame, column: str) -> tuple[np.ndarray, list[str]]:
     return codes.astype(np.int64), levels.to_list()
 
 
-# The dense paths allocate one float per (system, item, judge[, generation], replicate
-# level); beyond this many per input record the polars path is used instead.
-DENSE_CELLS_PER_RECORD = 4
-# ``LazyFrame.collect_batches`` (recent polars; marked unstable there) streams the
-# records through numpy in batches; without it the cells are summed by a streaming
-# polars group-by, which holds a hash table of the cells (about 2-3x more memory).
-_STREAM_BATCHES = hasattr(pl.LazyFrame, "collect_batches")
-
-
-@dataclass(frozen=True)
-class CellSums:
-    """Score sums and record counts per cell of the full cross of the levels present.
-
-    Made by :func:`_sum_cells` for a range of items (all of them, or one chunk).
-    """
-
-    levels: list[list[object]]  # sorted levels of each key column
-    sums: np.ndarray  # float64, one axis per key column
-    counts: np.ndarray  # int32, same shape
-    records: int
-    keys: tuple[str, ...] = ()  # the key columns, one per axis
-
-
-def _level_index(column: str, levels: list[Any]) -> pl.Expr:
-    """Each value's position in the sorted ``levels`` (every value is among them).
-
-    Only element-wise expressions, so the streaming engine keeps to one batch at a
-    time (``replace_strict`` would materialise the column).
-    """
-    if isinstance(levels[0], str):
-        return pl.col(column).cast(pl.Enum(levels)).to_physical().cast(pl.Int64)
-    first, last = int(levels[0]), int(levels[-1])
-    if last - first + 1 == len(levels):
-        return pl.col(column).cast(pl.Int64) - first
-    return pl.col(column).cast(pl.String).cast(pl.Enum([str(v) for v in levels])).to_physical().cast(pl.Int64)
-
-
-def _cell_levels(lazy: pl.LazyFrame, keys: tuple[str, ...]) -> tuple[list[list[Any]], int] | None:
-    """The sorted levels of every key column and the record count, by streaming queries.
-
-    Returns ``None`` (the caller falls back to the polars path) for what the
-    dense paths do not cover: a missing column, id columns that are not text,
-    generation or replicate columns that are not integers, nulls in a key or a
-    score, and cells too sparse to be worth a dense array.
-    """
-    schema = lazy.collect_schema()
-    if any(c not in schema for c in (*keys, "score")):
-        return None  # the polars path raises polars' own error
-    if any(schema[c] != pl.String for c in keys[:3]) or any(not schema[c].is_integer() for c in keys[3:]):
-        return None
-    # One query per column: run together (``collect_all``, or one select) they
-    # peaked at 3x the memory on a store's scan (0.67 against 0.20 GB, 7.5M records).
-    # The last (an integer column) is a group-by that also counts the records and
-    # the null scores: one scan less than a query of its own.
-    level_frames = [lazy.select(pl.col(c).unique().sort()).collect(engine="streaming") for c in keys[:-1]]
-    last = keys[-1]
-    counted = (
-        lazy.group_by(last)
-        .agg(pl.len().alias("n"), pl.col("score").null_count().alias("null_scores"))
-        .sort(last)
-        .collect(engine="streaming")
-    )
-    level_frames.append(counted.select(last))
-    n = int(counted["n"].sum())
-    if not n:
-        msg = "no pointwise records to fit"
-        raise DesignError(msg)
-    if counted["null_scores"].sum() or any(frame.to_series().null_count() for frame in level_frames):
-        return None
-    levels = [frame.to_series().to_list() for frame in level_frames]
-    if int(np.prod([len(v) for v in levels])) > DENSE_CELLS_PER_RECORD * n + 1_000_000:
-        return None
-    return levels, n
-
-
-def _cell_index(keys: tuple[str, ...], levels: list[list[object]], items: tuple[int, int]) -> pl.Expr:
-    """Each record's flat cell index among the items ``items[0] <= k < items[1]`` (axis 1)."""
-    flat: pl.Expr | None = None
-    for axis, (column, values) in enumerate(zip(keys, levels, strict=True)):
-        index, size = _level_index(column, values), len(values)
-        if axis == 1:
-            index, size = index - items[0], items[1] - items[0]
-        flat = index if flat is None else flat * size + index
-    assert flat is not None
-    return flat
-
-
-def _chunk_records(
-    lazy: pl.LazyFrame, keys: tuple[str, ...], levels: list[list[object]], items: tuple[int, int]
-) -> pl.LazyFrame:
-    """The records of the item range (all of them for every item)."""
-    if items == (0, len(levels[1])):
-        return lazy
-    index = _level_index(keys[1], levels[1])
-    return lazy.filter((index >= items[0]) & (index < items[1]))
-
-
-def _sum_cells(
-    lazy: pl.LazyFrame, keys: tuple[str, ...], levels: list[list[object]], records: int, items: tuple[int, int]
-) -> CellSums:
-    """Sum and count the scores per cell of the items ``items`` (one streaming pass).
-
-    Memory is bounded by those items' cells, not by the records: one integer
-    cell index per record, streamed in batches into dense sum and count arrays.
-    """
-    shape = (len(levels[0]), items[1] - items[0], *(len(v) for v in levels[2:]))
-    size = int(np.prod(shape))
-    frame = _chunk_records(lazy, keys, levels, items).select(
-        _cell_index(keys, levels, items).alias("flat"), pl.col("score").cast(pl.Float64)
-    )
-    sums = np.zeros(size)
-    counts = np.zeros(size, dtype=np.int32)
-    if _STREAM_BATCHES:
-        # Record order is kept so sums add up in the same order on every run, and
-        # in every chunking of the items.
-        for batch in frame.collect_batches(maintain_order=True, engine="streaming"):
-            index = batch.get_column("flat").to_numpy()
-            np.add.at(sums, index, batch.get_column("score").to_numpy())
-            np.add.at(counts, index, np.int32(1))  # a typed scalar: numpy's fast path
-    else:  # older polars (also tested)
-        per_cell = frame.group_by("flat").agg(pl.col("score").sum(), pl.len()).collect(engine="streaming")
-        index = per_cell.get_column("flat").to_numpy()
-        sums[index] = per_cell.get_column("score").to_numpy()
-        counts[index] = per_cell.get_column("len").to_numpy()
-    chunk_levels = [levels[0], levels[1][items[0] : items[1]], *levels[2:]]
-    return CellSums(levels=chunk_levels, sums=sums.reshape(shape), counts=counts.reshape(shape), records=records, keys=keys)
-
-
-def _presence(
-    lazy: pl.LazyFrame, keys: tuple[str, ...], levels: list[list[object]], chunks: list[tuple[int, int]]
-) -> np.ndarray:
-    """Which cells hold a record, one byte a cell; what the rules decide on.
-
-    One streaming pass per chunk of items: polars' streaming engine holds about
-    a batch of every key column per record it has read ahead, so one pass over
-    all records peaked at +0.45 GB for 25M records against +0.12 GB in chunks
-    of 2M cells, in about the same time (ad-hoc, ``bench/_work``).
-    """
-    shape = tuple(len(v) for v in levels)
-    has = np.zeros(shape, dtype=bool)
-    for items in chunks:
-        frame = _chunk_records(lazy, keys, levels, items).select(_cell_index(keys, levels, items).alias("flat"))
-        part = np.zeros((shape[0], items[1] - items[0], *shape[2:]), dtype=bool)
-        flat = part.reshape(-1)  # a view: setting it sets ``part``
-        if _STREAM_BATCHES:
-            for batch in frame.collect_batches(engine="streaming"):
-                flat[batch.get_column("flat").to_numpy()] = True
-        else:  # older polars
-            flat[frame.unique().collect(engine="streaming").get_column("flat").to_numpy()] = True
-        has[:, items[0] : items[1]] = part
-    return has
-
-
-FACET_KEYS = ("system_id", "item_id", "judge_id", "generation", "replicate")
-AVERAGE_KEYS = ("system_id", "item_id", "judge_id", "replicate")
 # Cells read at a time by fit_chunks: sums and counts take 12 bytes a cell, and
 # the chunk's block arrays and the fits' temporaries a few times that (about 0.1
 # GB in all for this many). A fit with more cells is read item chunk by item
@@ -293,187 +117,6 @@ AVERAGE_KEYS = ("system_id", "item_id", "judge_id", "replicate")
 # chunks, so its peak does not grow with its records; one of fewer cells is read
 # in one scan. Smaller chunks cost a scan of the fit's records each.
 CHUNK_CELLS = 2_000_000
-
-
-def averaged_cells(cells: CellSums) -> CellSums:
-    """The (system, item, judge, replicate) cells of facet-keyed cells: sums and counts over generations."""
-    if cells.keys == AVERAGE_KEYS:
-        return cells
-    systems, items, judges, _, replicates = cells.levels
-    return CellSums(
-        levels=[systems, items, judges, replicates],
-        sums=cells.sums.sum(axis=3),
-        counts=cells.counts.sum(axis=3, dtype=np.int32),
-        records=cells.records,
-        keys=AVERAGE_KEYS,
-    )
-
-
-@dataclass(frozen=True)
-class _BlockPlan:
-    """Rules 1-3 decided on the presence of every cell: what each item chunk keeps."""
-
-    keep: list[np.ndarray]  # kept systems, items, judges
-    dropped: list[list[str]]
-    completeness: float
-    n_replicates: int
-    n_generations: int
-    spec: str
-    notes: tuple[str, ...]
-    observations_in: int  # present cells of the mode's keys (BlockLayout.observations_in)
-
-    def chunk_keep(self, items: tuple[int, int]) -> list[np.ndarray]:
-        return [self.keep[0], self.keep[1][items[0] : items[1]], self.keep[2]]
-
-
-def _pick(keep: list[np.ndarray], *arrays: np.ndarray) -> list[np.ndarray]:
-    """The kept (system, item, judge) levels of arrays with those three leading axes."""
-    if all(mask.all() for mask in keep):
-        return list(arrays)
-    rest = arrays[0].shape[3:]
-    pick = np.ix_(*keep, *(np.ones(n, dtype=bool) for n in rest))
-    return [a[pick] for a in arrays]
-
-
-def _replicate_notes(n_replicates: int) -> list[str]:
-    if n_replicates > 1:
-        return []
-    return ["one replicate per cell: the replicate facet is confounded with the residual"]
-
-
-def _fewest_replicates(has: np.ndarray) -> int:
-    """Rule 3's ``k``: the smallest count of present levels on the last axis.
-
-    Counted in 16 bits where the levels allow: an int64 count per cell was the
-    largest array of a plan (8 bytes a (system, item, judge, generation) cell,
-    against the presence's 1 byte a cell).
-    """
-    if has.all():  # complete (speculative blocks): every count is the axis's length
-        return int(has.shape[-1])
-    dtype = np.uint16 if has.shape[-1] < 2**16 else np.int64
-    return int(has.sum(axis=-1, dtype=dtype).min())
-
-
-def _average_plan(has: np.ndarray, names: list[list[str]]) -> _BlockPlan:
-    """Rules 2-3 with generations averaged, on (system, item, judge, replicate) presence."""
-    present = np.any(has, axis=3)
-    keep, dropped = _prune(present, tuple(names))
-    (kept,) = _pick(keep, has)
-    k = _fewest_replicates(kept)  # rule 3
-    return _BlockPlan(
-        keep=keep, dropped=dropped, completeness=float(present.mean()), n_replicates=k, n_generations=1,
-        spec="s x i x j" + (" x r:sij" if k > 1 else ""), notes=tuple(_replicate_notes(k)),
-        observations_in=int(np.count_nonzero(has)),
-    )
-
-
-def _average_x(cells: CellSums, plan: _BlockPlan, items: tuple[int, int]) -> np.ndarray:
-    """The averaged block's scores of the items ``items``, from their (s, i, j, r) cells."""
-    has, sums, counts = _pick(plan.chunk_keep(items), cells.counts > 0, cells.sums, cells.counts)
-    means = sums / np.maximum(counts, 1)
-    del sums, counts
-    x = _first_replicates(means, has, plan.n_replicates)
-    return x if plan.n_replicates > 1 else x[..., 0]
-
-
-def _chosen_generations(complete: np.ndarray, n_generations: int) -> np.ndarray | None:
-    """Rule 1: per (system, item), the positions of its first ``n_generations`` complete generations."""
-    if n_generations == complete.shape[2]:
-        return None
-    chosen = complete & (np.cumsum(complete, axis=2) <= n_generations)
-    position = np.nonzero(chosen)[2].reshape(*complete.shape[:2], n_generations)
-    return position[:, :, None, :, None]
-
-
-def _facet_plan(has: np.ndarray, names: list[list[str]]) -> _BlockPlan:
-    """Rules 1-3 with generations as a facet, on (system, item, judge, generation, replicate) presence."""
-    present = np.any(has, axis=(3, 4))
-    observations_in = int(np.count_nonzero(has))
-    keep, dropped = _prune(present, tuple(names))
-    (has,) = _pick(keep, has)
-    # Rule 1: generations judged by every kept judge, indexed within (system, item).
-    complete = np.any(has, axis=4).all(axis=2)  # (system, item, generation)
-    n_generations = int(complete.sum(axis=2).min())
-    if n_generations < 1:
-        raise DesignError(_no_common_generation([names[2][k] for k in np.flatnonzero(keep[2])]))
-    position = _chosen_generations(complete, n_generations)
-    if position is not None:
-        has = np.take_along_axis(has, position, axis=3)
-    k = _fewest_replicates(has)
-    notes = _replicate_notes(k)
-    spec = "s x i x j"
-    if n_generations < 2:
-        notes.append("fewer than two generations in some cell: the generation facet is dropped")
-    else:
-        spec += " x g:si"
-    if k > 1:
-        spec += " x r:" + ("sijg" if n_generations > 1 else "sij")
-    return _BlockPlan(
-        keep=keep, dropped=dropped, completeness=float(present.mean()), n_replicates=k,
-        n_generations=n_generations, spec=spec, notes=tuple(notes), observations_in=observations_in,
-    )
-
-
-def _no_common_generation(judges: list[str]) -> str:
-    """The facet rule's error: which facet lacks a level, and what a user can do."""
-    return (
-        "generations='facet': some system-item pair has no generation seen by every judge of the "
-        f"block ({', '.join(judges)}), so the block has no level of the generation facet; average "
-        "the generations instead (generations='average': the gstudy command's --generations average), "
-        "or add records of one generation of each item scored by every one of these judges"
-    )
-
-
-def _facet_x(cells: CellSums, plan: _BlockPlan, items: tuple[int, int]) -> np.ndarray:
-    """The generation-facet block's scores of the items ``items``, from their facet-keyed cells."""
-    # One record per present cell (checked before planning): the sum is its score.
-    has, x = _pick(plan.chunk_keep(items), cells.counts.astype(bool), cells.sums)
-    position = _chosen_generations(np.any(has, axis=4).all(axis=2), plan.n_generations)
-    if position is not None:
-        has = np.take_along_axis(has, position, axis=3)
-        x = np.take_along_axis(x, position, axis=3)
-    x = _first_replicates(x, has, plan.n_replicates)
-    if plan.n_replicates == 1:
-        x = x[..., 0]
-    if plan.n_generations < 2:
-        x = x[:, :, :, 0]
-    return x
-
-
-def _first_replicates(values: np.ndarray, has: np.ndarray, k: int) -> np.ndarray:
-    """Rule 3 on the last axis: the first ``k`` present levels of every cell."""
-    if k == has.shape[-1]:
-        return values  # every cell has every replicate level: nothing to select
-    rank = np.cumsum(has, axis=-1, dtype=np.int32) - 1
-    take = has & (rank < k)
-    x = np.empty((*has.shape[:-1], k))
-    index: tuple[np.ndarray, ...] = np.nonzero(take)
-    x[(*index[:-1], rank[take])] = values[take]
-    return x
-
-
-def _layout(plan: _BlockPlan, levels: list[list[object]], records: int) -> BlockLayout:
-    """The layout of a dense path's block: its design, the kept ids and what was dropped."""
-    systems, items, judges = levels[:3]
-    kept = [np.flatnonzero(mask) for mask in plan.keep]
-    design = Design.parse(plan.spec)
-    sizes = {"s": len(kept[0]), "i": len(kept[1]), "j": len(kept[2]), "g": plan.n_generations, "r": plan.n_replicates}
-    return BlockLayout(
-        design=design,
-        systems=tuple(str(systems[i]) for i in kept[0]),
-        items=tuple(str(items[i]) for i in kept[1]),
-        judges=tuple(str(judges[i]) for i in kept[2]),
-        n_replicates=plan.n_replicates,
-        n_generations=plan.n_generations,
-        completeness=plan.completeness,
-        records_in=records,
-        observations_used=int(np.prod([sizes[f] for f in design.facets])),
-        dropped_systems=tuple(plan.dropped[0]),
-        dropped_items=tuple(plan.dropped[1]),
-        dropped_judges=tuple(plan.dropped[2]),
-        notes=plan.notes,
-        observations_in=plan.observations_in,
-    )
 
 
 def _or_raise(found: T | DesignError | None) -> T | None:
@@ -696,26 +339,6 @@ def fit_chunks(
     return FitChunks(lazy, keys, levels, n, _plans(has, modes, levels, keys, n), chunks, whole, speculative)
 
 
-def _plans(
-    has: np.ndarray, modes: tuple[GenerationMode, ...] | list[str], levels: list[list[Any]],
-    keys: tuple[str, ...], n: int,
-) -> dict[str, _BlockPlan | DesignError | None]:
-    """Each mode's rules 1-3 decided on the presence ``has`` of every cell (facet-keyed or not)."""
-    names = levels[:3]
-    plans: dict[str, _BlockPlan | DesignError | None] = {}
-    for mode in modes:
-        try:
-            if mode == "average":
-                plans[mode] = _average_plan(np.any(has, axis=3) if keys == FACET_KEYS else has, names)
-            elif int(has.sum()) == n:  # one record per cell; repeats: the polars path ranks them
-                plans[mode] = _facet_plan(has, names)
-            else:
-                plans[mode] = None
-        except DesignError as exc:
-            plans[mode] = exc
-    return plans
-
-
 def fit_blocks(
     records: pl.LazyFrame | pl.DataFrame,
     modes: tuple[GenerationMode, ...] = ("average",),
@@ -772,160 +395,6 @@ def _facet_block_dense(lazy: pl.LazyFrame) -> BalancedBlock | None:
     return fit_blocks(lazy, ("facet",), chunk_cells=_ONE_SCAN).block("facet")
 
 
-# A block of rule 2 is (kept systems, kept items, kept judges); the items of one
-# are every item complete over its systems and judges (the most any block on them has).
-_State = tuple[np.ndarray, np.ndarray, np.ndarray]
-
-
-def _size(state: _State) -> tuple[int, int, int]:
-    return int(state[0].sum()), int(state[1].sum()), int(state[2].sum())
-
-
-def _path(present: np.ndarray, worth: Any, names: Sequence[list[str]]) -> list[_State]:
-    """Rule 2's greedy search: drop one system or judge at a time, down to one of each.
-
-    Each step drops the system or judge (never the last one of either) whose
-    block is worth most (``worth(systems, items, judges)``), its items every item
-    complete over the systems and judges kept; ties go to the candidate leaving
-    fewer missing cells among the kept systems and judges (this steers the search
-    while no item is complete), then to a judge before a system, then to the
-    larger id. Returns every block on the way, the first with every level.
-
-    Kept up to date by subtraction: the missing cells of every (system, item) over
-    the kept judges and of every (judge, item) over the kept systems, so a step
-    costs O((systems + judges) x items), not a pass over the presence array.
-    """
-    n_s, _, n_j = present.shape
-    miss_si = n_j - present.sum(axis=2, dtype=np.int32)  # (system, item), over the kept judges
-    miss_ji = n_s - present.sum(axis=0, dtype=np.int32).T  # (judge, item), over the kept systems
-    total = miss_si.sum(axis=0)  # missing cells of every item among the kept systems and judges
-    ks, kj = np.ones(n_s, dtype=bool), np.ones(n_j, dtype=bool)
-    states: list[_State] = [(ks.copy(), total == 0, kj.copy())]
-    while ks.sum() > 1 or kj.sum() > 1:
-        ns, nj = int(ks.sum()), int(kj.sum())
-        best: tuple[Any, ...] | None = None
-        chosen = (0, 0)
-        for axis, kept, miss in ((0, ks, miss_si), (2, kj, miss_ji)):
-            if kept.sum() < 2:
-                continue
-            idx = np.flatnonzero(kept)
-            rest = total[None, :] - miss[idx]  # each candidate's missing cells per item once dropped
-            complete = (rest == 0).sum(axis=1)
-            left = rest.sum(axis=1)
-            for pos, at in enumerate(idx):
-                sizes = (ns - 1, int(complete[pos]), nj) if axis == 0 else (ns, int(complete[pos]), nj - 1)
-                rank = (worth(*sizes), -int(left[pos]), axis, names[axis][at])
-                if best is None or rank > best:
-                    best, chosen = rank, (axis, int(at))
-        axis, level = chosen
-        if axis == 0:
-            ks[level] = False
-            total -= miss_si[level]
-            miss_ji -= (~present[level]).T
-        else:
-            kj[level] = False
-            total -= miss_ji[level]
-            miss_si -= ~present[:, :, level]
-        states.append((ks.copy(), total == 0, kj.copy()))
-    return states
-
-
-def _size_of(state: _State) -> int:
-    return int(np.prod(_size(state)))
-
-
-# Pairs of flips (two systems or judges in or out of the block) are tried while
-# their evaluations cost at most this many cell reads; beyond it, single flips.
-SWAP_CELLS = 50_000_000
-
-
-def _improve(present: np.ndarray, state: _State, worth: Any) -> _State:
-    """Local search after the greedy paths: flip one or two systems or judges (in or out) while worth more.
-
-    Never leaves a facet without a level; the items of a block are every item
-    complete over its systems and judges.
-    """
-    n_s, _, n_j = present.shape
-    swaps = (n_s + n_j) ** 2 * present.size <= SWAP_CELLS
-    every_item = np.ones(present.shape[1], dtype=bool)
-    absent = ~present
-    while True:
-        ks, _, kj = state
-        # Missing cells of every (system, item) over the kept judges and of every
-        # (judge, item) over the kept systems: a single flip's items are then one
-        # O(items) sum, not a pass over the presence (the pairs below read it).
-        miss_si = absent[:, :, kj].sum(axis=2, dtype=np.int32)
-        miss_ji = absent[ks].sum(axis=0, dtype=np.int32).T
-        total = miss_si[ks].sum(axis=0)
-        flips = [(0, k) for k in range(n_s)] + [(2, k) for k in range(n_j)]
-        moves = [[f] for f in flips]
-        if swaps:
-            moves += [[f, g] for f in flips for g in flips if f < g]
-        current = worth(*_size(state))
-        best: _State | None = None
-        for move in moves:
-            new = [ks.copy(), kj.copy()]
-            for axis, k in move:
-                new[axis // 2][k] = not new[axis // 2][k]
-            if not new[0].any() or not new[1].any():
-                continue
-            if len(move) == 1:
-                axis, k = move[0]
-                # a system's own missing cells over the kept judges (or a judge's over the kept
-                # systems) leave or join the total; a joining judge's are over the kept systems too
-                change = miss_si[k] if axis == 0 else miss_ji[k]
-                items = total - change == 0 if (ks if axis == 0 else kj)[k] else total + change == 0
-            else:
-                items = present[np.ix_(new[0], every_item, new[1])].all(axis=(0, 2))
-            candidate = (new[0], np.asarray(items), new[1])
-            if worth(*_size(candidate)) > current and (best is None or worth(*_size(candidate)) > worth(*_size(best))):
-                best = candidate
-        if best is None:
-            return state
-        state = best
-
-
-def _prune(
-    present: np.ndarray, names: Sequence[list[str]]  # the system, item and judge ids
-) -> tuple[list[np.ndarray], list[list[str]]]:
-    """The module's rule 2 on a (system, item, judge) presence array: which levels stay."""
-    keep = [np.ones(n, dtype=bool) for n in present.shape]
-    dropped: list[list[str]] = [[], [], []]
-    if present.size and present.all():  # nothing missing: what the search below finds
-        return keep, dropped
-    if not present.any():  # pragma: no cover - the callers have at least one record
-        msg = "no balanced block: no (system, item, judge) cell holds a score"
-        raise DesignError(msg)
-
-    def observations(ns: int, ni: int, nj: int) -> tuple[int, int, int]:
-        return ns * ni * nj, ns, nj
-
-    # The largest block the search finds (a first pass), and the best 1 x items x 1
-    # block (exact: the most items of one system and one judge).
-    states = _path(present, observations, names)
-    per_pair = present.sum(axis=1)
-    s0, j0 = np.unravel_index(int(np.argmax(per_pair)), per_pair.shape)
-    ks, kj = np.zeros(present.shape[0], dtype=bool), np.zeros(present.shape[2], dtype=bool)
-    ks[s0] = kj[j0] = True
-    states.append((ks, present[s0, :, j0].copy(), kj))
-    largest = _size_of(_improve(present, max(states, key=lambda st: observations(*_size(st))), observations))
-
-    def worth(ns: int, ni: int, nj: int) -> tuple[bool, int, int, int]:
-        # The most systems among blocks of at least half the largest block's
-        # observations, then the most observations, then the most judges.
-        enough = 2 * ns * ni * nj >= largest
-        return enough, ns if enough else 0, ns * ni * nj, nj
-
-    def judges_first(ns: int, ni: int, nj: int) -> tuple[int, tuple[bool, int, int, int]]:
-        return ns, worth(ns, ni, nj)  # a system goes only once one judge is left
-
-    states += _path(present, worth, names) + _path(present, judges_first, names)
-    chosen = _improve(present, max(states, key=lambda state: worth(*_size(state))), worth)  # the first of equals
-    keep = [chosen[0].copy(), chosen[1].copy(), chosen[2].copy()]
-    dropped = [[names[axis][k] for k in np.flatnonzero(~keep[axis])] for axis in range(3)]
-    return keep, dropped
-
-
 def balanced_block(
     records: pl.DataFrame | pl.LazyFrame,
     *,
@@ -945,8 +414,6 @@ def balanced_block(
     :func:`fit_blocks` and falls back here for a mode it returns ``None`` for.
     """
     lazy = records.lazy() if isinstance(records, pl.DataFrame) else records
-    needed = ["system_id", "item_id", "judge_id", "generation", "replicate", "score"]
-    keys = ["system_id", "item_id", "judge_id"]
     if generations == "average":
         fast = _average_block_dense(lazy)
     elif generations == "facet":
@@ -956,8 +423,13 @@ def balanced_block(
         raise DesignError(msg)
     if fast is not None:
         return fast
-    # The polars path: the reference the dense paths are tested against, and what
-    # runs where they return None. It collects per-record data.
+    return _polars_block(lazy, generations)
+
+
+def _polars_cells(lazy: pl.LazyFrame, generations: GenerationMode) -> tuple[pl.DataFrame, int, int]:
+    """The polars path's cells (generations averaged, or one row per record), the records in and the generations."""
+    needed = ["system_id", "item_id", "judge_id", "generation", "replicate", "score"]
+    keys = ["system_id", "item_id", "judge_id"]
     if generations == "average":
         cells = (
             lazy.select(needed)
@@ -974,8 +446,14 @@ def balanced_block(
     if not cells.height:
         msg = "no pointwise records to fit"
         raise DesignError(msg)
-    observations_in = cells.height  # one per (system, item, judge, replicate), or per record (facet)
+    return cells, records_in, n_generations
 
+
+def _polars_block(lazy: pl.LazyFrame, generations: GenerationMode) -> BalancedBlock:
+    """Rules 1-3 by polars group-bys: the reference the dense paths are tested against, and
+    what runs where they return None. It collects per-record data."""
+    cells, records_in, n_generations = _polars_cells(lazy, generations)
+    observations_in = cells.height  # one per (system, item, judge, replicate), or per record (facet)
     s_code, systems = _codes(cells, "system_id")
     i_code, items = _codes(cells, "item_id")
     j_code, judges = _codes(cells, "judge_id")
@@ -983,54 +461,17 @@ def balanced_block(
     present[s_code, i_code, j_code] = True
     completeness = float(present.mean())
     keep, dropped = _prune(present, (systems, items, judges))
-    names = (systems, items, judges)
     kept_s, kept_i, kept_j = (np.flatnonzero(k) for k in keep)
-    remap = [np.full(len(n), -1, dtype=np.int64) for n in names]
-    for axis, kept in enumerate((kept_s, kept_i, kept_j)):
-        remap[axis][kept] = np.arange(len(kept))
-    s_new, i_new, j_new = remap[0][s_code], remap[1][i_code], remap[2][j_code]
-    inside = (s_new >= 0) & (i_new >= 0) & (j_new >= 0)
-    if not inside.all():
-        cells = cells.filter(pl.Series(inside))
-        s_new, i_new, j_new = s_new[inside], i_new[inside], j_new[inside]
-    cells = cells.with_columns(pl.Series("__s", s_new), pl.Series("__i", i_new), pl.Series("__j", j_new))
+    cells = _kept_cells(cells, (s_code, i_code, j_code), (kept_s, kept_i, kept_j), (systems, items, judges))
     notes: list[str] = []
     group = ["__s", "__i", "__j"]
     if generations == "facet":
-        # Generations judged by every kept judge, indexed within (system, item).
-        complete = (
-            cells.group_by(["__s", "__i", "generation"])
-            .agg(pl.col("__j").n_unique().alias("__nj"))
-            .filter(pl.col("__nj") == len(kept_j))
-            .with_columns(
-                (pl.col("generation").rank("ordinal").over(["__s", "__i"]).cast(pl.Int64) - 1).alias("__g")
-            )
-        )
-        per_pair = complete.group_by(["__s", "__i"]).agg(pl.len().alias("g"))
-        n_pairs = len(kept_s) * len(kept_i)
-        n_generations = int(per_pair["g"].min()) if per_pair.height == n_pairs else 0  # type: ignore[arg-type]  # polars types Series.min() as any Python value or None: of a count column it is an int
-        if n_generations < 1:
-            raise DesignError(_no_common_generation([judges[k] for k in kept_j]))
-        cells = cells.join(
-            complete.select("__s", "__i", "generation", "__g"), on=["__s", "__i", "generation"]
-        ).filter(pl.col("__g") < n_generations)
+        cells, n_generations = _common_generations(cells, len(kept_s) * len(kept_i), [judges[k] for k in kept_j])
         group = [*group, "__g"]
     n_cells = int(np.prod([len(kept_s), len(kept_i), len(kept_j)])) * (
         n_generations if generations == "facet" else 1
     )
-    replicate = cells["replicate"]
-    k = cells.height // n_cells if n_cells else 0
-    if k >= 1 and cells.height == n_cells * k and replicate.min() == 0 and replicate.max() == k - 1:
-        # Keys are unique per cell, so k distinct indices in [0, k) per cell are
-        # exactly 0..k-1: the index already is the rank (the common, complete case).
-        cells = cells.with_columns(pl.col("replicate").alias("__r"))
-        n_replicates = k
-    else:
-        cells = cells.with_columns(
-            (pl.col("replicate").rank("ordinal").over(group).cast(pl.Int64) - 1).alias("__r")
-        )
-        n_replicates = int(cells.group_by(group).agg(pl.len().alias("n"))["n"].min())  # type: ignore[arg-type]  # as above: a count column's min is an int
-    cells = cells.filter(pl.col("__r") < n_replicates)
+    cells, n_replicates = _polars_replicates(cells, group, n_cells)
     if n_replicates == 1:
         notes.append("one replicate per cell: the replicate facet is confounded with the residual")
     shape = [len(kept_s), len(kept_i), len(kept_j)]
@@ -1069,3 +510,60 @@ def balanced_block(
         notes=tuple(notes),
         observations_in=observations_in,
     )
+
+
+def _kept_cells(
+    cells: pl.DataFrame,
+    codes: tuple[np.ndarray, np.ndarray, np.ndarray],
+    kept: tuple[np.ndarray, np.ndarray, np.ndarray],
+    names: tuple[list[str], list[str], list[str]],
+) -> pl.DataFrame:
+    """The cells of the kept systems, items and judges, with their codes in the block (``__s``, ``__i``, ``__j``)."""
+    remap = [np.full(len(n), -1, dtype=np.int64) for n in names]
+    for axis, kept_axis in enumerate(kept):
+        remap[axis][kept_axis] = np.arange(len(kept_axis))
+    s_new, i_new, j_new = remap[0][codes[0]], remap[1][codes[1]], remap[2][codes[2]]
+    inside = (s_new >= 0) & (i_new >= 0) & (j_new >= 0)
+    if not inside.all():
+        cells = cells.filter(pl.Series(inside))
+        s_new, i_new, j_new = s_new[inside], i_new[inside], j_new[inside]
+    return cells.with_columns(pl.Series("__s", s_new), pl.Series("__i", i_new), pl.Series("__j", j_new))
+
+
+def _common_generations(cells: pl.DataFrame, n_pairs: int, kept_judges: list[str]) -> tuple[pl.DataFrame, int]:
+    """Rule 1 with generations as a facet: the first generations every kept judge judged in every
+    (system, item) pair, indexed within the pair (``__g``), and how many."""
+    # Generations judged by every kept judge, indexed within (system, item).
+    complete = (
+        cells.group_by(["__s", "__i", "generation"])
+        .agg(pl.col("__j").n_unique().alias("__nj"))
+        .filter(pl.col("__nj") == len(kept_judges))
+        .with_columns(
+            (pl.col("generation").rank("ordinal").over(["__s", "__i"]).cast(pl.Int64) - 1).alias("__g")
+        )
+    )
+    per_pair = complete.group_by(["__s", "__i"]).agg(pl.len().alias("g"))
+    n_generations = int(per_pair["g"].min()) if per_pair.height == n_pairs else 0  # type: ignore[arg-type]  # polars types Series.min() as any Python value or None: of a count column it is an int
+    if n_generations < 1:
+        raise DesignError(_no_common_generation(kept_judges))
+    cells = cells.join(
+        complete.select("__s", "__i", "generation", "__g"), on=["__s", "__i", "generation"]
+    ).filter(pl.col("__g") < n_generations)
+    return cells, n_generations
+
+
+def _polars_replicates(cells: pl.DataFrame, group: list[str], n_cells: int) -> tuple[pl.DataFrame, int]:
+    """Rule 3: the first ``k`` replicates of every cell (ranked within it, ``__r``), ``k`` the fewest any cell has."""
+    replicate = cells["replicate"]
+    k = cells.height // n_cells if n_cells else 0
+    if k >= 1 and cells.height == n_cells * k and replicate.min() == 0 and replicate.max() == k - 1:
+        # Keys are unique per cell, so k distinct indices in [0, k) per cell are
+        # exactly 0..k-1: the index already is the rank (the common, complete case).
+        cells = cells.with_columns(pl.col("replicate").alias("__r"))
+        n_replicates = k
+    else:
+        cells = cells.with_columns(
+            (pl.col("replicate").rank("ordinal").over(group).cast(pl.Int64) - 1).alias("__r")
+        )
+        n_replicates = int(cells.group_by(group).agg(pl.len().alias("n"))["n"].min())  # type: ignore[arg-type]  # as above: a count column's min is an int
+    return cells.filter(pl.col("__r") < n_replicates), n_replicates
