@@ -424,3 +424,29 @@ def test_missing_columns_and_bad_scores_are_design_errors() -> None:
         bt_wins(frame)
     with pytest.raises(DesignError, match=r"missing \['judge_id'\]"):
         bt_wins(frame.drop("judge_id"))
+
+
+def test_a_flat_battle_interval_leaves_width_ratio_undefined_with_a_note_naming_the_systems() -> None:
+    """Soft scores of one pair all in one score cell: the battle bootstrap never moves the ratings.
+
+    The ratio of widths is then 0/0 (it was inf with a divide warning on real data): NaN for those systems,
+    a note naming them, and no warning.
+    """
+    import warnings
+
+    rng = np.random.default_rng(0)
+    n = 30
+    records = pl.DataFrame({
+        "item_id": [f"i{k}" for k in range(n)], "judge_id": ["j"] * n, "system_a": ["a"] * n,
+        "system_b": ["b"] * n, "generation": [0] * n, "replicate": [0] * n, "winner": [None] * n,
+        "preference": rng.uniform(0.61, 0.64, n),
+    }, schema_overrides={"winner": pl.String})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        bt = bradley_terry(reconcile(games(records)), n_boot=50, seed=0)
+    rows = bt.table.sort("system_id")
+    assert rows["battle_low"].to_list() == rows["battle_high"].to_list()  # the flat battle interval itself
+    assert all(v is None or math.isnan(v) for v in rows["width_ratio"].to_list())
+    assert math.isnan(bt.width_ratio)
+    [note] = [n for n in bt.notes if n.startswith("width_ratio is null")]
+    assert "a, b" in note
