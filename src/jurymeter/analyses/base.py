@@ -16,7 +16,8 @@ An analysis says:
 - its tidy tables and their schemas (:attr:`Analysis.tables`, :meth:`Analysis.tabulate`);
 - its entry in the run summary (:attr:`Analysis.headline`, :meth:`Analysis.summarize`);
 - its section of the report page and its figures (:meth:`Analysis.section`);
-- its CLI command (:meth:`Analysis.register_command`);
+- its command, as data (:attr:`Analysis.command`: a :class:`~jurymeter.analyses.commands.Command`
+  the CLI builds the typer command from; the analysis never imports the CLI);
 - the numbers the run history follows from run to run (:attr:`Analysis.tracked`,
   :class:`Tracked`: read back from the published tables, never refitted).
 
@@ -39,7 +40,6 @@ from jurymeter.errors import ConfigError
 
 if TYPE_CHECKING:
     import numpy as np
-    import typer
     from polars._typing import PolarsDataType
 
     from jurymeter.render.html import SectionBuilder
@@ -137,7 +137,12 @@ class Tracked:
 
 @dataclass(frozen=True, slots=True)
 class FitSettings:
-    """The settings every analysis of a fit shares (``[fit]`` in the configuration)."""
+    """The settings every analysis of a fit shares (``[fit]`` in the configuration).
+
+    Checked when built (:data:`jurymeter.analyses.commands.FIT_SETTINGS_RULES`):
+    an :class:`~jurymeter.analyses.commands.OptionError` names the field, which the
+    configuration reader and the CLI rename to the key or flag the user wrote.
+    """
 
     judges: tuple[str, ...] | None = None  # the judge universe (None = every judge)
     systems: tuple[str, ...] | None = None  # the system population (None = every system)
@@ -146,6 +151,11 @@ class FitSettings:
     target: float = 0.8
     generations: str = "average"
     interval: str = "pivotal"
+
+    def __post_init__(self) -> None:
+        from jurymeter.analyses.commands import FIT_SETTINGS_RULES, check
+
+        check(self, FIT_SETTINGS_RULES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,7 +236,10 @@ class Analysis(ABC, Generic[Result, Options]):
         The keys of :meth:`summarize`, in order.
     options_type : type
         A frozen dataclass of the analysis's own options (``[fit.<name>]``, or
-        its CLI command's flags), every field with a default.
+        its CLI command's flags), every field with a default; what each field
+        admits is its command's :class:`~jurymeter.analyses.commands.Flag` rule.
+    command : str or None
+        ``"module:ATTRIBUTE"`` of its :class:`~jurymeter.analyses.commands.Command`.
     tracked : tuple of Tracked
         The numbers the run history follows across published runs (may be empty).
     """
@@ -250,6 +263,10 @@ class Analysis(ABC, Generic[Result, Options]):
     reads_judge_health: ClassVar[bool] = False
     # The numbers the run history follows across published runs (:class:`Tracked`).
     tracked: ClassVar[tuple[Tracked, ...]] = ()
+    # Its command, as data: "module:ATTRIBUTE" of a jurymeter.analyses.commands.Command,
+    # imported only by the CLI (so the analysis imports neither its command nor the CLI);
+    # None: no command of its own.
+    command: ClassVar[str | None] = None
 
     def applies(self, item_set: ItemSet) -> str | None:
         """``None`` when the analysis can fit this item set; else why not (said once by the run)."""
@@ -283,10 +300,6 @@ class Analysis(ABC, Generic[Result, Options]):
     def section(self, page: SectionBuilder) -> None:
         """Write this analysis's part of one fit's report section (tables from ``page.rows``)."""
 
-    @abstractmethod
-    def register_command(self, app: typer.Typer) -> None:
-        """Add this analysis's command to the CLI."""
-
     def sentence(self, part: Mapping[str, Any], context: HeadlineContext) -> str | None:
         """This analysis's clause of a fit's headline (the index page, ``jurymeter run``'s last lines).
 
@@ -299,6 +312,7 @@ class Analysis(ABC, Generic[Result, Options]):
     # ------------------------------------------------------------ helpers
 
     def default_options(self) -> Options:
+        """Its options record with every field at its default."""
         return self.options_type()
 
     def table(self, name: str) -> Table:

@@ -32,7 +32,6 @@ from jurymeter.errors import JurymeterError, NotApplicableError
 
 if TYPE_CHECKING:
     import numpy as np
-    import typer
 
     from jurymeter.render.html import SectionBuilder
     from jurymeter.stats.blocks import BlockLayout, FitChunks, GenerationMode
@@ -215,10 +214,8 @@ class CyclicAnalysis(Analysis[CyclicResult, CyclicOptions]):
             return None
         return f"largest judge offset on one system {part['strongest_offset']:.2f} points"
 
-    def register_command(self, app: typer.Typer) -> None:
-        from jurymeter.analyses.cyclic.command import register
-
-        register(app)
+    # Its command, as data (imported by the CLI only): jurymeter.analyses.cyclic.command.
+    command = "jurymeter.analyses.cyclic.command:COMMAND"
 
 
 CYCLIC = CyclicAnalysis()

@@ -34,7 +34,6 @@ from jurymeter.errors import DesignError, NotApplicableError
 
 if TYPE_CHECKING:
     import numpy as np
-    import typer
 
     from jurymeter.render.html import SectionBuilder
     from jurymeter.stats.blocks import BalancedBlock, BlockLayout, FitChunks, GenerationMode
@@ -435,10 +434,8 @@ class GStudyAnalysis(Analysis[GStudyResult, GStudyOptions]):
                            f"harshest {part.get('harsh_judge')} {part['harsh_offset']:+.2f} points")
         return "; ".join(clauses) or None
 
-    def register_command(self, app: typer.Typer) -> None:
-        from jurymeter.analyses.gstudy.command import register
-
-        register(app)
+    # Its command, as data (imported by the CLI only): jurymeter.analyses.gstudy.command.
+    command = "jurymeter.analyses.gstudy.command:COMMAND"
 
 
 GSTUDY = GStudyAnalysis()

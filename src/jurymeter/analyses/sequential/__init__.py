@@ -36,7 +36,6 @@ from jurymeter.stats.sequential import schemas
 
 if TYPE_CHECKING:
     import numpy as np
-    import typer
 
     from jurymeter.render.html import SectionBuilder
     from jurymeter.stats.blocks import FitChunks, GenerationMode
@@ -477,10 +476,8 @@ class SequentialAnalysis(Analysis[SequentialResult, SequentialOptions]):
                        else f", a different top system by the average and by the model for {differ} judge(s)")
         return clause
 
-    def register_command(self, app: typer.Typer) -> None:
-        from jurymeter.analyses.sequential.command import register
-
-        register(app)
+    # Its command, as data (imported by the CLI only): jurymeter.analyses.sequential.command.
+    command = "jurymeter.analyses.sequential.command:COMMAND"
 
 
 SEQUENTIAL = SequentialAnalysis()
