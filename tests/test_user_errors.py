@@ -176,6 +176,14 @@ def test_demo_in_a_folder_that_cannot_be_made(tmp_path: Path) -> None:
     _one_line(["demo", "--workdir", str(blocker / "demo")], "--workdir")
 
 
+def test_a_path_that_cannot_be_written(store: Store, tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    _one_line(["gstudy", "--store", store.url, "--item-set", "sim-chat", "--boot", "20",
+               "--screened-out", str(blocker / "screened.txt")], "--screened-out")
+    _one_line(["plan", "--store", store.url, "--item-set", "sim-chat", "--out", str(blocker / "plan.csv")], "--out")
+
+
 def test_the_choice_lists_are_the_statistics_own() -> None:
     from jurymeter.analyses.commands import GENERATION_MODES, INTERVAL_METHODS
     from jurymeter.analyses.gstudy import ESTIMATOR_CHOICES, HENDERSON_INTERVAL_CHOICES

@@ -161,8 +161,6 @@ class Command:
         Its own flags, in ``--help`` order (every command also takes ``--item-set``,
         ``--store``, ``--storage-option``, ``--config``, ``--universe``,
         ``--population`` and ``--json``).
-    protocol : str
-        The protocol of the item sets it fits.
     title : str
         The analysis as an error names it (``"the G-study cannot run on ..."``).
     show : callable or None
@@ -177,15 +175,12 @@ class Command:
     item_set_help: str
     flags: tuple[Flag, ...]
     title: str
-    protocol: str = "pointwise"
     show: Callable[[dict[str, Any]], None] | None = None
     outputs: tuple[Output, ...] = ()
     names: tuple[str, ...] = ("item_set",)
 
-    def rules(self, *, settings: bool) -> dict[str, Rule]:
-        """The rules of its flags' fields: of FitSettings (``settings``) or of its own options."""
-        if settings:
-            return dict(FIT_SETTINGS_RULES)
+    def option_rules(self) -> dict[str, Rule]:
+        """What each field of the analysis's own options admits (its flags' rules; ``FitSettings`` has its own)."""
         return {f.field: f.rule for f in self.flags if not f.settings and f.rule is not None}
 
 

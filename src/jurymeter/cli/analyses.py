@@ -33,7 +33,7 @@ from jurymeter.cli.common import (
     pairs,
     run_command,
 )
-from jurymeter.errors import DesignError
+from jurymeter.errors import ConfigError, DesignError
 from jurymeter.render.text import err, print_json, safe_text
 
 if TYPE_CHECKING:
@@ -176,7 +176,11 @@ def run_analysis(name: str, command: Command, given: Mapping[str, Any], typed: M
     for output in command.outputs:
         path = given.get(_param(output.flag))
         if path is not None:
-            output.write(report, path)
+            try:
+                output.write(report, path)
+            except OSError as exc:  # a folder that is not there, no permission: the user's path
+                msg = f"{output.flag} {path}: cannot write ({exc.strerror or type(exc).__name__})"
+                raise ConfigError(msg) from None
     if given.get("as_json") or command.show is None:
         print_json(report)
         return

@@ -119,13 +119,17 @@ def write_table(table: pl.DataFrame, out_path: Path) -> None:
     if suffix not in (".csv", ".jsonl", ".ndjson", ".parquet"):
         msg = f"--out must end in .csv, .jsonl or .parquet, got {out_path.name!r}"
         raise ConfigError(msg)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    if suffix == ".csv":
-        table.write_csv(out_path)
-    elif suffix == ".parquet":
-        table.write_parquet(out_path)
-    else:
-        table.write_ndjson(out_path)
+    try:
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        if suffix == ".csv":
+            table.write_csv(out_path)
+        elif suffix == ".parquet":
+            table.write_parquet(out_path)
+        else:
+            table.write_ndjson(out_path)
+    except OSError as exc:  # a file in the way, no permission: the user's path, said in one line
+        msg = f"--out {out_path}: cannot write ({exc.strerror or type(exc).__name__})"
+        raise ConfigError(msg) from None
 
 
 def ids_from_file(path: Path | None) -> list[str] | None:

@@ -251,7 +251,7 @@ def _fit_section(table: Any, path: str, given: Mapping[str, str]) -> FitConfig:
     for name, values in subtables.items():
         default = known[name].default_options()
         command = command_of(known[name].command)
-        rules = command.rules(settings=False) if command else {}
+        rules = command.option_rules() if command else {}
 
         def option_key(field: str, name: str = name) -> str:
             return given.get(f"fit.{name}.{field}", f"{path} [fit.{name}] {field}")

@@ -77,7 +77,6 @@ COMMAND = Command(
     help="Position bias, order reversals, judge agreement, Bradley-Terry ratings, family preference, pairwise G-study.",
     item_set_help="Pairwise item set to analyse",
     title="the pairwise analysis",
-    protocol="pairwise",
     flags=(
         Flag("n_boot", "--boot", "Prompt-bootstrap resamples", Rule(low=1, integer=True)),
         Flag("n_perm", "--permutations", "Permutations of the family test", Rule(low=1, integer=True)),
