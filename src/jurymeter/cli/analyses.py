@@ -18,7 +18,7 @@ import dataclasses
 import inspect
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.text import Text
@@ -58,8 +58,6 @@ def _shared(name: str, annotation: Any, default: Any = None) -> inspect.Paramete
 
 def _own(flag: Flag, record_type: type) -> inspect.Parameter:
     """The typer parameter of one declared flag: its type and default from the record's field."""
-    from typing import Annotated
-
     default = {f.name: f.default for f in dataclasses.fields(record_type)}[flag.field]
     kind = str if flag.parse is not None else field_kind(record_type, flag.field)
     if flag.parse is not None:
@@ -75,8 +73,6 @@ def _param(flag: str) -> str:
 
 def analysis_command(analysis: Analysis[Any, Any], command: Command) -> Callable[..., None]:
     """The typer command function of one analysis: a signature built from the declaration."""
-    from typing import Annotated
-
     from jurymeter.analyses.base import FitSettings
 
     params = [
