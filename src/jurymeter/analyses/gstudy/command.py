@@ -30,6 +30,15 @@ def write_screened(report: Mapping[str, Any], path: Path) -> None:
 
 
 def print_gstudy(report: dict[str, Any]) -> None:
+    """The G-study report for a terminal: the block, the components, the D-study, the checks."""
+    _print_block(report)
+    _print_components(report)
+    _print_dstudy(report)
+    _print_checks(report)
+
+
+def _print_block(report: dict[str, Any]) -> None:
+    """What was fitted: the names, the design and block, the estimator, what was dropped and the notes."""
     block = report["block"]
     out.print(
         f"item set {safe_text(report['item_set'])}  universe {safe_text(report['universe'])}  population "
@@ -51,6 +60,10 @@ def print_gstudy(report: dict[str, Any]) -> None:
         out.print(f"note: {safe_text(note)}", markup=False)
     for note in report.get("design_notes") or []:
         out.print(f"design {report['design']} (block {report.get('block_design')}): {safe_text(note)}", markup=False)
+
+
+def _print_components(report: dict[str, Any]) -> None:
+    """The variance components with their shares and intervals, and which draws gave the intervals."""
     table = Table(title="variance components", title_justify="left")
     for col in ("component", "raw", "share", "95% interval"):
         table.add_column(col, justify="left" if col == "component" else "right")
@@ -63,6 +76,17 @@ def print_gstudy(report: dict[str, Any]) -> None:
     if iv.get("method"):  # which draws gave the intervals (an every-record fit's choice and why)
         out.print(f"intervals: {iv['method']}, {iv.get('n_boot')} draws"
                   + (f"; {safe_text(iv['method_note'])}" if iv.get("method_note") else ""), markup=False)
+
+
+def _unset(report: dict[str, Any], key: str | None) -> str:
+    """How a null prints: "never" when its reason says the target is never reached, else n/a."""
+    reasons = report.get("null_reasons") or {}
+    return "never" if key is not None and str(reasons.get(key, "")).startswith("never") else "n/a"
+
+
+def _print_dstudy(report: dict[str, Any]) -> None:
+    """The D-study table (estimates and intervals) and the sizing sentence."""
+    iv = report["intervals"]
     rows = [
         ("E rho^2 (native)", report["erho2"], iv["erho2"]),
         ("Phi (native)", report["phi"], iv["phi"]),
@@ -77,29 +101,29 @@ def print_gstudy(report: dict[str, Any]) -> None:
     d = Table(title="D-study", title_justify="left")
     for col in ("quantity", "estimate", "95% interval"):
         d.add_column(col, justify="left" if col == "quantity" else "right")
-    reasons = report.get("null_reasons") or {}
-
-    def unset(key: str | None) -> str:
-        """How a null prints: "never" when its reason says the target is never reached, else n/a."""
-        return "never" if key is not None and str(reasons.get(key, "")).startswith("never") else "n/a"
-
     # judges/items needed: null means "never reached", unless a reason says it cannot be estimated.
     never = {"judges needed (30 items, 3 runs)": "judges_needed", "items needed (1 judge, 1 run)": "items_needed"}
     for name, value, interval in rows:
         key = never.get(name)
         d.add_row(
-            name, fmt(value, none=unset(key)),
+            name, fmt(value, none=_unset(report, key)),
             f"[{fmt_bound(interval.get('low'))}, {fmt_bound(interval.get('high'))}]" if interval else "",
         )
     out.print(d)
     out.print(
         f"P(ceiling >= 0.8) = {fmt(report['p_ceiling_at_least_0_8'])}; judges needed for "
         f"E rho^2 >= {report['target']} at 30 items, 3 runs: "
-        f"{fmt(report['judges_needed'], none=unset('judges_needed'))}; "
+        f"{fmt(report['judges_needed'], none=_unset(report, 'judges_needed'))}; "
         f"items needed at 1 judge, 1 run: "
-        f"{fmt(report['items_needed'], none=unset('items_needed'))}",
+        f"{fmt(report['items_needed'], none=_unset(report, 'items_needed'))}",
         markup=False,
     )
+
+
+def _print_checks(report: dict[str, Any]) -> None:
+    """Budget optima, the naive bootstrap, rank reliability, ensembles, the nested design, items and notes."""
+    block = report["block"]
+    reasons = report.get("null_reasons") or {}
     for budget, best in report["budget_optimum"].items():
         if best is None or best.get("n_i") is None:
             out.print(f"budget {budget} calls: no optimum can be estimated", markup=False)
