@@ -155,6 +155,13 @@ def test_the_other_commands_name_their_flags(args: list[str], flag: str, store: 
     _one_line([*args, "--store", store.url, "--item-set", "sim-chat"], flag)
 
 
+def test_run_workers_zero_names_the_flag(store: Store, tmp_path: Path) -> None:
+    config = _config(store, tmp_path)
+    _one_line(["run", "--config", str(config), "--workers", "0"], "--workers must be at least 1, got 0")
+    config = _config(store, tmp_path, "[dask]\nthreads_per_worker = 0\n")
+    _one_line(["run", "--config", str(config)], "c.toml [dask] threads_per_worker must be at least 1")
+
+
 def test_a_config_key_outside_what_it_admits_names_the_key(store: Store, tmp_path: Path) -> None:
     config = _config(store, tmp_path, "[fit.pairwise]\nn_boot = 0\n")
     _one_line(["gstudy", "--config", str(config), "--item-set", "sim-chat"], "c.toml [fit.pairwise] n_boot",

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 
+from jurymeter.analyses.commands import Rule
 from jurymeter.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -172,7 +173,7 @@ def _build(settings: dict[str, Any], where: str, given: Mapping[str, str] | None
         msg = f"{where}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(_TOP))})"
         raise ConfigError(msg)
     fit = _fit_section(settings.get("fit", {}), where, given)
-    dask = _section(settings.get("dask", {}), DaskConfig(), f"{where} [dask]")
+    dask = _dask_section(settings.get("dask", {}), where, given)
     universes = _levels(settings.get("universes", {}), f"{where} [universes]")
     populations = _levels(settings.get("populations", {}), f"{where} [populations]")
     for name in fit.universes:
@@ -261,6 +262,21 @@ def _fit_section(table: Any, path: str, given: Mapping[str, str]) -> FitConfig:
     if not fit.cyclic:  # the older key for leaving CyclicJudge out: the same as naming the others
         fit = replace(fit, analyses=tuple(a for a in (fit.analyses or tuple(known)) if a != "cyclic"))
     return replace(fit, options=options)
+
+
+# What [dask]'s numbers admit (a LocalCluster of no worker would fail only once started).
+DASK_RULES = {"workers": Rule(low=1, integer=True), "threads_per_worker": Rule(low=1, integer=True),
+              "retries": Rule(low=0, integer=True)}
+
+
+def _dask_section(table: Any, path: str, given: Mapping[str, str]) -> DaskConfig:
+    """``[dask]``, each number checked (:data:`DASK_RULES`); an error names the key, variable or flag."""
+    from jurymeter.analyses.commands import build
+
+    def key(field: str) -> str:
+        return given.get(f"dask.{field}", f"{path} [dask] {field}")
+
+    return build(DaskConfig, _values(table, DaskConfig(), f"{path} [dask]", key), DASK_RULES, key)  # type: ignore[no-any-return]
 
 
 def _levels(table: Any, where: str) -> dict[str, tuple[str, ...]]:
