@@ -30,8 +30,8 @@ from jurymeter.cli.common import (
     StorageOpt,
     StoreOpt,
     UniverseOpt,
-    pairs,
     run_command,
+    run_config,
 )
 from jurymeter.errors import ConfigError, DesignError
 from jurymeter.render.text import err, print_json, safe_text
@@ -100,19 +100,6 @@ def analysis_command(analysis: Analysis[Any, Any], command: Command) -> Callable
     run.__doc__ = command.help
     run.__name__ = analysis.name
     return run
-
-
-def run_config(config: Path | None, store: str | None, storage_option: list[str] | None,
-               overrides: Mapping[str, Any] | None = None, flags: Mapping[str, str] | None = None) -> RunConfig:
-    """``--config`` read as ``jurymeter run`` reads it, ``--store``, ``--storage-option`` and ``overrides`` applied."""
-    from jurymeter.pipeline.config import load_config
-
-    applied: dict[str, Any] = {"store": store, **(overrides or {})}
-    named: dict[str, str] = {"store": "--store", **(flags or {})}
-    for key, value in pairs(storage_option, "--storage-option").items():
-        applied[f"storage_options.{key}"] = value
-        named[f"storage_options.{key}"] = "--storage-option"
-    return load_config(config, overrides=applied, flags=named)
 
 
 def overrides_of(name: str, command: Command, typed: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:

@@ -11,8 +11,7 @@ analyses' printouts use them too).
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TypeVar
 
@@ -26,6 +25,7 @@ if TYPE_CHECKING:
     from rich.progress import Progress
 
     from jurymeter.io.store import Store
+    from jurymeter.pipeline.config import RunConfig
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -64,24 +64,27 @@ def pairs(values: list[str] | None, what: str) -> dict[str, str]:
     return out_
 
 
-def load_config(path: Path | None) -> dict[str, Any]:
-    path = path or (Path(p) if (p := os.environ.get("JURYMETER_CONFIG")) else None)
-    if path is None:
-        return {}
-    from jurymeter.pipeline.config import read_toml
+def run_config(config: Path | None, store: str | None, storage_option: list[str] | None,
+               overrides: Mapping[str, Any] | None = None, flags: Mapping[str, str] | None = None) -> RunConfig:
+    """``--config`` read as ``jurymeter run`` reads it (:func:`jurymeter.pipeline.config.load_config`: the file or
+    ``$JURYMETER_CONFIG``, the environment, every value checked), ``--store``, ``--storage-option`` and
+    ``overrides`` applied; ``flags`` names the flag of each override (for its error)."""
+    from jurymeter.pipeline.config import load_config
 
-    return read_toml(path)
+    applied: dict[str, Any] = {"store": store, **(overrides or {})}
+    named: dict[str, str] = {"store": "--store", **(flags or {})}
+    for key, value in pairs(storage_option, "--storage-option").items():
+        applied[f"storage_options.{key}"] = value
+        named[f"storage_options.{key}"] = "--storage-option"
+    return load_config(config, overrides=applied, flags=named)
 
 
 def open_store(store: str | None, storage_option: list[str] | None, config: Path | None) -> Store:
-    from jurymeter.io.store import Store, default_store_url
+    """The store of ``--store`` (else the configuration's), with the configuration's and the flags' storage options."""
+    from jurymeter.io.store import Store
 
-    settings = load_config(config)
-    options = {
-        **{str(k): v for k, v in settings.get("storage_options", {}).items()},
-        **pairs(storage_option, "--storage-option"),
-    }
-    return Store(store or settings.get("store") or default_store_url(), options)
+    settings = run_config(config, store, storage_option)
+    return Store(settings.store, settings.storage_options)
 
 
 def run_command(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:

@@ -80,7 +80,8 @@ def _plan_components(components: str | None, item_set: str | None, store: str | 
     if item_set is None:
         msg = "a cost-weighted plan needs --components or an --item-set to fit them from"
         raise ConfigError(msg)
-    from jurymeter.cli.analyses import fit_report, run_config
+    from jurymeter.cli.analyses import fit_report
+    from jurymeter.cli.common import run_config
     from jurymeter.cyclic.fit import mean_components
 
     # CyclicJudge on the item set through the nightly run's fit path (the store checked,

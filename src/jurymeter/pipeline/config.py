@@ -83,7 +83,8 @@ class RunConfig:
     store: str = DEFAULT_STORE
     landing: str | None = DEFAULT_LANDING  # None or a missing folder: nothing to ingest
     home: str = DEFAULT_HOME  # Prefect's home (database, logs) and other run state
-    storage_options: dict[str, str] = field(default_factory=dict)
+    # Text values (s3fs_options parses booleans and numbers), and tables as they are (``client_kwargs``).
+    storage_options: dict[str, Any] = field(default_factory=dict)
     scale: tuple[float, float] | None = None  # declared score range of ingested dumps
     column_map: dict[str, str] = field(default_factory=dict)
     log_format: str = "auto"  # `format`: how landed dumps are read (io.adapters; "auto" recognises each)
@@ -202,7 +203,8 @@ def _build(settings: dict[str, Any], where: str, given: Mapping[str, str] | None
         store=str(settings.get("store", DEFAULT_STORE)),
         landing=str(landing) if landing else None,
         home=str(settings.get("home", DEFAULT_HOME)),
-        storage_options={str(k): str(v) for k, v in settings.get("storage_options", {}).items()},
+        storage_options={str(k): v if isinstance(v, dict) else str(v)
+                         for k, v in settings.get("storage_options", {}).items()},
         scale=scale,
         column_map={str(k): str(v) for k, v in settings.get("map", {}).items()},
         log_format=str(log_format),
