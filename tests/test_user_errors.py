@@ -11,6 +11,9 @@ a child of this one afterwards (psutil).
 from __future__ import annotations
 
 import contextlib
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -99,6 +102,20 @@ def test_every_analysis_command_checks_its_universe_and_population(store: Store,
 def test_run_universe_naming_a_judge_the_item_set_lacks(store: Store, tmp_path: Path) -> None:
     config = _config(store, tmp_path, TYPO + '[fit]\nuniverses = ["all", "typo"]\n')
     _one_line(["run", "--config", str(config)], "[universes] typo", "'jduge-b'")
+
+
+def test_run_universe_typo_in_a_real_process_starts_no_prefect(store: Store, tmp_path: Path) -> None:
+    # A process of its own: its stderr is the user's terminal, and Prefect's home (made
+    # first when the run's environment starts) must not exist afterwards.
+    config = _config(store, tmp_path, TYPO + '[fit]\nuniverses = ["all", "typo"]\n')
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "DASK_", "JURYMETER_"))}
+    result = subprocess.run([sys.executable, "-m", "jurymeter.cli", "run", "--config", str(config)],
+                            capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    assert result.stderr.strip().count("\n") == 0, result.stderr
+    assert "[universes] typo" in result.stderr
+    assert not (tmp_path / "home" / "prefect").exists()
 
 
 def test_run_universe_typo_with_dumps_in_the_landing_is_found_before_anything_starts(
