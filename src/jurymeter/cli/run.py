@@ -21,6 +21,7 @@ from jurymeter.cli.common import (
 )
 from jurymeter.cli.plans import simulate_dump_to
 from jurymeter.errors import ConfigError
+from jurymeter.pipeline.config import DEFAULT_HOME, DaskConfig
 from jurymeter.render.text import err, fmt, out, safe_text
 
 if TYPE_CHECKING:
@@ -40,13 +41,13 @@ def run(
         typer.Option("--scheduler", help="Dask scheduler address [default: $DASK_SCHEDULER_ADDRESS or a LocalCluster]"),
     ] = None,
     workers: Annotated[
-        int | None, typer.Option("--workers", help="LocalCluster worker processes [default: 2]")
+        int | None, typer.Option("--workers", help=f"LocalCluster worker processes [default: {DaskConfig().workers}]")
     ] = None,
     n_boot: Annotated[int | None, typer.Option("--boot", help="Bootstrap resamples per fit")] = None,
     force: Annotated[bool, typer.Option("--force", help="Refit even when inputs are unchanged")] = False,
     no_report: Annotated[bool, typer.Option("--no-report", help="Skip the HTML report")] = False,
     home: Annotated[
-        str | None, typer.Option("--home", help="Run state folder (Prefect's database and logs) [default: .jurymeter]")
+        str | None, typer.Option("--home", help=f"Run state folder (Prefect's database and logs) [default: {DEFAULT_HOME}]")
     ] = None,
 ) -> None:
     """The nightly flow: ingest what landed, fit every item set on Dask, publish results and report.
