@@ -7,7 +7,7 @@ Independent reference: the dropped levels and the counts worked out by plain
 Python over the records (a system is kept when it has every item that the
 other systems have; an item is kept when every kept system has all judges on
 it: the obvious block of this hand-built case), not by the block rule's code. Checked in ``summary.json``, the nightly
-printout (:func:`jurymeter.cli.app.print_run_summary`), ``jurymeter gstudy``
+printout (:func:`jurymeter.cli.run.print_run_summary`), ``jurymeter gstudy``
 and the report page.
 """
 
@@ -67,11 +67,11 @@ def _by_hand(records: list[dict]) -> tuple[dict[str, Any], dict[str, int]]:
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    from jurymeter.cli.common import out
     from jurymeter.pipeline.cache import run_fits
     from jurymeter.pipeline.config import load_config
     from jurymeter.pipeline.jobs import plan_fits
     from jurymeter.pipeline.publish import publish_run
+    from jurymeter.render.text import out
 
     root = tmp_path_factory.mktemp("dropped")
     records = _records()
@@ -87,7 +87,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     assert [o.status for o in outcomes] == ["fitted"], outcomes[0].error
     summary = publish_run(store, "holes-run", config=config, started="t", ingest_report=None,
                           outcomes=outcomes, timings={})
-    from jurymeter.cli.app import print_run_summary
+    from jurymeter.cli.run import print_run_summary
 
     with out.capture() as printed:
         print_run_summary(summary, ingest_printed=True)

@@ -190,8 +190,8 @@ def test_report_summary_prints_the_alerts_and_headlines_and_report_rebuilds_ever
 
 
 def test_the_run_printout_ends_with_the_alerts_and_the_headlines(run: Path) -> None:
-    from jurymeter.cli.app import print_run_summary
-    from jurymeter.cli.common import out
+    from jurymeter.cli.run import print_run_summary
+    from jurymeter.render.text import out
 
     summary = _json(run / "summary.json")
     with out.capture() as captured:

@@ -955,7 +955,7 @@ def test_the_example_config_holds_exactly_the_defaults() -> None:
 
 
 def test_printing_a_run_with_no_fits_says_what_to_do(capsys: pytest.CaptureFixture[str]) -> None:
-    from jurymeter.cli.app import print_run_summary
+    from jurymeter.cli.run import print_run_summary
 
     print_run_summary(
         {"run_id": "r", "status": "complete", "store": "s", "landing": "in", "ingest": None,

@@ -92,7 +92,7 @@ def test_the_config_option_help_names_the_storage_options_table() -> None:
 def test_the_run_summary_prints_headlines_skipped_item_sets_and_timings_in_seconds(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from jurymeter.cli.app import print_run_summary
+    from jurymeter.cli.run import print_run_summary
 
     summary = {
         "run_id": "r1", "status": "complete", "store": "/s", "ingest": None,

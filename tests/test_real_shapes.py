@@ -148,12 +148,12 @@ def _arena_records() -> tuple[list[dict[str, Any]], dict[str, int]]:
 
 def _nightly(store: Store, root: Path, run_id: str, fit: str) -> dict[str, Any]:
     """The nightly run's fit path (plan, fit, publish), its printout, and the page rebuilt by ``jurymeter report``."""
-    from jurymeter.cli.app import print_run_summary
-    from jurymeter.cli.common import out
+    from jurymeter.cli.run import print_run_summary
     from jurymeter.pipeline.cache import run_fits
     from jurymeter.pipeline.config import load_config
     from jurymeter.pipeline.jobs import plan_fits
     from jurymeter.pipeline.publish import publish_run
+    from jurymeter.render.text import out
 
     path = root / f"{run_id}.toml"
     path.write_text(f'store = "{store.url}"\nlanding = ""\n[fit]\nn_boot = {BOOT}\n{fit}')

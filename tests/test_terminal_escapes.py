@@ -25,8 +25,8 @@ import pytest
 from typer.testing import CliRunner
 
 from jurymeter.cli import app
-from jurymeter.cli.common import CONTROL_RANGES, err, json_text, out, safe_text, shorten
 from jurymeter.io.store import Store
+from jurymeter.render.text import CONTROL_RANGES, err, json_text, out, safe_text, shorten
 
 # (raw, as a terminal must show it): every class, the escaped form written by hand.
 CLASSES: dict[str, tuple[str, str]] = {
@@ -271,7 +271,7 @@ def test_sequential(hostile: dict[str, Any]) -> None:
 
 @pytest.mark.filterwarnings("ignore:Glyph .* missing from font")
 def test_the_nightly_summary_headlines_and_report_summary(hostile: dict[str, Any]) -> None:
-    from jurymeter.cli.app import print_run_summary
+    from jurymeter.cli.run import print_run_summary
     from jurymeter.pipeline.cache import run_fits
     from jurymeter.pipeline.config import load_config
     from jurymeter.pipeline.jobs import plan_fits

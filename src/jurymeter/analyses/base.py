@@ -24,7 +24,8 @@ each part, and each reader of the registry reads one part:
   :class:`Tracked`: read back from the published tables, never refitted);
 - :class:`SectionPart` (:mod:`jurymeter.render.page`): its section of the
   report page and the modules its figures import (``section``, ``figure_modules``);
-- its CLI command (:meth:`Analysis.register_command`).
+- its command, as data (:attr:`Analysis.command`: a :class:`~jurymeter.analyses.commands.Command`
+  the CLI builds the typer command from; the analysis never imports the CLI).
 
 A new method with a default on one part touches no analysis; a change to one
 part's abstract methods touches each analysis's implementation of that part only.
@@ -48,7 +49,6 @@ from jurymeter.errors import ConfigError
 
 if TYPE_CHECKING:
     import numpy as np
-    import typer
     from polars._typing import PolarsDataType
 
     from jurymeter.render.html import SectionBuilder
@@ -146,7 +146,12 @@ class Tracked:
 
 @dataclass(frozen=True, slots=True)
 class FitSettings:
-    """The settings every analysis of a fit shares (``[fit]`` in the configuration)."""
+    """The settings every analysis of a fit shares (``[fit]`` in the configuration).
+
+    Checked when built (:data:`jurymeter.analyses.commands.FIT_SETTINGS_RULES`):
+    an :class:`~jurymeter.analyses.commands.OptionError` names the field, which the
+    configuration reader and the CLI rename to the key or flag the user wrote.
+    """
 
     judges: tuple[str, ...] | None = None  # the judge universe (None = every judge)
     systems: tuple[str, ...] | None = None  # the system population (None = every system)
@@ -155,6 +160,11 @@ class FitSettings:
     target: float = 0.8
     generations: str = "average"
     interval: str = "pivotal"
+
+    def __post_init__(self) -> None:
+        from jurymeter.analyses.commands import FIT_SETTINGS_RULES, check
+
+        check(self, FIT_SETTINGS_RULES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -363,7 +373,11 @@ class Analysis(FitPart[Result, Options], TablesPart[Result], SummaryPart[Result]
         Position of its section on the report page and of its columns in the Fits tables.
     options_type : type
         A frozen dataclass of the analysis's own options (``[fit.<name>]``, or
-        its CLI command's flags), every field with a default.
+        its CLI command's flags), every field with a default; what each field
+        admits is its command's :class:`~jurymeter.analyses.commands.Flag` rule.
+    command : str or None
+        ``"module:ATTRIBUTE"`` of its :class:`~jurymeter.analyses.commands.Command`
+        (the CLI builds the typer command from it; the analysis never imports the CLI).
     """
 
     name: ClassVar[str]
@@ -371,15 +385,15 @@ class Analysis(FitPart[Result, Options], TablesPart[Result], SummaryPart[Result]
     order: ClassVar[int] = 100
     options_type: type[Options]  # set on the class: a ClassVar cannot name the type variable
 
-    # ------------------------------------------------------------ the command
-
-    @abstractmethod
-    def register_command(self, app: typer.Typer) -> None:
-        """Add this analysis's command to the CLI."""
+    # Its command, as data: "module:ATTRIBUTE" of a jurymeter.analyses.commands.Command,
+    # imported only by the CLI (so the analysis imports neither its command nor the CLI);
+    # None: no command of its own.
+    command: ClassVar[str | None] = None
 
     # ------------------------------------------------------------ helpers
 
     def default_options(self) -> Options:
+        """Its options record with every field at its default."""
         return self.options_type()
 
 

@@ -135,6 +135,13 @@ def start_ingest_early(config: RunConfig) -> None:
     threading.Thread(target=work, name="jurymeter-early-ingest", daemon=True).start()
 
 
+def hand_over_ingest(config: RunConfig, report: dict[str, Any] | None) -> None:
+    """The landing ingest already ran (``jurymeter run`` ingested first, to check the plan): the task takes it."""
+    future: Future[dict[str, Any] | None] = Future()
+    future.set_result(report)
+    _early_ingests[_ingest_key(config)] = future
+
+
 @io_task
 def ingest_landing(config: RunConfig) -> dict[str, Any] | None:
     """Ingest every dump in the landing location, or take the ingest begun before the flow."""

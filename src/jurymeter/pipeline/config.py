@@ -11,12 +11,14 @@ from __future__ import annotations
 import hashlib
 import os
 import tomllib
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 
+from jurymeter.analyses.commands import Rule
 from jurymeter.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -67,8 +69,8 @@ class FitConfig:
     n_boot: int = 800
     seed: int = 0
     target: float = 0.8
-    generations: GenerationMode = "average"  # checked on reading (GENERATION_MODES)
-    interval: IntervalMethod = "pivotal"  # checked on reading (INTERVAL_METHODS)
+    generations: GenerationMode = "average"  # checked on reading (as FitSettings checks it)
+    interval: IntervalMethod = "pivotal"  # checked on reading (as FitSettings checks it)
     cyclic: bool = True  # CyclicJudge where the data have generations
     analyses: tuple[str, ...] = ()
     options: dict[str, Any] = field(default_factory=dict)
@@ -81,7 +83,8 @@ class RunConfig:
     store: str = DEFAULT_STORE
     landing: str | None = DEFAULT_LANDING  # None or a missing folder: nothing to ingest
     home: str = DEFAULT_HOME  # Prefect's home (database, logs) and other run state
-    storage_options: dict[str, str] = field(default_factory=dict)
+    # Text values (s3fs_options parses booleans and numbers), and tables as they are (``client_kwargs``).
+    storage_options: dict[str, Any] = field(default_factory=dict)
     scale: tuple[float, float] | None = None  # declared score range of ingested dumps
     column_map: dict[str, str] = field(default_factory=dict)
     log_format: str = "auto"  # `format`: how landed dumps are read (io.adapters; "auto" recognises each)
@@ -108,29 +111,36 @@ class RunConfig:
 def load_config(
     path: Path | str | None = None,
     *,
-    environ: dict[str, str] | None = None,
-    overrides: dict[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    flags: Mapping[str, str] | None = None,
 ) -> RunConfig:
     """Read ``path`` (or ``$JURYMETER_CONFIG``), then apply the environment and ``overrides``.
 
-    ``overrides`` maps dotted keys (``"dask.address"``) to values; ``None``
-    values are ignored, so CLI flags that were not given change nothing.
+    ``overrides`` maps dotted keys (``"dask.address"``, ``"fit.pairwise.n_boot"``)
+    to values; ``None`` values are ignored, so CLI flags that were not given change
+    nothing. ``flags`` names the flag that set a dotted key (``{"fit.n_boot":
+    "--boot"}``): an error in that value names the flag, not the file.
 
     Raises
     ------
     ConfigError
-        The file is missing or not TOML, a key is unknown, or a value has the wrong type.
+        The file is missing or not TOML, a key is unknown, or a value has the wrong
+        type or is outside what it admits (one line naming the key, the variable or the flag).
     """
     env = os.environ if environ is None else environ
     path = path or env.get("JURYMETER_CONFIG") or None
     settings = read_toml(path) if path is not None else {}
+    given: dict[str, str] = {}  # dotted key -> what the user wrote, where not the file
     for variable, key in ENVIRONMENT.items():
         if env.get(variable):
             _set(settings, key, env[variable])
+            given[key] = f"${variable}"
     for key, value in (overrides or {}).items():
         if value is not None:
             _set(settings, key, value)
-    return _build(settings, str(path) if path else "the configuration")
+            given[key] = (flags or {}).get(key, key)
+    return _build(settings, str(path) if path else "the configuration", given)
 
 
 def read_toml(path: Path | str) -> dict[str, Any]:
@@ -157,13 +167,14 @@ _TOP = {"store", "landing", "home", "storage_options", "scale", "map", "format",
         "populations", "fit", "dask", "report"}
 
 
-def _build(settings: dict[str, Any], where: str) -> RunConfig:
+def _build(settings: dict[str, Any], where: str, given: Mapping[str, str] | None = None) -> RunConfig:
+    given = given or {}
     unknown = sorted(set(settings) - _TOP)
     if unknown:
         msg = f"{where}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(_TOP))})"
         raise ConfigError(msg)
-    fit = _fit_section(settings.get("fit", {}), f"{where} [fit]")
-    dask = _section(settings.get("dask", {}), DaskConfig(), f"{where} [dask]")
+    fit = _fit_section(settings.get("fit", {}), where, given)
+    dask = _dask_section(settings.get("dask", {}), where, given)
     universes = _levels(settings.get("universes", {}), f"{where} [universes]")
     populations = _levels(settings.get("populations", {}), f"{where} [populations]")
     for name in fit.universes:
@@ -192,7 +203,8 @@ def _build(settings: dict[str, Any], where: str) -> RunConfig:
         store=str(settings.get("store", DEFAULT_STORE)),
         landing=str(landing) if landing else None,
         home=str(settings.get("home", DEFAULT_HOME)),
-        storage_options={str(k): str(v) for k, v in settings.get("storage_options", {}).items()},
+        storage_options={str(k): v if isinstance(v, dict) else str(v)
+                         for k, v in settings.get("storage_options", {}).items()},
         scale=scale,
         column_map={str(k): str(v) for k, v in settings.get("map", {}).items()},
         log_format=str(log_format),
@@ -205,14 +217,19 @@ def _build(settings: dict[str, Any], where: str) -> RunConfig:
     )
 
 
-GENERATION_MODES = ("average", "facet")
-INTERVAL_METHODS = ("pivotal", "percentile")
+def _fit_section(table: Any, path: str, given: Mapping[str, str]) -> FitConfig:
+    """``[fit]``: the shared settings, checked here (not on the workers), and ``[fit.<analysis>]`` tables.
 
-
-def _fit_section(table: Any, where: str) -> FitConfig:
-    """``[fit]``: the shared settings, checked here (not on the workers), and ``[fit.<analysis>]`` tables."""
+    The settings are checked as :class:`~jurymeter.analyses.base.FitSettings` checks
+    them and each analysis's options as its command's rules say
+    (:func:`jurymeter.analyses.commands.build`): an error names the key as written
+    (``c.toml [fit] n_boot``), or the flag or variable that set it (``given``).
+    """
     from jurymeter.analyses import registered
+    from jurymeter.analyses.base import FitSettings
+    from jurymeter.analyses.commands import FIT_SETTINGS_RULES, build, command_of
 
+    where = f"{path} [fit]"
     if not isinstance(table, dict):
         msg = f"{where} must be a table"
         raise ConfigError(msg)
@@ -222,29 +239,46 @@ def _fit_section(table: Any, where: str) -> FitConfig:
         if name not in known:
             msg = f"{where}: [fit.{name}] names no analysis (analyses: {', '.join(known)})"
             raise ConfigError(msg)
-    fit = _section({k: v for k, v in table.items() if k not in subtables}, FitConfig(), where)
-    problems = []
-    if fit.generations not in GENERATION_MODES:
-        problems.append(f"generations must be one of {', '.join(GENERATION_MODES)}, got {fit.generations!r}")
-    if fit.interval not in INTERVAL_METHODS:
-        problems.append(f"interval must be one of {', '.join(INTERVAL_METHODS)}, got {fit.interval!r}")
-    if fit.n_boot < 1:
-        problems.append(f"n_boot must be at least 1, got {fit.n_boot}")
-    if not 0 < fit.target < 1:
-        problems.append(f"target must be in (0, 1), got {fit.target}")
+
+    def fit_key(field: str) -> str:
+        return given.get(f"fit.{field}", f"{where} {field}")
+
+    fit = _section({k: v for k, v in table.items() if k not in subtables}, FitConfig(), where, fit_key)
+    shared = {f: getattr(fit, f) for f in FIT_SETTINGS_RULES}
+    build(FitSettings, shared, FIT_SETTINGS_RULES, fit_key)
     unknown = [a for a in fit.analyses if a not in known]
     if unknown:
-        problems.append(f"analyses names {', '.join(map(repr, unknown))} (registered: {', '.join(known)})")
-    if problems:
-        msg = f"{where}: {problems[0]}"
+        msg = f"{where}: analyses names {', '.join(map(repr, unknown))} (registered: {', '.join(known)})"
         raise ConfigError(msg)
-    options = {
-        name: _section(values, known[name].default_options(), f"{where[:-1]}.{name}]", lists="integers")
-        for name, values in subtables.items()
-    }
+    options = {}
+    for name, values in subtables.items():
+        default = known[name].default_options()
+        command = command_of(known[name].command)
+        rules = command.option_rules() if command else {}
+
+        def option_key(field: str, name: str = name) -> str:
+            return given.get(f"fit.{name}.{field}", f"{path} [fit.{name}] {field}")
+
+        typed = _values(values, default, f"{path} [fit.{name}]", option_key)
+        options[name] = build(type(default), typed, rules, option_key)
     if not fit.cyclic:  # the older key for leaving CyclicJudge out: the same as naming the others
         fit = replace(fit, analyses=tuple(a for a in (fit.analyses or tuple(known)) if a != "cyclic"))
     return replace(fit, options=options)
+
+
+# What [dask]'s numbers admit (a LocalCluster of no worker would fail only once started).
+DASK_RULES = {"workers": Rule(low=1, integer=True), "threads_per_worker": Rule(low=1, integer=True),
+              "retries": Rule(low=0, integer=True)}
+
+
+def _dask_section(table: Any, path: str, given: Mapping[str, str]) -> DaskConfig:
+    """``[dask]``, each number checked (:data:`DASK_RULES`); an error names the key, variable or flag."""
+    from jurymeter.analyses.commands import build
+
+    def key(field: str) -> str:
+        return given.get(f"dask.{field}", f"{path} [dask] {field}")
+
+    return build(DaskConfig, _values(table, DaskConfig(), f"{path} [dask]", key), DASK_RULES, key)  # type: ignore[no-any-return]
 
 
 def _levels(table: Any, where: str) -> dict[str, tuple[str, ...]]:
@@ -260,12 +294,25 @@ def _levels(table: Any, where: str) -> dict[str, tuple[str, ...]]:
     return out
 
 
-def _section(table: object, default: Settings, where: str, *, lists: str = "names") -> Settings:
-    """A dataclass of settings from its TOML table: known keys only, types following the defaults.
+def _section(table: object, default: Settings, where: str,
+             key_of: Callable[[str], str] | None = None) -> Settings:
+    """A dataclass of settings from its TOML table: known keys only, types following the fields.
 
-    A tuple-valued setting (or, with ``lists="integers"``, one whose default is
-    ``None``) takes a list: of names (a comma-separated string is split), or of integers.
+    A tuple-valued setting takes a list (or a tuple, from a flag): of integers where
+    the field holds integers (``budgets``), else of names (a comma-separated string
+    is split). ``key_of`` names a field in an error (default: ``where: field``).
     """
+    return replace(default, **_values(table, default, where, key_of))
+
+
+def _values(table: object, default: DataclassInstance, where: str,
+            key_of: Callable[[str], str] | None = None) -> dict[str, object]:
+    """The values of a TOML table as the fields of ``default``'s dataclass type them (:func:`_section`)."""
+    from jurymeter.analyses.commands import field_kind, tuple_of_ints
+
+    def key(name: str) -> str:
+        return key_of(name) if key_of is not None else f"{where}: {name}"
+
     if not isinstance(table, dict):
         msg = f"{where} must be a table"
         raise ConfigError(msg)
@@ -277,23 +324,27 @@ def _section(table: object, default: Settings, where: str, *, lists: str = "name
     values: dict[str, object] = {}
     for name, value in table.items():
         current = known[name]
-        if lists == "integers" and (current is None or isinstance(current, tuple)):
-            if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
-                msg = f"{where}: {name} must be a list of integers, got {value!r}"
+        kind = tuple if isinstance(current, tuple) else field_kind(type(default), name)
+        if kind is tuple and tuple_of_ints(type(default), name):
+            if not isinstance(value, list | tuple) or not all(
+                    isinstance(v, int) and not isinstance(v, bool) for v in value):
+                msg = f"{key(name)} must be a list of integers, got {value!r}"
                 raise ConfigError(msg)
             values[name] = tuple(value)
-        elif isinstance(current, tuple):
+        elif kind is tuple:
             if isinstance(value, str):
                 value = [v.strip() for v in value.split(",") if v.strip()]
-            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-                msg = f"{where}: {name} must be a list of names"
+            if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+                msg = f"{key(name)} must be a list of names"
                 raise ConfigError(msg)
             values[name] = tuple(value)
         elif name == "address":
             values[name] = str(value) if value else None
+        elif current is None and value is None:
+            values[name] = None
         else:
-            values[name] = _as(value, type(current), f"{where}: {name}")
-    return replace(default, **values)
+            values[name] = _as(value, kind, key(name))
+    return values
 
 
 def _as(value: Any, kind: type, where: str) -> Any:

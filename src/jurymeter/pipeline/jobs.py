@@ -30,15 +30,28 @@ if TYPE_CHECKING:
     from jurymeter.io.store import Store
     from jurymeter.pipeline.config import RunConfig
 
-# Folders of the package whose code does not shape a fit's numbers, tables or figures.
+# Folders of the package whose code does not shape a fit's numbers, tables or figures:
+# the CLI (flags, printing, exit codes) and the orchestration (where fits run).
 NOT_SHAPING = ("cli", "orchestration")
+# Modules of the package that do not either: each analysis's command declaration
+# (flags, help texts, its terminal printout), so a help text edit refits nothing.
+NOT_SHAPING_MODULES = ("analyses/*/command.py",)
 # Libraries whose version shapes a fit's numbers or figures.
 SHAPING_LIBRARIES = ("numpy", "scipy", "polars", "pyarrow", "matplotlib")
 
 
 def code_digest(root: Path | None = None) -> str:
-    """SHA-256 (first 16 hex digits) of the code that shapes a fit: the package's sources
-    outside ``cli/`` and ``orchestration/``, and the versions of the numerical libraries.
+    """SHA-256 (first 16 hex digits) of the code that shapes a fit, and the versions of the numerical libraries.
+
+    What counts: every module of the package that shapes a fit's numbers, tables or
+    figures: the statistics (``stats/``, ``cyclic/``), the analyses (their fitting,
+    options records and defaults, tables, sections: ``analyses/``), the pipeline
+    (``pipeline/``: the fit path, tables, cache), ``io/`` (what a scan reads),
+    ``render/`` and the rest. What does not: ``cli/`` and ``orchestration/``
+    (:data:`NOT_SHAPING`), and each analysis's command declaration
+    (``analyses/*/command.py``, :data:`NOT_SHAPING_MODULES`: flags, help texts, the
+    terminal printout): the options a flag sets are in the job's key themselves
+    (:meth:`FitJob.key`), so a CLI edit refits nothing.
 
     ``root``: the package folder (default: this installed package, digested once per process).
     """
@@ -56,7 +69,7 @@ def _digest(root: Path) -> str:
     digest = hashlib.sha256()
     for path in sorted(root.rglob("*.py")):
         relative = path.relative_to(root)
-        if relative.parts[0] in NOT_SHAPING:
+        if relative.parts[0] in NOT_SHAPING or any(relative.match(p) for p in NOT_SHAPING_MODULES):
             continue
         digest.update(str(relative.as_posix()).encode())
         digest.update(b"\0")
@@ -124,12 +137,74 @@ def new_run_id() -> str:
 
 
 def fit_settings(config: RunConfig, universe: str, population: str) -> FitSettings:
+    """The shared settings of one fit: ``[fit]`` (flags applied) and the universe's judges, the population's systems."""
     fit = config.fit
     return FitSettings(
         judges=config.judges_of(universe), systems=config.systems_of(population),
         n_boot=fit.n_boot, seed=fit.seed, target=fit.target,
         generations=fit.generations, interval=fit.interval,
     )
+
+
+def fit_job(store: Store, config: RunConfig, item_set: str, protocol: Protocol, universe: str, population: str,
+            analyses: tuple[tuple[str, Any], ...], inputs: tuple[str, ...] = ()) -> FitJob:
+    """The one way a fit's job is built, for the nightly plan and every analysis command alike.
+
+    Its settings are ``[fit]`` with the universe's judges and the population's
+    systems (:func:`fit_settings`); ``analyses`` pairs each analysis with its options
+    (:func:`analysis_options`: ``[fit.<name>]``, flags applied).
+    """
+    return FitJob(
+        store=store.url,
+        storage_options=tuple(sorted(config.storage_options.items())),
+        item_set=item_set,
+        universe=universe,
+        population=population,
+        settings=fit_settings(config, universe, population),
+        analyses=analyses,
+        inputs=inputs,
+        protocol=protocol,
+    )
+
+
+def command_job(config: RunConfig, name: str, item_set: str, *, universe: str = "all",
+                population: str = "all") -> FitJob:
+    """The fit an analysis's command runs: one item set, the analysis ``name``, read from ``config`` as a run reads it.
+
+    ``config`` is the run configuration of ``--config`` with the command's flags
+    applied as overrides (``store``, ``storage_options``, ``[fit]``, ``[fit.<name>]``); the universe and population
+    are names of its ``[universes]`` and ``[populations]``. Everything is checked
+    here, before any fit: the store holds the item set in the analysis's protocol,
+    the names are defined, and their ids occur in the item set.
+
+    Raises
+    ------
+    ConfigError
+        The item set is missing, a name is undefined, or names an id the item set lacks.
+    """
+    from jurymeter.analyses import analysis as analysis_named
+    from jurymeter.io.store import Store
+
+    store = Store(config.store, config.storage_options)
+    analysis = analysis_named(name)
+    protocol: Protocol = "pairwise" if analysis.protocols == ("pairwise",) else "pointwise"
+    store.check()
+    present = store.item_sets(protocol)
+    if item_set not in present:
+        other: Protocol = "pairwise" if protocol == "pointwise" else "pointwise"
+        hint = f"; {item_set!r} is a {other} item set" if item_set in store.item_sets(other) else ""
+        msg = f"no {protocol} item set {item_set!r} in {store.url} (item sets: {', '.join(present) or 'none'}{hint})"
+        raise ConfigError(msg)
+    for kind, chosen, defined in (("universe", universe, config.universes),
+                                  ("population", population, config.populations)):
+        if chosen != "all" and chosen not in defined:
+            msg = (f"--{kind} {chosen!r}: no {kind} {chosen!r} in the config file "
+                   f"(known: {', '.join(sorted(defined)) or 'none'}; [{kind}s] defines them)")
+            raise ConfigError(msg)
+    check_levels(store, config, [(protocol, item_set)], universes=(universe,), populations=(population,),
+                 flag=True)
+    return fit_job(store, config, item_set, protocol, universe, population,
+                   ((name, analysis_options(config, analysis)),))
 
 
 def enabled_analyses(config: RunConfig) -> list[Any]:
@@ -204,30 +279,30 @@ def plan_fits(store: Store, config: RunConfig) -> Plan:
             inputs += quarantine_files
         for universe in config.fit.universes:
             for population in config.fit.populations:
-                jobs.append(FitJob(
-                    store=store.url,
-                    storage_options=tuple(sorted(config.storage_options.items())),
-                    item_set=item_set,
-                    universe=universe,
-                    population=population,
-                    settings=fit_settings(config, universe, population),
-                    analyses=tuple(runs),
-                    inputs=tuple(inputs),
-                    protocol=protocol,
-                ))
-    _check_levels(store, config, planned)
+                jobs.append(fit_job(store, config, item_set, protocol, universe, population, tuple(runs),
+                                    tuple(inputs)))
+    check_levels(store, config, planned)
     return Plan(jobs=jobs, skipped=skipped)
 
 
-def _check_levels(store: Store, config: RunConfig, planned: list[tuple[Protocol, str]]) -> None:
-    """Every judge of a used universe and every system of a used population occurs in the planned data."""
+def check_levels(store: Store, config: RunConfig, planned: list[tuple[Protocol, str]], *,
+                 universes: tuple[str, ...] | None = None, populations: tuple[str, ...] | None = None,
+                 flag: bool = False) -> None:
+    """Every judge of a used universe and every system of a used population occurs in the planned data.
+
+    ``universes``/``populations``: the names used (default: ``[fit] universes`` and
+    ``[fit] populations``); ``flag``: they were chosen with ``--universe`` and
+    ``--population`` (the error names the flag). Each id is checked whether or not
+    the fit would select anything by it: a typo never fits fewer judges without a word.
+    """
     import polars as pl
 
+    universes = config.fit.universes if universes is None else universes
+    populations = config.fit.populations if populations is None else populations
     used = [
-        ("judge_id", "universe", name, config.universes[name]) for name in config.fit.universes if name != "all"
+        ("judge_id", "universe", name, config.universes[name]) for name in universes if name != "all"
     ] + [
-        ("system_id", "population", name, config.populations[name])
-        for name in config.fit.populations if name != "all"
+        ("system_id", "population", name, config.populations[name]) for name in populations if name != "all"
     ]
     if not used or not planned:
         return
@@ -242,11 +317,38 @@ def _check_levels(store: Store, config: RunConfig, planned: list[tuple[Protocol,
                 pl.concat_list("system_a", "system_b").explode().unique().alias("system_id")
             ).collect()
             seen["system_id"].update(pairs["system_id"].drop_nulls().to_list())
+    where = (f"item set {planned[0][1]!r}" if len(planned) == 1 else "no planned item set")
     for column, kind, name, ids in used:
         unknown = [i for i in ids if i not in seen[column]]
         if unknown:
             known = sorted(seen[column])
             shown = ", ".join(known[:20]) + (", ..." if len(known) > 20 else "")
-            msg = (f"{kind} {name!r} names {column.removesuffix('_id')} id(s) "
-                   f"{', '.join(map(repr, unknown))} that no planned item set holds (known: {shown})")
+            verb = "lacks" if len(planned) == 1 else "holds"
+            msg = (f"{f'--{kind} {name!r}: ' if flag else ''}{kind} {name!r} names {column.removesuffix('_id')} "
+                   f"id(s) {', '.join(map(repr, unknown))} that {where} {verb} (known: {shown}; "
+                   f"[{kind}s] {name} in the config file lists them)")
             raise ConfigError(msg)
+
+
+def check_before_run(store: Store, config: RunConfig, *, landed: bool) -> bool:
+    """What a run's plan checks (:func:`plan_fits`), on the store as it is, before Prefect or Dask start.
+
+    ``landed``: the landing location holds dump files, which the run ingests before
+    it plans. Returns ``True`` when the plan holds, and ``False`` when it cannot be
+    told before those files are ingested: an item set named or an id of a universe or
+    population the store lacks (or, with a universe or population used, a store with
+    none of the item sets yet), which a landed file may bring.
+
+    Raises
+    ------
+    ConfigError
+        Nothing landed, and the plan would fail: the error the run would give after starting.
+    """
+    try:
+        plan = plan_fits(store, config)
+    except ConfigError:
+        if landed:
+            return False
+        raise
+    levels_used = any(n != "all" for n in (*config.fit.universes, *config.fit.populations))
+    return not (landed and levels_used and not plan.jobs)

@@ -36,7 +36,6 @@ from jurymeter.errors import JurymeterError, NotApplicableError
 
 if TYPE_CHECKING:
     import numpy as np
-    import typer
 
     from jurymeter.render.html import SectionBuilder
     from jurymeter.stats.blocks import BlockLayout, FitChunks, GenerationMode
@@ -305,10 +304,8 @@ class CyclicAnalysis(CyclicFit, CyclicTables, CyclicSummary, CyclicSection, Anal
     order = 20
     options_type = CyclicOptions
 
-    def register_command(self, app: typer.Typer) -> None:
-        from jurymeter.analyses.cyclic.command import register
-
-        register(app)
+    # Its command, as data (imported by the CLI only): jurymeter.analyses.cyclic.command.
+    command = "jurymeter.analyses.cyclic.command:COMMAND"
 
 
 CYCLIC = CyclicAnalysis()

@@ -1,80 +1,35 @@
-"""The ``jurymeter cyclic`` command: CyclicJudge on one item set."""
+"""The ``jurymeter cyclic`` command, as data: CyclicJudge's options as flags, and its printout.
+
+The CLI builds the typer command from :data:`COMMAND` (the one fit path:
+:func:`jurymeter.pipeline.jobs.command_job`); no statistics here.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import Any
 
-import typer
 from rich.table import Table
 
-from jurymeter.cli.common import (
-    ConfigOpt,
-    StorageOpt,
-    StoreOpt,
-    int_list,
-    out,
-    print_json,
-    run_command,
-    safe_text,
-    store_with_item_set,
-)
-
-if TYPE_CHECKING:
-    from pathlib import Path
+from jurymeter.analyses.commands import Command, Flag, Rule
+from jurymeter.errors import ConfigError
+from jurymeter.render.text import out, safe_text
 
 
-def register(app: typer.Typer) -> None:
-    app.command(name="cyclic")(cyclic)
+def budgets_of(text: str) -> tuple[int, ...] | None:
+    """``--budgets 5,10,20`` as integers (empty: the paper's default multiples of K)."""
+    try:
+        values = tuple(int(p) for p in text.split(",") if p.strip())
+    except ValueError:
+        msg = f"--budgets expects integers separated by commas, got {text!r}"
+        raise ConfigError(msg) from None
+    return values or None
 
 
-def cyclic(
-    item_set: Annotated[str, typer.Option("--item-set", help="Item set to decompose")],
-    store: StoreOpt = None,
-    storage_option: StorageOpt = None,
-    config: ConfigOpt = None,
-    budgets: Annotated[
-        str | None,
-        typer.Option("--budgets", help="Per-scenario judge-call budgets, e.g. 5,10,20 (multiples of K)"),
-    ] = None,
-    at_generations: Annotated[int, typer.Option("--at-generations", help="Operating point m")] = 1,
-    at_judges: Annotated[int, typer.Option("--at-judges", help="Operating point K")] = 1,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
-) -> None:
-    """CyclicJudge: per-system judge offsets, F-test and allocation-strategy variances."""
-    run_command(_cyclic, item_set, store, storage_option, config, budgets, at_generations, at_judges, as_json)
-
-
-
-
-def _cyclic(item_set: str, store: str | None, storage_option: list[str] | None, config: Path | None, budgets: str | None, at_generations: int, at_judges: int, as_json: bool) -> None:
-    from jurymeter.analyses.base import FitSettings
-    from jurymeter.analyses.cyclic import CyclicOptions
-    from jurymeter.errors import DesignError
-    from jurymeter.pipeline.fit import COMMAND_SCAN_CELLS, run_fit
-    from jurymeter.pipeline.jobs import FitJob
-
-    target_store = store_with_item_set(store, storage_option, config, item_set)
-    given = int_list(budgets, "--budgets")
-    job = FitJob(
-        store=target_store.url,
-        storage_options=tuple(sorted(target_store.storage_options.items())),
-        item_set=item_set, universe="all", population="all", settings=FitSettings(),
-        analyses=(("cyclic", CyclicOptions(budgets=tuple(given) if given else None,
-                                           at_generations=at_generations, at_judges=at_judges)),),
-        inputs=(),
-    )
-    outcome = run_fit(job, scan_cells=COMMAND_SCAN_CELLS)["cyclic"]  # the nightly run's own fit path
-    if outcome.result is None:
-        msg = f"CyclicJudge cannot run on {item_set}: {outcome.reason}"
-        raise DesignError(msg)
-    report = dict(outcome.result.report)
-    report["item_set"] = item_set
-    if as_json:
-        print_json(report)
-        return
+def print_cyclic(report: dict[str, Any]) -> None:
+    """Per-system decompositions, the judge offsets by system and self-preference, for a terminal."""
     block, own = report["block"], report["system_blocks"]
     out.print(
-        f"item set {safe_text(item_set)}: {len(own)} systems decomposed, each on its own complete block of "
+        f"item set {safe_text(report['item_set'])}: {len(own)} systems decomposed, each on its own complete block of "
         f"scenarios x generations x the panel's {block['judges']} judges (replicates averaged)",
         markup=False,
     )
@@ -109,3 +64,15 @@ def _cyclic(item_set: str, store: str | None, storage_option: list[str] | None, 
         )
 
 
+COMMAND = Command(
+    help="CyclicJudge: per-system judge offsets, F-test and allocation-strategy variances.",
+    item_set_help="Item set to decompose",
+    title="CyclicJudge",
+    flags=(
+        Flag("budgets", "--budgets", "Per-scenario judge-call budgets, e.g. 5,10,20 (multiples of K)",
+             parse=budgets_of),
+        Flag("at_generations", "--at-generations", "Operating point m", Rule(low=1, integer=True)),
+        Flag("at_judges", "--at-judges", "Operating point K", Rule(low=1, integer=True)),
+    ),
+    show=print_cyclic,
+)

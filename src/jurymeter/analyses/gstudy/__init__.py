@@ -31,7 +31,6 @@ from jurymeter.errors import DesignError, NotApplicableError
 
 if TYPE_CHECKING:
     import numpy as np
-    import typer
 
     from jurymeter.render.html import SectionBuilder
     from jurymeter.stats.blocks import BalancedBlock, FitChunks, GenerationMode
@@ -178,10 +177,8 @@ class GStudyAnalysis(GStudyFit, GStudyTables, GStudySummary, GStudySection,
     order = 10
     options_type = GStudyOptions
 
-    def register_command(self, app: typer.Typer) -> None:
-        from jurymeter.analyses.gstudy.command import register
-
-        register(app)
+    # Its command, as data (imported by the CLI only): jurymeter.analyses.gstudy.command.
+    command = "jurymeter.analyses.gstudy.command:COMMAND"
 
 
 GSTUDY = GStudyAnalysis()

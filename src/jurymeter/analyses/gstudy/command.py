@@ -1,126 +1,44 @@
-"""The ``jurymeter gstudy`` command: one item set's G-study and D-study, through the nightly fit path."""
+"""The ``jurymeter gstudy`` command, as data: its flags (the G-study's options and the shared settings) and its printout.
+
+The CLI builds the typer command from :data:`COMMAND` and runs it through the
+one fit path (:func:`jurymeter.pipeline.jobs.command_job`); this module holds no
+statistics, so the fit's cache key leaves it out (:func:`jurymeter.pipeline.jobs.code_digest`).
+"""
 
 from __future__ import annotations
 
-import contextlib
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-import typer
 from rich.table import Table
-from rich.text import Text
 
-from jurymeter.analyses.gstudy import GStudyOptions, dropped_summary, dropped_text
-from jurymeter.cli.common import (
-    ConfigOpt,
-    PopulationOpt,
-    StorageOpt,
-    StoreOpt,
-    UniverseOpt,
-    err,
-    fmt,
-    fmt_bound,
-    load_config,
-    named_levels,
-    out,
-    print_json,
-    run_command,
-    safe_text,
-    store_with_item_set,
+from jurymeter.analyses.commands import FIT_SETTINGS_RULES, Command, Flag, Output, Rule
+from jurymeter.analyses.gstudy import (
+    ESTIMATOR_CHOICES,
+    HENDERSON_INTERVAL_CHOICES,
+    dropped_summary,
+    dropped_text,
 )
+from jurymeter.render.text import fmt, fmt_bound, out, safe_text
 
 
-def register(app: typer.Typer) -> None:
-    app.command(name="gstudy")(gstudy)
-
-
-def gstudy(
-    item_set: Annotated[str, typer.Option("--item-set", help="Item set to fit")],
-    store: StoreOpt = None,
-    storage_option: StorageOpt = None,
-    config: ConfigOpt = None,
-    universe: UniverseOpt = None,
-    population: PopulationOpt = None,
-    generations: Annotated[
-        str, typer.Option("--generations", help="'average' (default) or 'facet'")
-    ] = "average",
-    boot: Annotated[int, typer.Option("--boot", help="Parametric bootstrap resamples")] = 800,
-    seed: Annotated[int, typer.Option(help="Random seed")] = 0,
-    target: Annotated[float, typer.Option(help="Target E rho^2 for sizing")] = 0.8,
-    interval: Annotated[
-        str, typer.Option("--interval", help="'pivotal' (default) or 'percentile' (the paper's)")
-    ] = "pivotal",
-    as_json: Annotated[bool, typer.Option("--json", help="Print the full report as JSON")] = False,
-    screen_threshold: Annotated[
-        float, typer.Option("--screen-threshold", help="Keep items with between-system variance >= this")
-    ] = 1.0,
-    screened_out: Annotated[
-        Path | None, typer.Option("--screened-out", help="Write the screened item ids here, one per line")
-    ] = None,
-    estimator: Annotated[
-        str, typer.Option("--estimator", help="'auto' (default: every record by Henderson I when the balanced "
-                          "block would drop any), 'henderson' or 'balanced'")
-    ] = "auto",
-    henderson_intervals: Annotated[
-        str, typer.Option("--henderson-intervals", help="Intervals of an every-record fit: 'auto' (default: the "
-                          "record bootstrap up to 200M records x draws, chi-square draws above), 'records' or "
-                          "'chisquare'")
-    ] = "auto",
-) -> None:
-    """G-study and D-study of one pointwise item set, with bootstrap intervals."""
-    run_command(_gstudy, item_set, store, storage_option, config, universe, population, generations,
-         boot, seed, target, as_json, screen_threshold, screened_out, interval, estimator, henderson_intervals)
-
-
-
-
-def _gstudy(item_set: str, store: str | None, storage_option: list[str] | None, config: Path | None, universe: str | None, population: str | None, generations: str,
-            boot: int, seed: int, target: float, as_json: bool, screen_threshold: float = 1.0, screened_out: Path | None = None,
-            interval: str = "pivotal", estimator: str = "auto", henderson_intervals: str = "auto") -> None:
-    from jurymeter.analyses.base import FitSettings
-    from jurymeter.pipeline.fit import COMMAND_SCAN_CELLS, run_fit
-    from jurymeter.pipeline.jobs import FitJob
-
-    settings = load_config(config)
-    target_store = store_with_item_set(store, storage_option, config, item_set)
-    job = FitJob(
-        store=target_store.url,
-        storage_options=tuple(sorted(target_store.storage_options.items())),
-        item_set=item_set,
-        universe=universe or "all",
-        population=population or "all",
-        settings=FitSettings(
-            judges=named_levels(settings, "universes", universe),
-            systems=named_levels(settings, "populations", population),
-            n_boot=boot, seed=seed, target=target, generations=generations, interval=interval,
-        ),
-        analyses=(("gstudy", GStudyOptions(screen_threshold=screen_threshold, estimator=estimator,
-                                             henderson_intervals=henderson_intervals)),),
-        inputs=(),
-    )
-    # The nightly run's own fit path (one scan, or item chunks: memory follows the
-    # cells); one process, one fit: it may read more cells in one scan than a worker.
-    # A Text, not a str: rich's spinner would read a str as markup, past the console's escaping.
-    status = Text(f"fitting {safe_text(item_set)} and {boot} bootstrap resamples")
-    with err.status(status) if err.is_terminal else contextlib.nullcontext():
-        outcome = run_fit(job, scan_cells=COMMAND_SCAN_CELLS)["gstudy"]
-    if outcome.result is None:  # fewer than two systems or items: the reason says what to do
-        from jurymeter.errors import DesignError
-
-        msg = f"the G-study cannot run on {item_set}: {outcome.reason}"
-        raise DesignError(msg)
-    report = dict(outcome.result.report)
-    report["universe"], report["population"] = job.universe, job.population
-    if screened_out is not None:
-        kept = report["items"]["screened_items"] if report["items"] else []
-        screened_out.write_text("".join(f"{item}\n" for item in kept))
-    if as_json:
-        print_json(report)
-        return
-    print_gstudy(report)
+def write_screened(report: Mapping[str, Any], path: Path) -> None:
+    """The item ids that pass the screen, one per line (``--screened-out``)."""
+    kept = report["items"]["screened_items"] if report["items"] else []
+    path.write_text("".join(f"{item}\n" for item in kept))
 
 
 def print_gstudy(report: dict[str, Any]) -> None:
+    """The G-study report for a terminal: the block, the components, the D-study, the checks."""
+    _print_block(report)
+    _print_components(report)
+    _print_dstudy(report)
+    _print_checks(report)
+
+
+def _print_block(report: dict[str, Any]) -> None:
+    """What was fitted: the names, the design and block, the estimator, what was dropped and the notes."""
     block = report["block"]
     out.print(
         f"item set {safe_text(report['item_set'])}  universe {safe_text(report['universe'])}  population "
@@ -142,6 +60,10 @@ def print_gstudy(report: dict[str, Any]) -> None:
         out.print(f"note: {safe_text(note)}", markup=False)
     for note in report.get("design_notes") or []:
         out.print(f"design {report['design']} (block {report.get('block_design')}): {safe_text(note)}", markup=False)
+
+
+def _print_components(report: dict[str, Any]) -> None:
+    """The variance components with their shares and intervals, and which draws gave the intervals."""
     table = Table(title="variance components", title_justify="left")
     for col in ("component", "raw", "share", "95% interval"):
         table.add_column(col, justify="left" if col == "component" else "right")
@@ -154,6 +76,17 @@ def print_gstudy(report: dict[str, Any]) -> None:
     if iv.get("method"):  # which draws gave the intervals (an every-record fit's choice and why)
         out.print(f"intervals: {iv['method']}, {iv.get('n_boot')} draws"
                   + (f"; {safe_text(iv['method_note'])}" if iv.get("method_note") else ""), markup=False)
+
+
+def _unset(report: dict[str, Any], key: str | None) -> str:
+    """How a null prints: "never" when its reason says the target is never reached, else n/a."""
+    reasons = report.get("null_reasons") or {}
+    return "never" if key is not None and str(reasons.get(key, "")).startswith("never") else "n/a"
+
+
+def _print_dstudy(report: dict[str, Any]) -> None:
+    """The D-study table (estimates and intervals) and the sizing sentence."""
+    iv = report["intervals"]
     rows = [
         ("E rho^2 (native)", report["erho2"], iv["erho2"]),
         ("Phi (native)", report["phi"], iv["phi"]),
@@ -168,29 +101,29 @@ def print_gstudy(report: dict[str, Any]) -> None:
     d = Table(title="D-study", title_justify="left")
     for col in ("quantity", "estimate", "95% interval"):
         d.add_column(col, justify="left" if col == "quantity" else "right")
-    reasons = report.get("null_reasons") or {}
-
-    def unset(key: str | None) -> str:
-        """How a null prints: "never" when its reason says the target is never reached, else n/a."""
-        return "never" if key is not None and str(reasons.get(key, "")).startswith("never") else "n/a"
-
     # judges/items needed: null means "never reached", unless a reason says it cannot be estimated.
     never = {"judges needed (30 items, 3 runs)": "judges_needed", "items needed (1 judge, 1 run)": "items_needed"}
     for name, value, interval in rows:
         key = never.get(name)
         d.add_row(
-            name, fmt(value, none=unset(key)),
+            name, fmt(value, none=_unset(report, key)),
             f"[{fmt_bound(interval.get('low'))}, {fmt_bound(interval.get('high'))}]" if interval else "",
         )
     out.print(d)
     out.print(
         f"P(ceiling >= 0.8) = {fmt(report['p_ceiling_at_least_0_8'])}; judges needed for "
         f"E rho^2 >= {report['target']} at 30 items, 3 runs: "
-        f"{fmt(report['judges_needed'], none=unset('judges_needed'))}; "
+        f"{fmt(report['judges_needed'], none=_unset(report, 'judges_needed'))}; "
         f"items needed at 1 judge, 1 run: "
-        f"{fmt(report['items_needed'], none=unset('items_needed'))}",
+        f"{fmt(report['items_needed'], none=_unset(report, 'items_needed'))}",
         markup=False,
     )
+
+
+def _print_checks(report: dict[str, Any]) -> None:
+    """Budget optima, the naive bootstrap, rank reliability, ensembles, the nested design, items and notes."""
+    block = report["block"]
+    reasons = report.get("null_reasons") or {}
     for budget, best in report["budget_optimum"].items():
         if best is None or best.get("n_i") is None:
             out.print(f"budget {budget} calls: no optimum can be estimated", markup=False)
@@ -241,3 +174,28 @@ def print_gstudy(report: dict[str, Any]) -> None:
                          ("extrapolated beyond the observed sizes", report.get("extrapolated") or {})):
         for key, why in notes.items():
             out.print(f"{title}: {key}: {safe_text(why)}", markup=False)
+
+
+COMMAND = Command(
+    help="G-study and D-study of one pointwise item set, with bootstrap intervals.",
+    item_set_help="Item set to fit",
+    title="the G-study",
+    names=("item_set", "universe", "population"),
+    flags=(
+        Flag("generations", "--generations", "'average' (default) or 'facet'", FIT_SETTINGS_RULES["generations"],
+             settings=True),
+        Flag("n_boot", "--boot", "Parametric bootstrap resamples", FIT_SETTINGS_RULES["n_boot"], settings=True),
+        Flag("seed", "--seed", "Random seed", FIT_SETTINGS_RULES["seed"], settings=True),
+        Flag("target", "--target", "Target E rho^2 for sizing", FIT_SETTINGS_RULES["target"], settings=True),
+        Flag("interval", "--interval", "'pivotal' (default) or 'percentile' (the paper's)",
+             FIT_SETTINGS_RULES["interval"], settings=True),
+        Flag("screen_threshold", "--screen-threshold", "Keep items with between-system variance >= this"),
+        Flag("estimator", "--estimator", "'auto' (default: every record by Henderson I when the balanced "
+             "block would drop any), 'henderson' or 'balanced'", Rule(choices=ESTIMATOR_CHOICES)),
+        Flag("henderson_intervals", "--henderson-intervals", "Intervals of an every-record fit: 'auto' (default: "
+             "the record bootstrap up to 200M records x draws, chi-square draws above), 'records' or 'chisquare'",
+             Rule(choices=HENDERSON_INTERVAL_CHOICES)),
+    ),
+    show=print_gstudy,
+    outputs=(Output("--screened-out", "Write the screened item ids here, one per line", write_screened),),
+)

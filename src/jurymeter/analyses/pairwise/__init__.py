@@ -42,7 +42,6 @@ from jurymeter.errors import JurymeterError, NotApplicableError
 
 if TYPE_CHECKING:
     import numpy as np
-    import typer
 
     from jurymeter.render.html import SectionBuilder
     from jurymeter.stats.blocks import FitChunks, GenerationMode
@@ -494,10 +493,8 @@ class PairwiseAnalysis(PairwiseFit, PairwiseTables, PairwiseSummary, PairwiseSec
     order = 30
     options_type = PairwiseOptions
 
-    def register_command(self, app: typer.Typer) -> None:
-        from jurymeter.analyses.pairwise.command import register
-
-        register(app)
+    # Its command, as data (imported by the CLI only): jurymeter.analyses.pairwise.command.
+    command = "jurymeter.analyses.pairwise.command:COMMAND"
 
 
 def _estimate(e: Any) -> dict[str, Any]:

@@ -1,74 +1,21 @@
-"""The ``jurymeter pairwise`` command: one pairwise item set's diagnostics, through the nightly fit path."""
+"""The ``jurymeter pairwise`` command, as data: the pairwise analysis's options as flags, and its printout.
+
+The CLI builds the typer command from :data:`COMMAND` (the one fit path:
+:func:`jurymeter.pipeline.jobs.command_job`); no statistics here.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Any
 
-import typer
 from rich.table import Table
 
-from jurymeter.cli.common import (
-    ConfigOpt,
-    PopulationOpt,
-    StorageOpt,
-    StoreOpt,
-    UniverseOpt,
-    command_job,
-    command_report,
-    fmt,
-    out,
-    run_command,
-    safe_text,
-)
-
-if TYPE_CHECKING:
-    from pathlib import Path
+from jurymeter.analyses.commands import FIT_SETTINGS_RULES, Command, Flag, Rule
+from jurymeter.render.text import fmt, out, safe_text
 
 
-def register(app: typer.Typer) -> None:
-    app.command(name="pairwise")(pairwise)
-
-
-def pairwise(
-    item_set: Annotated[str, typer.Option("--item-set", help="Pairwise item set to analyse")],
-    store: StoreOpt = None,
-    storage_option: StorageOpt = None,
-    config: ConfigOpt = None,
-    universe: UniverseOpt = None,
-    population: PopulationOpt = None,
-    boot: Annotated[int, typer.Option("--boot", help="Prompt-bootstrap resamples")] = 1000,
-    permutations: Annotated[int, typer.Option("--permutations", help="Permutations of the family test")] = 1000,
-    resample_judges: Annotated[
-        bool, typer.Option("--resample-judges", help="Resample judges too in the ratings' bootstrap")
-    ] = False,
-    anchor: Annotated[
-        str | None, typer.Option("--anchor", help="System placed at 1000 on the Elo scale (default: the mean)")
-    ] = None,
-    baseline: Annotated[
-        str | None, typer.Option("--baseline", help="Baseline of the pairwise G-study (default: the system in every pair)")
-    ] = None,
-    seed: Annotated[int, typer.Option(help="Random seed")] = 0,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the full report as JSON")] = False,
-) -> None:
-    """Position bias, order reversals, judge agreement, Bradley-Terry ratings, family preference, pairwise G-study."""
-    run_command(_pairwise, item_set, store, storage_option, config, universe, population, boot, permutations,
-                resample_judges, anchor, baseline, seed, as_json)
-
-
-def _pairwise(item_set: str, store: str | None, storage_option: list[str] | None, config: Path | None,
-              universe: str | None, population: str | None, boot: int, permutations: int, resample_judges: bool,
-              anchor: str | None, baseline: str | None, seed: int, as_json: bool) -> None:
-    from jurymeter.analyses.pairwise import PairwiseOptions
-    options = PairwiseOptions(n_boot=boot, n_perm=permutations, resample_judges=resample_judges,
-                              anchor=anchor, baseline=baseline)
-    job = command_job(item_set, store, storage_option, config, universe, population, (("pairwise", options),),
-                      protocol="pairwise", seed=seed)
-    report = command_report(job, as_json=as_json)
-    if report is not None:
-        _print(report)
-
-
-def _print(report: dict[str, Any]) -> None:
+def print_pairwise(report: dict[str, Any]) -> None:
+    """Judges' position bias and health, ratings, family preference and the pairwise G-study, for a terminal."""
     share = report.get("both_orders_share")
     out.print(
         f"item set {safe_text(report['item_set'])}: {report['games']} judgments, {report['outcomes']} outcomes "
@@ -124,3 +71,19 @@ def _print(report: dict[str, Any]) -> None:
     elif gstudy.get("reason"):
         out.print(f"pairwise G-study: {safe_text(gstudy['reason'])} (--baseline; [fit.pairwise] baseline in the config)",
                   markup=False)
+
+
+COMMAND = Command(
+    help="Position bias, order reversals, judge agreement, Bradley-Terry ratings, family preference, pairwise G-study.",
+    item_set_help="Pairwise item set to analyse",
+    title="the pairwise analysis",
+    flags=(
+        Flag("n_boot", "--boot", "Prompt-bootstrap resamples", Rule(low=1, integer=True)),
+        Flag("n_perm", "--permutations", "Permutations of the family test", Rule(low=1, integer=True)),
+        Flag("resample_judges", "--resample-judges", "Resample judges too in the ratings' bootstrap"),
+        Flag("anchor", "--anchor", "System placed at 1000 on the Elo scale (default: the mean)"),
+        Flag("baseline", "--baseline", "Baseline of the pairwise G-study (default: the system in every pair)"),
+        Flag("seed", "--seed", "Random seed", FIT_SETTINGS_RULES["seed"], settings=True),
+    ),
+    show=print_pairwise,
+)

@@ -49,7 +49,6 @@ from jurymeter.stats.sequential.policy import pool_rare_categories as pool_categ
 
 if TYPE_CHECKING:
     import numpy as np
-    import typer
 
     from jurymeter.render.html import SectionBuilder
     from jurymeter.stats.blocks import FitChunks, GenerationMode
@@ -473,10 +472,8 @@ class SequentialAnalysis(SequentialFit, SequentialTables, SequentialSummary, Seq
     order = 40
     options_type = SequentialOptions
 
-    def register_command(self, app: typer.Typer) -> None:
-        from jurymeter.analyses.sequential.command import register
-
-        register(app)
+    # Its command, as data (imported by the CLI only): jurymeter.analyses.sequential.command.
+    command = "jurymeter.analyses.sequential.command:COMMAND"
 
 
 SEQUENTIAL = SequentialAnalysis()

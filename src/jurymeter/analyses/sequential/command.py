@@ -1,74 +1,23 @@
-"""The ``jurymeter sequential`` command (one item set's order and batch effects) and ``jurymeter batch-plan``."""
+"""The ``jurymeter sequential`` command, as data: the sequential analysis's options as flags, and its printout.
+
+The CLI builds the typer command from :data:`COMMAND` (the one fit path:
+:func:`jurymeter.pipeline.jobs.command_job`); no statistics here. (``jurymeter
+batch-plan``, which fits nothing, is a CLI command: :mod:`jurymeter.cli.plans`.)
+"""
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-import typer
 from rich.table import Table
 
-from jurymeter.cli.common import (
-    ConfigOpt,
-    PopulationOpt,
-    StorageOpt,
-    StoreOpt,
-    UniverseOpt,
-    command_job,
-    command_report,
-    fmt,
-    out,
-    run_command,
-    safe_text,
-    write_table,
-)
+from jurymeter.analyses.commands import FIT_SETTINGS_RULES, Command, Flag, Rule
+from jurymeter.analyses.sequential import MAX_RESAMPLES, UNITS
+from jurymeter.render.text import fmt, out, safe_text
 
 
-def register(app: typer.Typer) -> None:
-    app.command(name="sequential")(sequential)
-    app.command(name="batch-plan")(batch_plan_command)
-
-
-def sequential(
-    item_set: Annotated[str, typer.Option("--item-set", help="Pointwise item set with batch_id and batch_position")],
-    store: StoreOpt = None,
-    storage_option: StorageOpt = None,
-    config: ConfigOpt = None,
-    universe: UniverseOpt = None,
-    population: PopulationOpt = None,
-    lags: Annotated[int, typer.Option("--lags", help="Markov order of the GLMM (1-3)")] = 1,
-    boot: Annotated[int, typer.Option("--boot", help="Batch-bootstrap resamples (GLMM refits)")] = 200,
-    unit: Annotated[str, typer.Option("--unit", help="What a rated unit is: system, item or output")] = "system",
-    top_k: Annotated[int, typer.Option("--top-k", help="k of the top-k selection")] = 3,
-    group_a: Annotated[str, typer.Option("--group-a", help="Units of group A, comma-separated")] = "",
-    group_b: Annotated[str, typer.Option("--group-b", help="Units of group B, comma-separated")] = "",
-    reference: Annotated[
-        str, typer.Option("--reference", help="The group a reference answer says is better: A or B")
-    ] = "",
-    simulations: Annotated[int, typer.Option("--simulations", help="Simulated sets of the predictive check")] = 200,
-    seed: Annotated[int, typer.Option(help="Random seed")] = 0,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the full report as JSON")] = False,
-) -> None:
-    """Serial dependence, the Markov GLMM, its predictive check, top-k selection and group contrasts per judge."""
-    run_command(_sequential, item_set, store, storage_option, config, universe, population, lags, boot, unit,
-                top_k, group_a, group_b, reference, simulations, seed, as_json)
-
-
-def _sequential(item_set: str, store: str | None, storage_option: list[str] | None, config: Path | None,
-                universe: str | None, population: str | None, lags: int, boot: int, unit: str, top_k: int,
-                group_a: str, group_b: str, reference: str, simulations: int, seed: int, as_json: bool) -> None:
-    from jurymeter.analyses.sequential import SequentialOptions
-
-    options = SequentialOptions(lags=lags, n_boot=boot, n_sim=simulations, unit=unit, top_k=top_k,
-                                group_a=group_a, group_b=group_b, reference=reference)
-    job = command_job(item_set, store, storage_option, config, universe, population, (("sequential", options),),
-                      seed=seed)
-    report = command_report(job, as_json=as_json)
-    if report is not None:
-        _print(report)
-
-
-def _print(report: dict[str, Any]) -> None:
+def print_sequential(report: dict[str, Any]) -> None:
+    """Per judge: serial contrast, GLMM, predictive check, top-k selection and group contrasts, for a terminal."""
     out.print(f"item set {safe_text(report['item_set'])}: unit {report['unit']}, GLMM lags {report['lags']}"
               + (f"; {report['ratings_without_batch']:,} ratings without a batch position left out"
                  if report["ratings_without_batch"] else ""), markup=False)
@@ -96,26 +45,22 @@ def _print(report: dict[str, Any]) -> None:
                       + (f", {row['outcome']}" if row.get("outcome") else ""), markup=False)
 
 
-def batch_plan_command(
-    out_path: Annotated[Path, typer.Option("--out", help="Assignment table: .csv, .jsonl or .parquet")],
-    items: Annotated[Path, typer.Option("--items", help="File of the rated units' ids, one per line")],
-    judges: Annotated[Path, typer.Option("--judges", help="File of judge ids, one per line")],
-    batches: Annotated[int, typer.Option("--batches", help="Batches in all (over every judge)")],
-    design: Annotated[str, typer.Option("--design", help="'williams' (default) or 'random'")] = "williams",
-    seed: Annotated[int, typer.Option(help="Random seed")] = 0,
-) -> None:
-    """Write a batch plan (batch_id, batch_position, item_id, judge_id): Williams-square or randomized orders."""
-    run_command(_batch_plan, out_path, items, judges, batches, design, seed)
-
-
-def _batch_plan(out_path: Path, items: Path, judges: Path, batches: int, design: str, seed: int) -> None:
-    from jurymeter.cli.app import _ids_from_file
-    from jurymeter.stats.sequential.plans import batch_plan
-
-    item_ids, judge_ids = _ids_from_file(items), _ids_from_file(judges)
-    assert item_ids is not None
-    assert judge_ids is not None
-    table = batch_plan(item_ids, batches, judge_ids, design=design, seed=seed)  # type: ignore[arg-type]
-    write_table(table, out_path)
-    out.print(f"wrote {table.height:,} ratings in {batches:,} batches of {len(item_ids)} to {safe_text(out_path)} "
-              f"({design} orders, seed {seed}; judges in turn: {', '.join(map(safe_text, judge_ids))})", markup=False)
+COMMAND = Command(
+    help="Serial dependence, the Markov GLMM, its predictive check, top-k selection and group contrasts per judge.",
+    item_set_help="Pointwise item set with batch_id and batch_position",
+    title="the sequential analysis",
+    flags=(
+        Flag("lags", "--lags", "Markov order of the GLMM (1-3)", Rule(low=1, high=3, integer=True)),
+        Flag("n_boot", "--boot", f"Batch-bootstrap resamples (GLMM refits); 0: [fit] n_boot, at most {MAX_RESAMPLES}",
+             Rule(low=0, integer=True)),
+        Flag("unit", "--unit", "What a rated unit is: system, item or output", Rule(choices=tuple(UNITS))),
+        Flag("top_k", "--top-k", "k of the top-k selection", Rule(low=1, integer=True)),
+        Flag("group_a", "--group-a", "Units of group A, comma-separated"),
+        Flag("group_b", "--group-b", "Units of group B, comma-separated"),
+        Flag("reference", "--reference", "The group a reference answer says is better: A or B"),
+        Flag("n_sim", "--simulations", "Simulated sets of the predictive check; 0: as --boot",
+             Rule(low=0, integer=True)),
+        Flag("seed", "--seed", "Random seed", FIT_SETTINGS_RULES["seed"], settings=True),
+    ),
+    show=print_sequential,
+)

@@ -14,7 +14,7 @@ score per scenario, generation and judge), and each system is fitted on its own
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +23,7 @@ import polars as pl
 
 from jurymeter.errors import NotApplicableError
 from jurymeter.stats.blocks import BalancedBlock, BlockLayout, balanced_block
+from jurymeter.stats.cyclic.components import VarianceComponents
 from jurymeter.stats.cyclic.decomposition import fit_cyclic_sums
 from jurymeter.stats.cyclic.offsets import offsets_from_judge_means
 from jurymeter.stats.cyclic.sums import CyclicSums
@@ -254,6 +255,17 @@ def cyclic_report(
         "system_means": offsets["system_means"],
         "self_preference": offsets["self_preference"],
     }
+
+
+def mean_components(report: Mapping[str, Any]) -> VarianceComponents:
+    """The variance components of a :func:`cyclic_report`, averaged over its decomposed systems (each weighs one).
+
+    A planner's components when none are given (``jurymeter plan --item-set``):
+    :func:`jurymeter.stats.cyclic.planner.plan_cost_weighted` sizes one plan for every system.
+    """
+    systems = report["systems"]
+    names = ("sigma2_scenario", "sigma2_generation", "sigma2_judge", "sigma2_residual")
+    return VarianceComponents(*(sum(r[n] for r in systems.values()) / len(systems) for n in names))
 
 
 def _family(table: pl.DataFrame | None, key: str) -> dict[str, str] | None:

@@ -1,0 +1,136 @@
+"""The analyses' commands: built from their declarations, read ``--config`` as ``run`` does, flags over the file.
+
+Independent references: the flags each command had before its declaration
+existed (written out here), the ``intervals.n_boot`` and ``block`` of the
+report (what the fit really used), and the package's files read as text for
+the imports and the code digest.
+"""
+
+from __future__ import annotations
+
+import ast
+import shutil
+from pathlib import Path
+
+import orjson
+import pytest
+from typer.testing import CliRunner
+
+from ingest_util import run_ingest
+from jurymeter.cli import app
+from jurymeter.io.store import Store
+from jurymeter.simulate import SimulationParams, simulate_dump, write_dump
+
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "jurymeter"
+PARAMS = SimulationParams(seed=5, n_systems=4, n_items=16, n_judges=4, n_generations=2, n_replicates=1,
+                          round_scores=False, carry_over=0.0, pairwise_pairs=None)
+
+# Every flag of the analyses' commands before they were declared as data (issue 23): each still works.
+FLAGS = {
+    "gstudy": ("--item-set", "--store", "--storage-option", "--config", "--universe", "--population",
+               "--generations", "--boot", "--seed", "--target", "--interval", "--json", "--screen-threshold",
+               "--screened-out", "--estimator", "--henderson-intervals"),
+    "cyclic": ("--item-set", "--store", "--storage-option", "--config", "--budgets", "--at-generations",
+               "--at-judges", "--json", "--universe", "--population"),
+    "pairwise": ("--item-set", "--store", "--storage-option", "--config", "--universe", "--population", "--boot",
+                 "--permutations", "--resample-judges", "--anchor", "--baseline", "--seed", "--json"),
+    "sequential": ("--item-set", "--store", "--storage-option", "--config", "--universe", "--population", "--lags",
+                   "--boot", "--unit", "--top-k", "--group-a", "--group-b", "--reference", "--simulations", "--seed",
+                   "--json"),
+}
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
+    root = tmp_path_factory.mktemp("commands")
+    paths = write_dump(simulate_dump(PARAMS), root / "dump")
+    target = Store(str(root / "store"))
+    run_ingest(target, paths["pointwise"], paths["systems"], paths["judges"])
+    return target
+
+
+@pytest.mark.parametrize("name", sorted(FLAGS))
+def test_every_flag_of_before_is_on_the_command(name: str) -> None:
+    from typer.main import get_command
+
+    command = get_command(app).commands[name]  # type: ignore[attr-defined]
+    declared = {opt for param in command.params for opt in param.opts}
+    assert set(FLAGS[name]) <= declared, sorted(set(FLAGS[name]) - declared)
+
+
+def _gstudy(store: Store, *args: str) -> dict:
+    result = CliRunner().invoke(app, ["gstudy", "--item-set", "sim-chat", "--json", *args])
+    assert result.exit_code == 0, result.output
+    return orjson.loads(result.stdout)
+
+
+def test_the_config_file_sets_what_no_flag_gave_and_a_flag_overrides_it(store: Store, tmp_path: Path) -> None:
+    config = tmp_path / "c.toml"
+    config.write_text(f'store = "{store.url}"\n[fit]\nn_boot = 30\n[fit.gstudy]\nscreen_threshold = 0.25\n')
+    from_file = _gstudy(store, "--config", str(config))
+    assert from_file["intervals"]["n_boot"] == 30  # [fit] n_boot, not the flag's default (800)
+    assert from_file["items"]["screen_threshold"] == 0.25  # [fit.gstudy]
+    flagged = _gstudy(store, "--config", str(config), "--boot", "40", "--screen-threshold", "0.5")
+    assert flagged["intervals"]["n_boot"] == 40
+    assert flagged["items"]["screen_threshold"] == 0.5
+    # A flag given with its default's value is still given: it overrides the file.
+    assert _gstudy(store, "--config", str(config), "--boot", "800", "--seed", "0")["intervals"]["n_boot"] == 800
+
+
+def test_cyclic_takes_a_universe_and_a_population(store: Store, tmp_path: Path) -> None:
+    config = tmp_path / "c.toml"
+    config.write_text(f'store = "{store.url}"\n[universes]\nthree = ["judge-a", "judge-b", "judge-c"]\n'
+                      '[populations]\ntwo = ["sys-00", "sys-01"]\n')
+    result = CliRunner().invoke(app, ["cyclic", "--config", str(config), "--item-set", "sim-chat", "--json",
+                                      "--universe", "three", "--population", "two"])
+    assert result.exit_code == 0, result.output
+    report = orjson.loads(result.stdout)
+    assert report["block"]["judges"] == 3
+    assert set(report["systems"]) == {"sys-00", "sys-01"}
+
+
+def test_nothing_below_the_cli_imports_it() -> None:
+    # Relative imports counted too: resolved against the importing module's package.
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE).with_suffix("").parts
+        if parts[0] == "cli":
+            continue
+        package = ["jurymeter", *parts[:-1]]  # what a relative import of this module is relative to
+        for node in ast.walk(ast.parse(path.read_text())):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = package[: len(package) - node.level + 1] if node.level else []
+                names = [".".join([*base, node.module] if node.module else base)]
+            for name in names:
+                assert name.split(".")[:2] != ["jurymeter", "cli"], (path, name)
+
+
+def test_a_command_declarations_text_does_not_change_the_fits_key(tmp_path: Path) -> None:
+    from jurymeter.pipeline.jobs import code_digest
+
+    copy = tmp_path / "jurymeter"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    before = code_digest(copy)
+    declaration = copy / "analyses" / "gstudy" / "command.py"
+    declaration.write_text(declaration.read_text().replace("Parametric bootstrap resamples", "Bootstrap draws"))
+    cli = copy / "cli" / "common.py"
+    cli.write_text(cli.read_text() + "\n# a comment\n")
+    assert code_digest(copy) == before
+    analysis = copy / "analyses" / "gstudy" / "__init__.py"
+    analysis.write_text(analysis.read_text() + "\n# a comment\n")
+    assert code_digest(copy) != before
+
+
+def test_a_flag_left_out_sets_no_key() -> None:
+    from jurymeter.analyses.commands import command_of
+    from jurymeter.analyses.cyclic import CYCLIC
+    from jurymeter.cli.analyses import overrides_of
+
+    command = command_of(CYCLIC.command)
+    assert command is not None
+    assert overrides_of("cyclic", command, {}) == ({}, {})
+    overrides, flags = overrides_of("cyclic", command, {"flag_budgets": "4,8", "flag_at_judges": 2})
+    assert overrides == {"fit.cyclic.budgets": (4, 8), "fit.cyclic.at_judges": 2}
+    assert flags == {"fit.cyclic.budgets": "--budgets", "fit.cyclic.at_judges": "--at-judges"}
