@@ -33,7 +33,8 @@ from jurymeter.io.adapters.base import AdapterNotes, AdapterOptions
 from jurymeter.io.adapters.mt_bench import MT_BENCH, MtBenchAdapter
 from jurymeter.io.adapters.reading import REJECT_MESSAGE, REJECT_REASON, FileBytes, adapted_batches
 from jurymeter.io.ingest import ingest
-from jurymeter.io.sources import SourceFile, discover_sources
+from jurymeter.io.source_files import SourceFile
+from jurymeter.io.sources import discover_sources
 from jurymeter.io.store import Store
 from jurymeter.io.validate import ValidationOptions, validate_batch
 from samples import SAMPLES

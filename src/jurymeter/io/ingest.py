@@ -32,6 +32,7 @@ import polars as pl
 
 from jurymeter.errors import SourceError, StoreError, StrictModeError
 from jurymeter.io.adapters.reading import REJECT_MESSAGE, REJECT_REASON
+from jurymeter.io.records import DEFAULT_BLOCK_BYTES, read_batches
 from jurymeter.io.schema import (
     ID_LIKE_COLUMNS,
     QUARANTINE_SCHEMA,
@@ -42,14 +43,7 @@ from jurymeter.io.schema import (
     Protocol,
     detect_protocol,
 )
-from jurymeter.io.sources import (
-    DEFAULT_BLOCK_BYTES,
-    DOCUMENT_FORMATS,
-    RawBatch,
-    SourceFile,
-    content_sha256,
-    read_batches,
-)
+from jurymeter.io.source_files import DOCUMENT_FORMATS, RawBatch, SourceFile, content_sha256
 from jurymeter.io.store import RATED_CELLS_FILE, Store
 from jurymeter.io.streaming import Census, eligible, stream_source
 from jurymeter.io.validate import ROW, ValidationOptions, apply_column_map, validate_batch

@@ -43,7 +43,7 @@ import polars as pl
 from jurymeter.errors import ConfigError, StoreError, StoreLockedError
 from jurymeter.io.naming import decode_item_set, is_digested, item_set_folder
 from jurymeter.io.schema import JUDGMENT_PROTOCOLS, PROTOCOLS, SCHEMAS, SOURCE_LINE, Protocol
-from jurymeter.io.sources import filesystem_for
+from jurymeter.io.source_files import filesystem_for
 
 if TYPE_CHECKING:
     from polars._typing import PolarsDataType

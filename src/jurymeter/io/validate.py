@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, TypeVar
 import polars as pl
 
 from jurymeter.errors import ConfigError
+from jurymeter.io.records import NOT_SCALAR
 from jurymeter.io.schema import (
     INDEX_COLUMNS,
     SCHEMAS,
     WINNER_ALIASES,
     Protocol,
 )
-from jurymeter.io.sources import NOT_SCALAR
 
 if TYPE_CHECKING:
     from polars._typing import PolarsDataType

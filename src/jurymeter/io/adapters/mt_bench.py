@@ -164,6 +164,7 @@ from jurymeter.io.adapters.base import (
     Unreadable,
     not_a_record,
 )
+from jurymeter.io.source_files import LineSplitter
 
 ITEM_SET: Final = "mt-bench"
 DEFAULT_SCALE: Final = (1.0, 10.0)  # every FastChat single prompt: "on a scale of 1 to 10"
@@ -959,28 +960,23 @@ def _ranges(path: str, size: int) -> list[tuple[int, int]]:
 
 def _range_blocks(path: str, start: int, end: int) -> Iterator[tuple[int, list[bytes]]]:
     """The lines of ``path``'s bytes ``start`` to ``end`` as ``FileBytes.line_blocks`` splits them, numbered from 1."""
-    first = 1
-    pending: list[bytes] = []
+    splitter = LineSplitter()
     with open(path, "rb") as handle:
         handle.seek(start)
-        left = end - start
-        while left > 0:
-            block = handle.read(min(_READ_BYTES, left))
-            if not block:
-                break
-            left -= len(block)
-            if block.rfind(b"\n") < 0:
-                pending.append(block)
-                continue
-            lines = block.split(b"\n")
-            if pending:
-                lines[0] = b"".join((*pending, lines[0]))
-            tail = lines.pop()
-            pending = [tail] if tail else []
-            yield first, [line.rstrip(b"\r\n") for line in lines]
-            first += len(lines)
-    if pending:
-        yield first, [b"".join(pending).rstrip(b"\r\n")]
+        yield from splitter.split(_range_reads(handle, end - start))
+    rest = splitter.unfinished()
+    if rest:
+        yield splitter.next_line, [rest.rstrip(b"\r\n")]
+
+
+def _range_reads(handle: Any, left: int) -> Iterator[bytes]:
+    """The next ``left`` bytes of ``handle`` in blocks of at most :data:`_READ_BYTES`."""
+    while left > 0:
+        block = handle.read(min(_READ_BYTES, left))
+        if not block:
+            return
+        left -= len(block)
+        yield block
 
 
 def _scan_range(
