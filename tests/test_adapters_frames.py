@@ -237,7 +237,7 @@ def test_a_row_validation_rejects_gets_its_raw_text_even_when_not_kept(
 
 def _parallel(monkeypatch: pytest.MonkeyPatch, range_bytes: int) -> None:
     """Parse every local file in ranges of ``range_bytes``, by this thread and one worker process."""
-    from jurymeter.io.adapters import mt_bench
+    from jurymeter.io.adapters import mt_bench_columns as mt_bench
 
     monkeypatch.setattr(mt_bench, "PARALLEL_BYTES", 0)
     monkeypatch.setattr(mt_bench, "RANGE_BYTES", range_bytes)
@@ -246,7 +246,7 @@ def _parallel(monkeypatch: pytest.MonkeyPatch, range_bytes: int) -> None:
 
 @pytest.mark.parametrize("range_bytes", [1, 3000, 1 << 20])
 def test_ranges_split_the_lines_as_the_file_reader_does(range_bytes: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from jurymeter.io.adapters import mt_bench
+    from jurymeter.io.adapters import mt_bench_columns as mt_bench
 
     monkeypatch.setattr(mt_bench, "RANGE_BYTES", range_bytes)
     monkeypatch.setattr(mt_bench, "_READ_BYTES", 1000)
