@@ -27,7 +27,8 @@ from typer.testing import CliRunner
 from jurymeter.cli import app
 from jurymeter.errors import ConfigError, SourceError, StoreError, StoreLockedError
 from jurymeter.io.info import quarantine_counts, store_info
-from jurymeter.io.ingest import IngestReport, ingest
+from jurymeter.io.ingest import ingest
+from jurymeter.io.ingest_report import IngestReport
 from jurymeter.io.schema import SCHEMAS
 from jurymeter.io.sources import discover_sources
 from jurymeter.io.store import Store

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     import polars as pl
 
     from jurymeter.cyclic import VarianceComponents
-    from jurymeter.io.ingest import IngestReport
+    from jurymeter.io.ingest_report import IngestReport
     from jurymeter.io.store import Store
 
 app = typer.Typer(
