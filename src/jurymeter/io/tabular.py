@@ -41,27 +41,7 @@ def csv_batches(source: SourceFile, block_bytes: int) -> Iterator[RawBatch]:
         cut: list[str] = []  # the unfinished last line of a stream that ends early
         bom: list[bool] = []
 
-        def lines_iter() -> Iterator[str]:
-            previous: str | None = None
-            for line in handle:
-                if not bom:
-                    bom.append(line.startswith("\ufeff"))
-                    line = line.removeprefix("\ufeff")
-                    if not line:
-                        continue
-                if previous is not None:
-                    physical.append(previous)
-                    yield previous
-                previous = line
-            if previous is None:
-                return
-            if getattr(binary, "truncated", False) and not previous.endswith(("\n", "\r")):
-                cut.append(previous)
-                return
-            physical.append(previous)
-            yield previous
-
-        reader = csv.reader(lines_iter())
+        reader = csv.reader(_physical_lines(handle, binary, physical, cut, bom))
         try:
             header = next(reader)
         except StopIteration:
@@ -79,7 +59,6 @@ def csv_batches(source: SourceFile, block_bytes: int) -> Iterator[RawBatch]:
             shown = escape_text(",".join(header))[:200]
             msg = f"{source.url}: the CSV header is not valid UTF-8 text: \"{shown}\""
             raise SourceError(msg)
-        width = len(header)
         rows: list[list[str]] = []
         raws: list[str] = []
         lines: list[int] = []
@@ -99,21 +78,9 @@ def csv_batches(source: SourceFile, block_bytes: int) -> Iterator[RawBatch]:
             first = reader.line_num - max(len(physical) - 1, 0)
             if not row or (len(row) == 1 and not row[0].strip()):
                 continue
-            if not text.isascii() and not is_text(text):
-                # Named by the header's column (by position past its end); a byte outside every
-                # field (a quote's neighbour) still makes the line invalid_text.
-                message = "; ".join(
-                    invalid_text_message(header[j] if j < width else f"#{j + 1}", v, bytes_invalid=True)
-                    for j, v in enumerate(row)
-                    if not is_text(v)
-                ) or "the line is not valid text (invalid UTF-8 bytes)"
-                malformed.append(MalformedRecord(first, escape_text(text), message, "invalid_text"))
-            elif len(row) != width:
-                malformed.append(
-                    MalformedRecord(
-                        first, text, f"expected {width} fields as in the header, got {len(row)}"
-                    )
-                )
+            problem = _row_problem(text, row, header, first)
+            if problem is not None:
+                malformed.append(problem)
             else:
                 rows.append(row)
                 raws.append(text)
@@ -126,6 +93,51 @@ def csv_batches(source: SourceFile, block_bytes: int) -> Iterator[RawBatch]:
             malformed.append(_csv_cut(source, reader.line_num + 1, cut).malformed[0])
         if rows or malformed:
             yield _csv_batch(header, rows, raws, lines, malformed)
+
+
+def _physical_lines(
+    handle: Any, binary: Any, physical: list[str], cut: list[str], bom: list[bool]
+) -> Iterator[str]:
+    """The text file's lines for the CSV reader, each also kept in ``physical`` (the raw text of a record).
+
+    A byte-order mark at the start is dropped (``bom`` says whether there was
+    one); the unfinished last line of a cut stream goes to ``cut``, not to the reader.
+    """
+    previous: str | None = None
+    for line in handle:
+        if not bom:
+            bom.append(line.startswith("\ufeff"))
+            line = line.removeprefix("\ufeff")
+            if not line:
+                continue
+        if previous is not None:
+            physical.append(previous)
+            yield previous
+        previous = line
+    if previous is None:
+        return
+    if getattr(binary, "truncated", False) and not previous.endswith(("\n", "\r")):
+        cut.append(previous)
+        return
+    physical.append(previous)
+    yield previous
+
+
+def _row_problem(text: str, row: list[str], header: list[str], first: int) -> MalformedRecord | None:
+    """Why a CSV row is no record (text that is not text, the wrong number of fields), or ``None``."""
+    width = len(header)
+    if not text.isascii() and not is_text(text):
+        # Named by the header's column (by position past its end); a byte outside every
+        # field (a quote's neighbour) still makes the line invalid_text.
+        message = "; ".join(
+            invalid_text_message(header[j] if j < width else f"#{j + 1}", v, bytes_invalid=True)
+            for j, v in enumerate(row)
+            if not is_text(v)
+        ) or "the line is not valid text (invalid UTF-8 bytes)"
+        return MalformedRecord(first, escape_text(text), message, "invalid_text")
+    if len(row) != width:
+        return MalformedRecord(first, text, f"expected {width} fields as in the header, got {len(row)}")
+    return None
 
 
 def _csv_cut(source: SourceFile, line: int, cut: list[str]) -> RawBatch:
