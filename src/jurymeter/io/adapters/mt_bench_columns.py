@@ -1,7 +1,7 @@
 """A single-answer MT-Bench file as column blocks: one parse (in ranges, by worker processes, for a large file).
 
 :meth:`jurymeter.io.adapters.mt_bench.MtBenchAdapter.frames`: exactly what the
-judgments give (:func:`jurymeter.io.adapters.mt_bench._singles`), in the same
+judgments give (``_singles`` of :mod:`jurymeter.io.adapters.mt_bench`), in the same
 batches, with the lines read once (see :func:`single_frames`).
 """
 
