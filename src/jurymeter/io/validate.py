@@ -423,6 +423,7 @@ def _checks(
     protocol: Protocol, options: ValidationOptions
 ) -> list[tuple[pl.Expr, str, _Message]]:
     """(failing condition, reason code, message builder) in the order they apply."""
+    # Over 80 lines: every rule in one ordered list, read top to bottom, since the first that fails is the reason.
     schema = SCHEMAS[protocol]
     checks: list[tuple[pl.Expr, str, _Message]] = []
     for name in schema.required:
