@@ -263,7 +263,8 @@ def floor_main(src: str) -> None:
     import orjson
 
     from jurymeter.io.adapters.reading import FileBytes
-    from jurymeter.io.sources import content_sha256, discover_sources
+    from jurymeter.io.source_files import content_sha256
+    from jurymeter.io.sources import discover_sources
 
     [source] = discover_sources([src], log_format="canonical")
     t0, c0 = time.perf_counter(), time.process_time()

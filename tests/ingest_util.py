@@ -7,7 +7,8 @@ from pathlib import Path
 import orjson
 import polars as pl
 
-from jurymeter.io.ingest import IngestReport, ingest
+from jurymeter.io.ingest import ingest
+from jurymeter.io.ingest_report import IngestReport
 from jurymeter.io.schema import SOURCE_ID
 from jurymeter.io.sources import discover_sources
 from jurymeter.io.store import Store

@@ -29,7 +29,8 @@ from jurymeter.io.adapters.base import (
     SourceBytes,
     Unreadable,
 )
-from jurymeter.io.adapters.mt_bench import MT_BENCH, _iso
+from jurymeter.io.adapters.mt_bench import MT_BENCH
+from jurymeter.io.adapters.mt_bench_lines import iso_time
 from samples import SAMPLES
 
 MT = SAMPLES / "mt_bench"
@@ -701,4 +702,4 @@ def test_iso_timestamps_round_as_datetime_does() -> None:
     ]
     for value in values:
         expected = datetime.fromtimestamp(value, UTC).isoformat(timespec="microseconds")
-        assert _iso(value) == expected.removesuffix("+00:00") + "Z", value
+        assert iso_time(value) == expected.removesuffix("+00:00") + "Z", value

@@ -33,7 +33,8 @@ from jurymeter.io.adapters.base import AdapterNotes, AdapterOptions
 from jurymeter.io.adapters.mt_bench import MT_BENCH, MtBenchAdapter
 from jurymeter.io.adapters.reading import REJECT_MESSAGE, REJECT_REASON, FileBytes, adapted_batches
 from jurymeter.io.ingest import ingest
-from jurymeter.io.sources import SourceFile, discover_sources
+from jurymeter.io.source_files import SourceFile
+from jurymeter.io.sources import discover_sources
 from jurymeter.io.store import Store
 from jurymeter.io.validate import ValidationOptions, validate_batch
 from samples import SAMPLES
@@ -236,7 +237,7 @@ def test_a_row_validation_rejects_gets_its_raw_text_even_when_not_kept(
 
 def _parallel(monkeypatch: pytest.MonkeyPatch, range_bytes: int) -> None:
     """Parse every local file in ranges of ``range_bytes``, by this thread and one worker process."""
-    from jurymeter.io.adapters import mt_bench
+    from jurymeter.io.adapters import mt_bench_columns as mt_bench
 
     monkeypatch.setattr(mt_bench, "PARALLEL_BYTES", 0)
     monkeypatch.setattr(mt_bench, "RANGE_BYTES", range_bytes)
@@ -245,7 +246,7 @@ def _parallel(monkeypatch: pytest.MonkeyPatch, range_bytes: int) -> None:
 
 @pytest.mark.parametrize("range_bytes", [1, 3000, 1 << 20])
 def test_ranges_split_the_lines_as_the_file_reader_does(range_bytes: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from jurymeter.io.adapters import mt_bench
+    from jurymeter.io.adapters import mt_bench_columns as mt_bench
 
     monkeypatch.setattr(mt_bench, "RANGE_BYTES", range_bytes)
     monkeypatch.setattr(mt_bench, "_READ_BYTES", 1000)

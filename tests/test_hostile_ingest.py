@@ -342,7 +342,7 @@ def test_an_adapters_line_reader_stops_at_a_cut_and_says_where(tmp_path: Path) -
     import fsspec
 
     from jurymeter.io.adapters.reading import FileBytes
-    from jurymeter.io.sources import SourceFile
+    from jurymeter.io.source_files import SourceFile
 
     lines = [b'{"n": %d, "pad": "%s"}' % (k, b"x" * 50) for k in range(5000)]
     compressed = gzip.compress(b"\n".join(lines) + b"\n")
@@ -461,7 +461,7 @@ UNREADABLE = {
 @pytest.mark.parametrize("case", list(UNREADABLE), ids=list(UNREADABLE))
 def test_a_file_that_cannot_be_read_is_one_source_error_naming_it(tmp_path: Path, case: str) -> None:
     from jurymeter.io.ingest import ingest
-    from jurymeter.io.sources import SourceFile, format_of
+    from jurymeter.io.source_files import SourceFile, format_of
     from jurymeter.io.validate import ValidationOptions
 
     name, data, words = UNREADABLE[case]

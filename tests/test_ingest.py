@@ -326,7 +326,7 @@ def test_run_manifest_is_kept_in_the_store(tmp_path: Path) -> None:
 def test_duplicate_resolution_in_hash_buckets_matches_one_pass(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import jurymeter.io.ingest as ingest_module
+    import jurymeter.io.duplicates as duplicates_module
 
     records: list[dict | str] = list(pointwise_records(400))
     records += [records[k] for k in range(0, 400, 7)]  # exact re-deliveries
@@ -335,7 +335,7 @@ def test_duplicate_resolution_in_hash_buckets_matches_one_pass(
     redelivery = write_jsonl(tmp_path / "y.jsonl", [*records[:200], _bad(item_id="new")])
     results = []
     for per_pass in (1_000_000, 3):
-        monkeypatch.setattr(ingest_module, "CANDIDATES_PER_PASS", per_pass)
+        monkeypatch.setattr(duplicates_module, "CANDIDATES_PER_PASS", per_pass)
         store = Store(str(tmp_path / f"store-{per_pass}"))
         report = run_ingest(store, source, redelivery)
         results.append(([(s.accepted, s.quarantined, s.duplicates_dropped) for s in report.sources], store))

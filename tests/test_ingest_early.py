@@ -21,7 +21,8 @@ import pytest
 
 from jurymeter.io import ingest as ingest_module
 from jurymeter.io.adapters.reading import FileBytes, ReadCancelled
-from jurymeter.io.ingest import Prefetch, ingest
+from jurymeter.io.ingest import ingest
+from jurymeter.io.prefetch import Prefetch
 from jurymeter.io.sources import discover_sources
 from jurymeter.io.store import Store
 from jurymeter.io.validate import ValidationOptions

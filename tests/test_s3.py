@@ -27,10 +27,12 @@ from typer.testing import CliRunner
 from jurymeter.cli import app
 from jurymeter.errors import ConfigError, SourceError, StoreError, StoreLockedError
 from jurymeter.io.info import quarantine_counts, store_info
-from jurymeter.io.ingest import IngestReport, ingest
+from jurymeter.io.ingest import ingest
+from jurymeter.io.ingest_report import IngestReport
 from jurymeter.io.schema import SCHEMAS
 from jurymeter.io.sources import discover_sources
-from jurymeter.io.store import Store, s3fs_options
+from jurymeter.io.store import Store
+from jurymeter.io.store_options import s3fs_options
 from jurymeter.io.validate import ValidationOptions
 
 pytestmark = pytest.mark.s3
@@ -82,8 +84,8 @@ COUNTS = ("read", "accepted", "quarantined", "duplicates_dropped")
 @pytest.fixture(autouse=True)
 def _fast_lock_polling(monkeypatch) -> None:
     """Poll a held S3 lock often and confirm it quickly: waiting costs the tests little."""
-    monkeypatch.setattr("jurymeter.io.store.S3_LOCK_POLL_SECONDS", 0.05)
-    monkeypatch.setattr("jurymeter.io.store.S3_LOCK_CONFIRM_SECONDS", 0.05)
+    monkeypatch.setattr("jurymeter.io.store_locks.S3_LOCK_POLL_SECONDS", 0.05)
+    monkeypatch.setattr("jurymeter.io.store_locks.S3_LOCK_CONFIRM_SECONDS", 0.05)
 
 
 def write_sources(folder: Path) -> dict[str, Path]:

@@ -200,7 +200,7 @@ def test_options_without_a_polars_equivalent_scan_lazily_through_pyarrow(
 
 
 def test_s3fs_options_map_onto_polars_object_store_keys() -> None:
-    from jurymeter.io.store import polars_s3_options
+    from jurymeter.io.store_options import polars_s3_options
 
     endpoint = {"client_kwargs": {"endpoint_url": "http://127.0.0.1:9", "region_name": "eu-west-1"}}
     mapped = polars_s3_options({**endpoint, "key": "K", "secret": "S", "token": "T", "use_ssl": False})

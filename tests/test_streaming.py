@@ -25,7 +25,8 @@ from hypothesis import strategies as st
 
 import jurymeter.io.ingest as ingest_module
 from ingest_util import assert_same_store, pointwise_records, run_ingest, write_jsonl
-from jurymeter.io.sources import discover_sources, text_census
+from jurymeter.io.census import text_census
+from jurymeter.io.sources import discover_sources
 from jurymeter.io.store import STAGING, Store
 from test_crash import _command, _kill_when
 

@@ -30,7 +30,7 @@ from jurymeter.render.text import err, out, print_json, safe_text
 
 if TYPE_CHECKING:
 
-    from jurymeter.io.ingest import IngestReport
+    from jurymeter.io.ingest_report import IngestReport
     from jurymeter.io.store import Store
 
 
@@ -100,7 +100,7 @@ def _ingest(sources: list[str], store: str | None, map_: list[str] | None, item_
             baseline: str | None = None) -> None:
     from jurymeter.io.ingest import ingest as run_ingest
     from jurymeter.io.sources import discover_sources
-    from jurymeter.io.store import s3fs_options
+    from jurymeter.io.store_options import s3fs_options
     from jurymeter.io.validate import ValidationOptions
 
     target = open_store(store, storage_option, config)

@@ -14,7 +14,7 @@ non-null raw values is a partition key, so the written files' footers and paths
 carry everything the proof needs. It only *accepts* a file when:
 
 - the rows written equal the physical lines, counted from the bytes by
-  :func:`jurymeter.io.sources.text_census` (so no line was blank, unparsed or
+  :func:`jurymeter.io.census.text_census` (so no line was blank, unparsed or
   flagged);
 - the values written, rows times values per row, equal the ``":`` marks of
   the text less those followed by ``null`` (so no key was dropped by schema
@@ -45,8 +45,9 @@ from typing import Any
 import polars as pl
 import pyarrow.parquet as pq
 
+from jurymeter.io.census import TextCensus, text_census
 from jurymeter.io.schema import SCHEMAS, SOURCE_ID, SOURCE_LINE, Protocol, detect_protocol
-from jurymeter.io.sources import SourceFile, TextCensus, text_census
+from jurymeter.io.source_files import SourceFile
 from jurymeter.io.store import Store
 from jurymeter.io.validate import (
     ROW,
@@ -107,7 +108,7 @@ def _timestamp_format(records: pl.LazyFrame) -> str | None:
 
 
 class Census:
-    """:func:`jurymeter.io.sources.text_census` of one source, counted in a background thread.
+    """:func:`jurymeter.io.census.text_census` of one source, counted in a background thread.
 
     Started before the source's content hash is computed, so the two reads of
     the file run side by side on two cores (the hash alone is 2 s of one core

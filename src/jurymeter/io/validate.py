@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, TypeVar
 import polars as pl
 
 from jurymeter.errors import ConfigError
+from jurymeter.io.records import NOT_SCALAR
 from jurymeter.io.schema import (
     INDEX_COLUMNS,
     SCHEMAS,
     WINNER_ALIASES,
     Protocol,
 )
-from jurymeter.io.sources import NOT_SCALAR
 
 if TYPE_CHECKING:
     from polars._typing import PolarsDataType
@@ -423,6 +423,7 @@ def _checks(
     protocol: Protocol, options: ValidationOptions
 ) -> list[tuple[pl.Expr, str, _Message]]:
     """(failing condition, reason code, message builder) in the order they apply."""
+    # Over 80 lines: every rule in one ordered list, read top to bottom, since the first that fails is the reason.
     schema = SCHEMAS[protocol]
     checks: list[tuple[pl.Expr, str, _Message]] = []
     for name in schema.required:

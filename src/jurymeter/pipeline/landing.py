@@ -12,7 +12,8 @@ from jurymeter.pipeline.config import RunConfig
 def landing_sources(config: RunConfig) -> list[Any]:
     """The dump files in the landing location; none when it is unset, missing or empty."""
     from jurymeter.errors import SourceError
-    from jurymeter.io.sources import discover_sources, filesystem_for
+    from jurymeter.io.source_files import filesystem_for
+    from jurymeter.io.sources import discover_sources
 
     if not config.landing:
         return []

@@ -341,39 +341,7 @@ class ArenaHardAdapter(Adapter):
                 if baseline not in v20_noted:
                     v20_noted.add(baseline)
                     notes.notes.append(_v20_note(baseline, options.baseline))
-            game0, game1 = games
-            shown0 = _prompt_answers(game0)
-            shown1 = _prompt_answers(game1)
-            if shown0 is not None and shown1 is not None and (
-                shown0[0] != shown1[1] or shown0[1] != shown1[0]
-            ):
-                inconsistent.append(line)
-                shown0 = shown1 = None
-            for index, game, shown, system_a, system_b in (
-                (0, game0, shown0, baseline, model),
-                (1, game1, shown1, model, baseline),
-            ):
-                fields = {
-                    **base,
-                    "system_a": system_a,
-                    "system_b": system_b,
-                    "game": index,
-                    "length_a": None if shown is None else len(shown[0]),
-                    "length_b": None if shown is None else len(shown[1]),
-                }
-                score = game.get("score")
-                verdict = LABELS.get(score) if type(score) is str else None
-                if verdict is not None:
-                    fields["winner"] = verdict[0]
-                    fields["strength"] = verdict[1]
-                    fields["score_label"] = score
-                    yield Judgment(line, "pairwise", fields, raw)
-                else:
-                    fields["strength"] = None
-                    fields["score_label"] = (
-                        score if score is None or isinstance(score, str) else _shown(score)
-                    )
-                    yield Judgment(line, "pairwise", fields, raw, reject=_rejection(index, game))
+            yield from _games(line, raw, base, games, baseline, model, inconsistent)
         if inconsistent:
             shown_lines = ", ".join(map(str, inconsistent[:_NOTED_LINES]))
             more = ", ..." if len(inconsistent) > _NOTED_LINES else ""
@@ -382,6 +350,52 @@ class ArenaHardAdapter(Adapter):
                 f"answers swapped (the stored prompts cannot both be the record's): length_a and "
                 f"length_b left empty for them (lines {shown_lines}{more})"
             )
+
+
+def _games(
+    line: int,
+    raw: str,
+    base: dict[str, Any],
+    games: list[dict[str, Any]],
+    baseline: str,
+    model: str,
+    inconsistent: list[int],
+) -> Iterator[Judgment]:
+    """A record's two judgments (game 0: baseline in slot A; game 1: swapped); a record whose
+    prompts do not show the same two answers swapped is added to ``inconsistent``."""
+    game0, game1 = games
+    shown0 = _prompt_answers(game0)
+    shown1 = _prompt_answers(game1)
+    if shown0 is not None and shown1 is not None and (
+        shown0[0] != shown1[1] or shown0[1] != shown1[0]
+    ):
+        inconsistent.append(line)
+        shown0 = shown1 = None
+    for index, game, shown, system_a, system_b in (
+        (0, game0, shown0, baseline, model),
+        (1, game1, shown1, model, baseline),
+    ):
+        fields = {
+            **base,
+            "system_a": system_a,
+            "system_b": system_b,
+            "game": index,
+            "length_a": None if shown is None else len(shown[0]),
+            "length_b": None if shown is None else len(shown[1]),
+        }
+        score = game.get("score")
+        verdict = LABELS.get(score) if type(score) is str else None
+        if verdict is not None:
+            fields["winner"] = verdict[0]
+            fields["strength"] = verdict[1]
+            fields["score_label"] = score
+            yield Judgment(line, "pairwise", fields, raw)
+        else:
+            fields["strength"] = None
+            fields["score_label"] = (
+                score if score is None or isinstance(score, str) else _shown(score)
+            )
+            yield Judgment(line, "pairwise", fields, raw, reject=_rejection(index, game))
 
 
 _Header = tuple[str, str, str, str, str | None, str | None, list[dict[str, Any]]]

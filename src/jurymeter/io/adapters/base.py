@@ -100,7 +100,7 @@ def not_a_record(line: int, raw: bytes, message: str) -> Unreadable:
     not text is a reason of its own, never replaced or merged), and its raw text
     keeps every undecodable byte as ``\xNN``, so two such lines stay distinct.
     """
-    from jurymeter.io.sources import escaped, has_unpaired_escape
+    from jurymeter.io.text import escaped, has_unpaired_escape
 
     try:
         raw.decode("utf-8")

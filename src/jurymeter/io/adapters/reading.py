@@ -33,20 +33,19 @@ from jurymeter.io.adapters.base import (
     SourceBytes,
     Unreadable,
 )
-from jurymeter.io.sources import (
+from jurymeter.io.source_files import (
+    LineSplitter,
     MalformedRecord,
     RawBatch,
     SourceFile,
-    escape_text,
-    is_text,
     open_decompressed,
     truncated_message,
     undecompressable,
 )
+from jurymeter.io.text import escape_text, is_text
 
 REJECT_REASON = "_reject_reason"
 REJECT_MESSAGE = "_reject_message"
-HEAD_BYTES = 64 * 1024
 BATCH_JUDGMENTS = 50_000
 READ_BYTES = 8 * 1024 * 1024  # a file is read in blocks of this size and split into lines
 
@@ -90,57 +89,31 @@ class FileBytes(SourceBytes):
         A compressed stream that ends early gives the lines before the cut and
         sets :attr:`cut` (the unfinished last line is no line of the file).
         """
-        first = 1
-        pending: list[bytes] = []  # the start of a line that the blocks read so far have not ended
+        splitter = LineSplitter()
         with self.source.fs.open(self.source.path, "rb") as stored:
             handle = open_decompressed(self.source, stored)
-            while True:
-                self._check()
-                block = handle.read(READ_BYTES)
-                if not block:
-                    break
-                if block.rfind(b"\n") < 0:
-                    pending.append(block)
-                    continue
-                lines = block.split(b"\n")
-                if pending:  # the block's first piece ends the line the earlier blocks began
-                    lines[0] = b"".join((*pending, lines[0]))
-                tail = lines.pop()
-                pending = [tail] if tail else []
-                yield first, [line.rstrip(b"\r\n") for line in lines]
-                first += len(lines)
+            yield from splitter.split(self._blocks(handle))
             truncated = bool(getattr(handle, "truncated", False))
+        rest = splitter.unfinished()
         if truncated:
-            self.cut = (first, b"".join(pending).decode("utf-8", "backslashreplace"))
-        elif pending:
-            yield first, [b"".join(pending).rstrip(b"\r\n")]
+            self.cut = (splitter.next_line, rest.decode("utf-8", "backslashreplace"))
+        elif rest:
+            yield splitter.next_line, [rest.rstrip(b"\r\n")]
+
+    def _blocks(self, handle: Any) -> Iterator[bytes]:
+        """The decompressed bytes in blocks of :data:`READ_BYTES`, the cancel checked before each."""
+        while True:
+            self._check()
+            block = handle.read(READ_BYTES)
+            if not block:
+                return
+            yield block
 
     def read(self) -> bytes:
         self._check()
         with self.source.fs.open(self.source.path, "rb", compression=self.source.compression) as handle:
             data: bytes = handle.read()
             return data
-
-
-def head(source: SourceFile) -> bytes:
-    """The first :data:`HEAD_BYTES` of a source, decompressed (what detection looks at).
-
-    Raises
-    ------
-    OSError
-        The file cannot be read, or its compressed data is corrupt (one line).
-    """
-    import zstandard
-
-    try:
-        with source.fs.open(source.path, "rb") as stored:
-            data: bytes = open_decompressed(source, stored).read(HEAD_BYTES)
-            return data
-    except (zlib.error, zstandard.ZstdError) as exc:
-        # discover_sources turns an OSError into its one line ("cannot read <file>: ...").
-        kind = {"gzip": "gzip", "zstd": "Zstandard"}.get(source.compression or "", source.compression)
-        msg = f"not {kind} data, or corrupt ({exc})"
-        raise OSError(msg) from exc
 
 
 def _text(value: Any) -> str | None:

@@ -1,0 +1,207 @@
+"""Duplicates of one source's staged rows, among themselves and against committed rows (step 3 of an ingest).
+
+An exact re-delivery is dropped and counted, a conflicting one goes to
+quarantine, and parts that lose rows are rewritten (:func:`resolve_duplicates`).
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from jurymeter.io.schema import (
+    RATING_KEY,
+    SCHEMAS,
+    SOURCE_ID,
+    SOURCE_LINE,
+    Protocol,
+)
+from jurymeter.io.staging import Staged
+from jurymeter.io.store import RATED_CELLS_FILE, Store
+
+
+def _value_text(protocol: Protocol) -> pl.Expr:
+    """The judged value of a record as one comparable string (nulls included)."""
+    value_columns = SCHEMAS[protocol].value
+    return pl.concat_str(
+        [pl.col(c).cast(pl.String).fill_null("\x00") for c in value_columns], separator="\x1f"
+    )
+
+
+# Candidate rows (keys whose hash repeats) compared exactly per pass; beyond this
+# the comparison runs in hash buckets so memory stays bounded when a whole dump
+# is re-delivered under another name.
+CANDIDATES_PER_PASS = 1_000_000
+
+
+def resolve_duplicates(
+    store: Store, staged: Staged, protocol: Protocol
+) -> tuple[int, pl.DataFrame | None]:
+    """Drop exact re-deliveries and pull out conflicts; rewrite the parts that shrink.
+
+    Returns the number of rows dropped and a frame (``line``, ``message``) of the
+    new records that conflict with another record of the same key.
+    """
+    schema = SCHEMAS[protocol]
+    key = [c for c in schema.key if c != "item_set"]
+    # Candidates are found by a hash of the key without the rating columns (run, batch,
+    # position): rows equal on the whole key are equal on it, so no pair is missed, and
+    # the pass reads and hashes no more than before those columns joined the key (a log
+    # that rates an output in several batches makes them all candidates, compared exactly).
+    hashed = [c for c in key if c not in RATING_KEY]
+    needed = [*key, *schema.value, SOURCE_ID, SOURCE_LINE]
+    dropped = 0
+    conflicts: list[pl.DataFrame] = []
+    by_set: dict[str | None, list[str]] = {}
+    for item_set, relpath in staged.parts:
+        by_set.setdefault(item_set, []).append(store.path(relpath))
+    for item_set, new_paths in by_set.items():
+        old_paths = [f.path for f in store.data_files(protocol, item_set)]
+        frames = [store.scan_files(new_paths, needed, protocol).with_columns(is_new=pl.lit(True))]
+        if old_paths:
+            frames.append(
+                store.scan_files(old_paths, needed, protocol).with_columns(is_new=pl.lit(False))
+            )
+        both = pl.concat(frames).with_columns(pl.struct(hashed).hash().alias("__h"))
+        repeated = (
+            both.group_by("__h").agg(pl.len().alias("n")).filter(pl.col("n") > 1).select("__h")
+        ).collect()
+        if not repeated.height:
+            continue
+        buckets = -(-repeated.height // CANDIDATES_PER_PASS)
+        drop_parts, conflict_parts = [], []
+        rated = False
+        for bucket in range(buckets):
+            in_bucket = (pl.col("__h") % buckets) == bucket
+            candidates = both.filter(in_bucket).join(
+                repeated.lazy().filter(in_bucket), on="__h", how="semi"
+            ).collect()
+            drop_lines, conflict = _classify_candidates(candidates, key, protocol)
+            drop_parts.append(drop_lines)
+            conflict_parts.append(conflict)
+            rated = rated or _several_ratings(candidates, hashed, pl.concat([drop_lines, conflict[SOURCE_LINE]]))
+        if rated and item_set is not None:
+            store.write_json(f"{store.partition_dir(protocol, item_set)}/{RATED_CELLS_FILE}", {"rated_cells": True})
+        drop_lines = pl.concat(drop_parts)
+        conflict = pl.concat(conflict_parts)
+        if conflict.height:
+            conflicts.append(_conflict_messages(store, conflict, key))
+        removed = pl.concat([drop_lines, conflict[SOURCE_LINE]])
+        dropped += drop_lines.len()
+        if removed.len():
+            emptied = _rewrite_without(store, new_paths, removed)
+            staged.parts = [p for p in staged.parts if store.path(p[1]) not in emptied]
+    return dropped, (pl.concat(conflicts) if conflicts else None)
+
+
+def _several_ratings(candidates: pl.DataFrame, cell: list[str], removed: pl.Series) -> bool:
+    """Whether the rows that stay (stored, or new and neither dropped nor in conflict) rate one cell twice.
+
+    The rows that stay have distinct keys, so two of them equal on ``cell`` (the
+    key without its rating columns) are two ratings of one cell, told apart by
+    run, batch or position. Only a cell with a new row that stays can be new
+    such a cell (the stored rows' were flagged when they came), so a re-delivery
+    whose every row is dropped costs nothing more.
+    """
+    stay = candidates.filter(~(pl.col("is_new") & pl.col(SOURCE_LINE).is_in(removed.implode())))
+    fresh = stay.filter(pl.col("is_new")).select(cell)
+    if not fresh.height:
+        return False
+    touched = stay.join(fresh.unique(), on=cell, how="semi", nulls_equal=True)
+    return bool(touched.select(pl.struct(cell).is_duplicated().any()).item())
+
+
+def _classify_candidates(
+    candidates: pl.DataFrame, key: list[str], protocol: Protocol
+) -> tuple[pl.Series, pl.DataFrame]:
+    """Among rows whose key hashes repeat, the new rows to drop and those in conflict.
+
+    A new row equal to the stored record of its key is dropped; different from
+    it, a conflict. Without a stored record, the first of equal new rows is kept
+    and the rest dropped; new rows with different values all conflict.
+    """
+    candidates = candidates.with_columns(_value_text(protocol).alias("__v"))
+    first_old = (
+        candidates.filter(~pl.col("is_new"))
+        .sort(SOURCE_ID, SOURCE_LINE)
+        .group_by(key, maintain_order=True)
+        .agg(
+            pl.col("__v").first().alias("__old_v"),
+            pl.col(SOURCE_ID).first().alias("__old_sid"),
+            pl.col(SOURCE_LINE).first().alias("__old_line"),
+        )
+    )
+    fresh = candidates.filter(pl.col("is_new")).join(
+        first_old, on=key, how="left", nulls_equal=True
+    )
+    fresh = fresh.with_columns(
+        pl.col("__v").n_unique().over(key).alias("__n_values"),
+        pl.col(SOURCE_LINE).min().over(key).alias("__first"),
+        pl.len().over(key).alias("__n_new"),
+    )
+    has_old = pl.col("__old_v").is_not_null()
+    is_first = pl.col(SOURCE_LINE) == pl.col("__first")
+    status = (
+        pl.when(has_old & (pl.col("__v") == pl.col("__old_v")))
+        .then(pl.lit("drop"))
+        .when(has_old)
+        .then(pl.lit("conflict"))
+        .when(pl.col("__n_new") == 1)
+        .then(pl.lit("keep"))
+        .when(pl.col("__n_values") == 1)
+        .then(pl.when(is_first).then(pl.lit("keep")).otherwise(pl.lit("drop")))
+        .otherwise(pl.lit("conflict"))
+    )
+    fresh = fresh.with_columns(status.alias("__status"))
+    drop_lines = fresh.filter(pl.col("__status") == "drop")[SOURCE_LINE]
+    conflict = fresh.filter(pl.col("__status") == "conflict").with_columns(
+        pl.col(SOURCE_LINE).implode().over(key).alias("__lines")
+    )
+    return drop_lines, conflict.select(SOURCE_LINE, "__old_v", "__old_sid", "__old_line", "__lines")
+
+
+def _conflict_messages(store: Store, conflict: pl.DataFrame, key: list[str]) -> pl.DataFrame:
+    """``line`` and ``message`` of conflicting new records (few: a loop is fine)."""
+    committed = store.committed()
+    sources_of = {
+        sid: (store.marker(committed[sid]) or {}).get("source", sid)
+        for sid in conflict["__old_sid"].drop_nulls().unique().to_list()
+        if sid in committed
+    }
+    messages = []
+    for row in conflict.iter_rows(named=True):
+        if row["__old_v"] is not None:
+            origin = sources_of.get(row["__old_sid"], row["__old_sid"])
+            messages.append(
+                f"same key as the stored record from {origin} line {row['__old_line']}, "
+                "which has a different value; the stored record is kept"
+            )
+        else:
+            mates = [line for line in row["__lines"] if line != row[SOURCE_LINE]]
+            messages.append(
+                "same key as line(s) "
+                + ", ".join(str(m) for m in mates[:10])
+                + " of this file with a different value; all of them are quarantined"
+            )
+    return pl.DataFrame({"line": conflict[SOURCE_LINE], "message": messages})
+
+
+def _rewrite_without(store: Store, paths: list[str], lines: pl.Series) -> set[str]:
+    """Rewrite the (uncommitted) parts that hold any of ``lines``; return those emptied."""
+    doomed = lines.to_frame(SOURCE_LINE)
+    emptied = set()
+    for path in paths:
+        # The lines alone first: a part that loses nothing, or everything (a whole re-delivery),
+        # is never read whole.
+        in_part = store.read_parquet(path, [SOURCE_LINE])
+        losing = in_part.join(doomed, on=SOURCE_LINE, how="semi").height
+        if not losing:
+            continue
+        if losing == in_part.height:
+            store.remove([path])
+            emptied.add(path)
+            continue
+        frame = store.read_parquet(path)
+        store.write_parquet(path[len(store.root) + 1 :], frame.join(doomed, on=SOURCE_LINE, how="anti"))
+    return emptied
+
+
