@@ -101,9 +101,15 @@ def small_store(tmp_path_factory: pytest.TempPathFactory) -> Store:
     return store
 
 
+# The bootstrap draws of every fit here (and of the flow's runs below): the sequential GLMM's
+# bootstrap is most of a fit's time (60 draws 6.4 CPU-s a fit of this store, 12 draws 1.6 s), and
+# no assertion in this file depends on how many draws there are.
+FEW_DRAWS = 12
+
+
 def _config(store: Store, **fit: object) -> RunConfig:
     text = f'store = "{store.url}"\n[universes]\nthree = ["judge-a", "judge-b", "judge-c"]\n'
-    text += "[fit]\nuniverses = ['all', 'three']\nn_boot = 60\n"
+    text += f"[fit]\nuniverses = ['all', 'three']\nn_boot = {FEW_DRAWS}\n"
     path = Path(store.root).parent / "jm.toml"
     path.write_text(text)
     return load_config(path, environ={}, overrides={f"fit.{k}": v for k, v in fit.items()})
@@ -123,7 +129,7 @@ def test_fit_keys_follow_inputs_and_request_not_location(small_store: Store) -> 
     assert len({j.key() for j in jobs}) == 2
     again = _pointwise_jobs(small_store)
     assert [j.key() for j in again] == [j.key() for j in jobs]
-    more_boot = plan_fits(small_store, _config(small_store, n_boot=61)).jobs
+    more_boot = plan_fits(small_store, _config(small_store, n_boot=FEW_DRAWS + 1)).jobs
     assert {j.key() for j in more_boot}.isdisjoint({j.key() for j in jobs})
     from dataclasses import replace
 
@@ -632,7 +638,7 @@ solo = ["sys-01"]
 [fit]
 universes = ["all", "three"]
 populations = ["all", "solo"]
-n_boot = 100
+n_boot = 12  # FEW_DRAWS
 [dask]
 workers = 2
 """
@@ -807,7 +813,7 @@ if __name__ == "__main__":
 def test_a_transient_io_error_is_retried(tmp_path: Path, prefect_server: str) -> None:
     _landing(tmp_path)
     config = LOCAL_CONFIG.format(root=tmp_path).replace('populations = ["all", "solo"]', "")
-    (tmp_path / "jm.toml").write_text(config.replace("n_boot = 100", "n_boot = 20"))
+    (tmp_path / "jm.toml").write_text(config)
     (tmp_path / "retry.py").write_text(RETRY_SCRIPT)
     result = subprocess.run(
         [sys.executable, str(tmp_path / "retry.py"), str(tmp_path / "jm.toml")],
@@ -856,7 +862,7 @@ def test_flow_against_an_s3_store_and_landing(tmp_path: Path, prefect_server: st
         moto_s3.client.upload_file(str(path), moto_s3.bucket, f"landing/{path.name}")
     config = (
         f'store = "s3://{moto_s3.bucket}/store"\nlanding = "s3://{moto_s3.bucket}/landing"\n'
-        f'home = "{tmp_path}/.jurymeter"\nscale = [1, 10]\n[fit]\nn_boot = 100\n'
+        f'home = "{tmp_path}/.jurymeter"\nscale = [1, 10]\n[fit]\nn_boot = 12\n'
     )
     summary = _run(tmp_path, prefect_server, config)
     assert set(_statuses(summary).values()) == {"fitted"}
