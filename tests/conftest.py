@@ -7,10 +7,14 @@ import socket
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
+from flow_util import free_port, start_ready, stop_group, venv_env
+
 S3_BUCKET = "bucket"
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -96,3 +100,22 @@ def moto_s3(moto_s3_server: MotoS3) -> Iterator[MotoS3]:
     s3fs.S3FileSystem.clear_instance_cache()
     yield moto_s3_server
     s3fs.S3FileSystem.clear_instance_cache()
+
+
+@pytest.fixture(scope="session")
+def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One long-lived Prefect server for the flow tests of a worker, started by the infra script.
+
+    Here, not in a test module, so every file that asks for it (``tests/test_nightly.py``,
+    ``tests/test_run_crash.py``) gets the same server when xdist runs them in one process: a
+    fixture imported into a second module is a second fixture, and started a second server.
+    """
+    home = tmp_path_factory.mktemp("prefect-home")
+    proc, url = start_ready(
+        ["bash", str(ROOT / "infra/scripts/prefect-server.sh"), str(free_port())],
+        "PREFECT_API_URL=", venv_env(PREFECT_HOME=str(home)), home,
+    )
+    try:
+        yield url
+    finally:
+        stop_group(proc)

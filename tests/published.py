@@ -7,11 +7,15 @@ from typing import Any
 
 
 def publish_small_run(
-    root: Path, run_id: str, *, seed: int = 3, n_boot: int = 60, store_name: str = "store",
+    root: Path, run_id: str, *, seed: int = 3, n_boot: int = 12, store_name: str = "store",
     started: str = "2026-01-01T02:15:00+00:00", **params: Any,
 ) -> Path:
     """Simulate a dump (6 systems x 24 items x 4 judges, pairwise too), ingest it into ``root/<store_name>``,
-    fit every item set under two universes and publish ``results/<run_id>``; the store's root."""
+    fit every item set under two universes and publish ``results/<run_id>``; the store's root.
+
+    ``n_boot`` is small: the sequential GLMM's bootstrap is most of a fit's time (the fixture 14.5
+    CPU-s at 60 draws), and the pages' tests read the numbers off the run, whatever their count.
+    """
     from jurymeter.io.ingest import ingest
     from jurymeter.io.sources import discover_sources
     from jurymeter.io.store import Store

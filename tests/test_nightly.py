@@ -16,12 +16,9 @@ import logging
 import math
 import os
 import re
-import signal
-import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +26,7 @@ import orjson
 import polars as pl
 import pytest
 
+from flow_util import free_port, start_ready, stop_group, venv_env
 from jurymeter.errors import ConfigError
 from jurymeter.io.sources import discover_sources
 from jurymeter.io.store import Store
@@ -101,9 +99,15 @@ def small_store(tmp_path_factory: pytest.TempPathFactory) -> Store:
     return store
 
 
+# The bootstrap draws of every fit here (and of the flow's runs below): the sequential GLMM's
+# bootstrap is most of a fit's time (60 draws 6.4 CPU-s a fit of this store, 12 draws 1.6 s), and
+# no assertion in this file depends on how many draws there are.
+FEW_DRAWS = 12
+
+
 def _config(store: Store, **fit: object) -> RunConfig:
     text = f'store = "{store.url}"\n[universes]\nthree = ["judge-a", "judge-b", "judge-c"]\n'
-    text += "[fit]\nuniverses = ['all', 'three']\nn_boot = 60\n"
+    text += f"[fit]\nuniverses = ['all', 'three']\nn_boot = {FEW_DRAWS}\n"
     path = Path(store.root).parent / "jm.toml"
     path.write_text(text)
     return load_config(path, environ={}, overrides={f"fit.{k}": v for k, v in fit.items()})
@@ -123,7 +127,7 @@ def test_fit_keys_follow_inputs_and_request_not_location(small_store: Store) -> 
     assert len({j.key() for j in jobs}) == 2
     again = _pointwise_jobs(small_store)
     assert [j.key() for j in again] == [j.key() for j in jobs]
-    more_boot = plan_fits(small_store, _config(small_store, n_boot=61)).jobs
+    more_boot = plan_fits(small_store, _config(small_store, n_boot=FEW_DRAWS + 1)).jobs
     assert {j.key() for j in more_boot}.isdisjoint({j.key() for j in jobs})
     from dataclasses import replace
 
@@ -535,57 +539,6 @@ def test_a_worker_draws_the_fits_report_figures_only_when_asked(fitted, small_st
 # ------------------------------------------------------------------ the flow, for real
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _venv_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    env.update(extra)
-    return env
-
-
-def _start(command: list[str], ready: str, env: dict[str, str], cwd: Path) -> tuple[subprocess.Popen, str]:
-    """Start an infra script; wait for its ready line; return it and the line's value."""
-    proc = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=cwd,
-        start_new_session=True,
-    )
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        if line.startswith(ready):
-            return proc, line.strip().split("=", 1)[1]
-    proc.wait(timeout=10)
-    pytest.fail(f"{command[0]} exited before it was ready")
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-
-
-@pytest.fixture(scope="session")
-def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """One long-lived Prefect server for the flow tests, started by the infra script."""
-    home = tmp_path_factory.mktemp("prefect-home")
-    env = _venv_env(PREFECT_HOME=str(home))
-    proc, url = _start(
-        ["bash", str(ROOT / "infra/scripts/prefect-server.sh"), str(_free_port())],
-        "PREFECT_API_URL=", env, home,
-    )
-    try:
-        yield url
-    finally:
-        _stop(proc)
-
-
 def _landing(root: Path, *, item_sets: tuple[str, ...] = ("sim-chat",), seed: int = 0) -> Path:
     params = SimulationParams(n_systems=6, n_items=24, n_judges=4, pairwise_pairs=6, seed=seed)
     paths = write_dump(simulate_dump(params), root / "landing")
@@ -601,7 +554,7 @@ def _run(tmp_path: Path, api: str, config: str, *flags: str, ok: bool = True, **
     result = subprocess.run(
         [sys.executable, "-m", "jurymeter.cli", "run", "--config", str(path), *flags],
         capture_output=True, text=True, timeout=600, cwd=tmp_path,
-        env=_venv_env(PREFECT_API_URL=api, PREFECT_HOME=str(tmp_path / "prefect-client"), **env),
+        env=venv_env(PREFECT_API_URL=api, PREFECT_HOME=str(tmp_path / "prefect-client"), **env),
     )
     assert (result.returncode == 0) == ok, result.stdout + result.stderr
     assert "Traceback" not in result.stderr, result.stderr
@@ -632,7 +585,7 @@ solo = ["sys-01"]
 [fit]
 universes = ["all", "three"]
 populations = ["all", "solo"]
-n_boot = 100
+n_boot = 12  # FEW_DRAWS
 [dask]
 workers = 2
 """
@@ -807,12 +760,12 @@ if __name__ == "__main__":
 def test_a_transient_io_error_is_retried(tmp_path: Path, prefect_server: str) -> None:
     _landing(tmp_path)
     config = LOCAL_CONFIG.format(root=tmp_path).replace('populations = ["all", "solo"]', "")
-    (tmp_path / "jm.toml").write_text(config.replace("n_boot = 100", "n_boot = 20"))
+    (tmp_path / "jm.toml").write_text(config)
     (tmp_path / "retry.py").write_text(RETRY_SCRIPT)
     result = subprocess.run(
         [sys.executable, str(tmp_path / "retry.py"), str(tmp_path / "jm.toml")],
         capture_output=True, text=True, timeout=600, cwd=ROOT,
-        env=_venv_env(PREFECT_API_URL=prefect_server, PREFECT_HOME=str(tmp_path / "ph"),
+        env=venv_env(PREFECT_API_URL=prefect_server, PREFECT_HOME=str(tmp_path / "ph"),
                       PYTHONPATH=str(ROOT)),
     )
     assert result.returncode == 0, result.stdout + result.stderr
@@ -826,10 +779,10 @@ def test_flow_on_a_multi_process_cluster_whose_workers_never_import_prefect(
     from distributed import Client
 
     _landing(tmp_path)
-    port = _free_port()
-    cluster, address = _start(
+    port = free_port()
+    cluster, address = start_ready(
         ["bash", str(ROOT / "infra/scripts/dask-cluster.sh"), str(port), "2"],
-        "DASK_SCHEDULER_ADDRESS=", _venv_env(), tmp_path,
+        "DASK_SCHEDULER_ADDRESS=", venv_env(), tmp_path,
     )
     try:
         config = LOCAL_CONFIG.format(root=tmp_path).replace('populations = ["all", "solo"]', "")
@@ -845,7 +798,7 @@ def test_flow_on_a_multi_process_cluster_whose_workers_never_import_prefect(
             thresholds = client.run(lambda: os.environ.get("MALLOC_MMAP_THRESHOLD_"))
             assert set(thresholds.values()) == {"67108864"}
     finally:
-        _stop(cluster)
+        stop_group(cluster)
 
 
 @pytest.mark.slow
@@ -856,7 +809,7 @@ def test_flow_against_an_s3_store_and_landing(tmp_path: Path, prefect_server: st
         moto_s3.client.upload_file(str(path), moto_s3.bucket, f"landing/{path.name}")
     config = (
         f'store = "s3://{moto_s3.bucket}/store"\nlanding = "s3://{moto_s3.bucket}/landing"\n'
-        f'home = "{tmp_path}/.jurymeter"\nscale = [1, 10]\n[fit]\nn_boot = 100\n'
+        f'home = "{tmp_path}/.jurymeter"\nscale = [1, 10]\n[fit]\nn_boot = 12\n'
     )
     summary = _run(tmp_path, prefect_server, config)
     assert set(_statuses(summary).values()) == {"fitted"}
@@ -978,7 +931,7 @@ def _fake_uvicorn(monkeypatch: pytest.MonkeyPatch, exits: list[int]) -> list[int
     def launch(self: TemporaryServer) -> TemporaryServer:
         status = exits[len(launched)]
         launched.append(status)
-        self.port = _free_port()
+        self.port = free_port()
         self.process = subprocess.Popen([sys.executable, "-c", f"raise SystemExit({status})"])
         return self
 
@@ -1002,7 +955,7 @@ def test_a_server_that_never_answers_times_out_and_is_stopped(tmp_path: Path) ->
     from jurymeter.orchestration.runtime import TemporaryServer
 
     server = TemporaryServer(tmp_path)
-    server.port = _free_port()
+    server.port = free_port()
     server.process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     process = server.process
     with pytest.raises(OrchestrationError, match="did not answer within 1 s"):

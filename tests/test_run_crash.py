@@ -27,20 +27,23 @@ import polars as pl
 import psutil
 import pytest
 
+from flow_util import venv_env
 from ingest_util import assert_same_store
 from jurymeter.io.store import Store
 from jurymeter.pipeline.history import load_history, published_runs
-from test_nightly import _landing, _venv_env, prefect_server  # noqa: F401  (a fixture used by name)
+from test_nightly import _landing
 
 pytestmark = pytest.mark.slow
 
+# n_boot: few draws (the sequential GLMM's bootstrap is most of a fit's time); the kills wait for
+# the store's state, not for a time, and the rerun's tables equal the clean run's at any count.
 CONFIG = """\
 store = "{root}/store"
 landing = "{root}/landing"
 home = "{root}/.jurymeter"
 scale = [1, 10]
 [fit]
-n_boot = 60
+n_boot = 12
 [dask]
 workers = 1
 """
@@ -71,7 +74,7 @@ def _command(config: Path) -> list[str]:
 
 def _run(root: Path, api: str, config: Path) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(_command(config), capture_output=True, text=True, timeout=300, cwd=root,
-                          env=_venv_env(PREFECT_API_URL=api, PREFECT_HOME=str(root / "prefect-client")))
+                          env=venv_env(PREFECT_API_URL=api, PREFECT_HOME=str(root / "prefect-client")))
     assert "Traceback" not in done.stderr, done.stderr
     return done
 
@@ -131,7 +134,7 @@ STAGES: list[tuple[str, Callable[[Path], bool]]] = [
 def _kill_during(root: Path, api: str, config: Path, stage: str, when: Callable[[Path], bool]) -> None:
     """Start a run, SIGKILL it once ``when`` holds of its store; check nothing half-published is visible."""
     store_dir = root / "store"
-    env = _venv_env(PREFECT_API_URL=api, PREFECT_HOME=str(root / "prefect-client"))
+    env = venv_env(PREFECT_API_URL=api, PREFECT_HOME=str(root / "prefect-client"))
     proc = subprocess.Popen(_command(config), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=root, env=env)
     deadline = time.monotonic() + 300
     while not when(store_dir) and proc.poll() is None and time.monotonic() < deadline:
@@ -149,7 +152,7 @@ def _kill_during(root: Path, api: str, config: Path, stage: str, when: Callable[
     assert "no run in" in latest.stderr
 
 
-def test_sigkill_during_each_stage_of_a_run_then_rerun_equals_a_clean_run(tmp_path: Path, prefect_server: str) -> None:  # noqa: F811
+def test_sigkill_during_each_stage_of_a_run_then_rerun_equals_a_clean_run(tmp_path: Path, prefect_server: str) -> None:
     """One store: a clean run for reference, then (store removed) runs killed during the ingest, the fits
     and the publishing, each start cleaning what the one before left, then a run to the end.
 
@@ -257,7 +260,7 @@ def test_the_temporary_server_ends_with_the_process_that_started_it(tmp_path: Pa
 def test_a_run_killed_with_sigkill_leaves_no_prefect_server_and_no_worker(tmp_path: Path) -> None:
     # No PREFECT_API_URL: the run starts its own temporary server.
     config = _setup(tmp_path)
-    env = _venv_env(PREFECT_HOME=str(tmp_path / "prefect-home"))
+    env = venv_env(PREFECT_HOME=str(tmp_path / "prefect-home"))
     proc = subprocess.Popen(_command(config), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             cwd=tmp_path, env=env)
     run = psutil.Process(proc.pid)
