@@ -308,57 +308,13 @@ def position_bias(
     """
     _validate(games, n_boot, seed, level)
     level = float(level)
-    g = games.select(
-        pl.col("item_id").cast(pl.String), pl.col("system_a").cast(pl.String),
-        pl.col("system_b").cast(pl.String), pl.col("judge_id").cast(pl.String),
-        pl.col("generation").cast(pl.Int64), pl.col("replicate").cast(pl.Int64),
-        pl.col("verdict").cast(pl.String), pl.col("score_a").cast(pl.Float64),
-        pl.col("order_known").cast(pl.Boolean).fill_null(True),
-    )
-    self_games = g.filter(pl.col("system_a") == pl.col("system_b")).height
-    if self_games:
-        msg = f"games holds {self_games} game(s) of a system against itself; each game needs two systems"
-        raise DesignError(msg)
-    known = g.filter(pl.col("order_known"))
-    key, n_keys = key_codes(known, _GAME_KEY)
-    counts = np.bincount(key, minlength=n_keys)
-    dup = int(counts[counts > 1].sum())
-    if dup:
-        msg = (f"games holds {dup} games of known order sharing a key {_GAME_KEY}; "
-               "pass the games of one item set, each judgment once")
-        raise DesignError(msg)
-
+    g, known = _checked_games(games)
     items = g["item_id"].unique().sort().to_list()
     judges = g["judge_id"].unique().sort().to_list()
     systems = pl.concat([known["system_a"], known["system_b"]]).unique().sort().to_list()
     n_i, n_j, n_s = len(items), len(judges), len(systems)
-
-    # Per-item slot sums: column ((judge * S + system) * 2 + slot), slot 0 first, 1 second.
-    ki, kj = _codes(known["item_id"], items), _codes(known["judge_id"], judges)
-    ka, kb = _codes(known["system_a"], systems), _codes(known["system_b"], systems)
-    y = known["score_a"].to_numpy().astype(np.float64)
     n_slot = n_j * n_s * 2
-    rows = np.concatenate([ki, ki])
-    cols = np.concatenate([(kj * n_s + ka) * 2, (kj * n_s + kb) * 2 + 1])
-    slot_sum = _sums(rows, cols, np.concatenate([y, 1.0 - y]), n_i, n_slot)
-    slot_n = _sums(rows, cols, np.ones(2 * len(y)), n_i, n_slot)
-
-    # Per-item judge sums.
-    verdict = known["verdict"].to_numpy()
-    gi, gj = _codes(g["item_id"], items), _codes(g["judge_id"], judges)
-    pi, pj, rev_pairs, n_groups, n_two = _pairs(known, ki, kj, ka, kb, n_i, n_j, n_s)
-    judge_rows = np.concatenate([ki, ki, ki, gi, gi, pi, pi])
-    judge_cols = np.concatenate([
-        kj * _J_COLUMNS + _J_FIRST, kj * _J_COLUMNS + _J_SECOND, kj * _J_COLUMNS + _J_KNOWN,
-        gj * _J_COLUMNS + _J_TIES, gj * _J_COLUMNS + _J_ALL,
-        pj * _J_COLUMNS + _J_PAIRS, pj * _J_COLUMNS + _J_REVERSED,
-    ])
-    judge_w = np.concatenate([
-        (verdict == "A").astype(np.float64), (verdict == "B").astype(np.float64), np.ones(len(ki)),
-        (g["verdict"].to_numpy() == "tie").astype(np.float64), np.ones(len(gi)),
-        np.ones(len(pi)), rev_pairs.astype(np.float64),
-    ])
-    judge_sums = _sums(judge_rows, judge_cols, judge_w, n_i, n_j * _J_COLUMNS)
+    slot_sum, slot_n, judge_sums, n_groups, n_two = _item_sums(g, known, items, judges, systems)
 
     # Row 0: every item once (the estimate); rows 1..: multinomial item counts.
     rng = np.random.default_rng(seed)
@@ -414,6 +370,69 @@ def position_bias(
         per_judge=per_judge,
         per_system=per_system,
     )
+
+
+def _checked_games(games: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The games with their columns typed, and those of known order; a game of a system against itself
+    or two known-order games sharing a key are a :class:`DesignError`."""
+    g = games.select(
+        pl.col("item_id").cast(pl.String), pl.col("system_a").cast(pl.String),
+        pl.col("system_b").cast(pl.String), pl.col("judge_id").cast(pl.String),
+        pl.col("generation").cast(pl.Int64), pl.col("replicate").cast(pl.Int64),
+        pl.col("verdict").cast(pl.String), pl.col("score_a").cast(pl.Float64),
+        pl.col("order_known").cast(pl.Boolean).fill_null(True),
+    )
+    self_games = g.filter(pl.col("system_a") == pl.col("system_b")).height
+    if self_games:
+        msg = f"games holds {self_games} game(s) of a system against itself; each game needs two systems"
+        raise DesignError(msg)
+    known = g.filter(pl.col("order_known"))
+    key, n_keys = key_codes(known, _GAME_KEY)
+    counts = np.bincount(key, minlength=n_keys)
+    dup = int(counts[counts > 1].sum())
+    if dup:
+        msg = (f"games holds {dup} games of known order sharing a key {_GAME_KEY}; "
+               "pass the games of one item set, each judgment once")
+        raise DesignError(msg)
+    return g, known
+
+
+def _item_sums(
+    g: pl.DataFrame, known: pl.DataFrame, items: list[str], judges: list[str], systems: list[str]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int]:
+    """Per item: the slot sums and counts, the judge sums, and the pair groups (all and seen in both orders).
+
+    Every statistic of :func:`position_bias` is a ratio of sums over items of these
+    columns, so the item bootstrap is one matrix product of multinomial weights with them.
+    """
+    n_i, n_j, n_s = len(items), len(judges), len(systems)
+    # Per-item slot sums: column ((judge * S + system) * 2 + slot), slot 0 first, 1 second.
+    ki, kj = _codes(known["item_id"], items), _codes(known["judge_id"], judges)
+    ka, kb = _codes(known["system_a"], systems), _codes(known["system_b"], systems)
+    y = known["score_a"].to_numpy().astype(np.float64)
+    n_slot = n_j * n_s * 2
+    rows = np.concatenate([ki, ki])
+    cols = np.concatenate([(kj * n_s + ka) * 2, (kj * n_s + kb) * 2 + 1])
+    slot_sum = _sums(rows, cols, np.concatenate([y, 1.0 - y]), n_i, n_slot)
+    slot_n = _sums(rows, cols, np.ones(2 * len(y)), n_i, n_slot)
+
+    # Per-item judge sums.
+    verdict = known["verdict"].to_numpy()
+    gi, gj = _codes(g["item_id"], items), _codes(g["judge_id"], judges)
+    pi, pj, rev_pairs, n_groups, n_two = _pairs(known, ki, kj, ka, kb, n_i, n_j, n_s)
+    judge_rows = np.concatenate([ki, ki, ki, gi, gi, pi, pi])
+    judge_cols = np.concatenate([
+        kj * _J_COLUMNS + _J_FIRST, kj * _J_COLUMNS + _J_SECOND, kj * _J_COLUMNS + _J_KNOWN,
+        gj * _J_COLUMNS + _J_TIES, gj * _J_COLUMNS + _J_ALL,
+        pj * _J_COLUMNS + _J_PAIRS, pj * _J_COLUMNS + _J_REVERSED,
+    ])
+    judge_w = np.concatenate([
+        (verdict == "A").astype(np.float64), (verdict == "B").astype(np.float64), np.ones(len(ki)),
+        (g["verdict"].to_numpy() == "tie").astype(np.float64), np.ones(len(gi)),
+        np.ones(len(pi)), rev_pairs.astype(np.float64),
+    ])
+    judge_sums = _sums(judge_rows, judge_cols, judge_w, n_i, n_j * _J_COLUMNS)
+    return slot_sum, slot_n, judge_sums, n_groups, n_two
 
 
 def _pairs(
