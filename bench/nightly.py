@@ -29,7 +29,7 @@ One run:
        workers do) + ``jurymeter.pipeline.cache.record`` (the cache write) for each of the 8 jobs
        sequentially, then ``combine_tables`` + ``publish_run`` (which writes the
        tables and fit reports and renders the report with
-       ``jurymeter.render.page.render_report``), each part timed;
+       ``jurymeter.pipeline.page.render_report``), each part timed;
    (d) the parts of the orchestration alone: ``jurymeter.orchestration.runtime.prefect_api``
        start + stop with a new home and with a reused one, a
        ``LocalCluster`` of 2 worker processes start + stop, and

@@ -52,9 +52,9 @@ from _common import append_results, busy_cpu_seconds, command_line, facts_block,
 from jurymeter.analyses.headlines import run_headlines  # noqa: E402
 from jurymeter.io.store import Store  # noqa: E402
 from jurymeter.pipeline.history import load_history  # noqa: E402
+from jurymeter.pipeline.page import index_parts, render_report  # noqa: E402
 from jurymeter.pipeline.publish import read_run, write_report  # noqa: E402
 from jurymeter.render.html import FIT_COLUMNS, FitTables, figure_file_name, fit_token  # noqa: E402
-from jurymeter.render.page import index_parts, render_report  # noqa: E402
 
 WORKDIR = ROOT / "bench" / "_work" / "report"
 SEEDS, UNIVERSES, N_BOOT = 3, ("all", "three"), 200
@@ -140,7 +140,7 @@ def _replicate(
     pointwise: int, pairwise: int,
 ) -> tuple[dict[str, pl.DataFrame], dict[str, Any], dict[str, bytes]]:
     """The seed run's fits copied under ``set-000`` .. (``pointwise`` + ``pairwise`` item sets x universes)."""
-    from jurymeter.render.page import _table_protocols
+    from jurymeter.pipeline.page import _table_protocols
 
     protocol_of = _table_protocols()
     entries = {(f["item_set"], f["universe"], f["population"], f["protocol"]): f for f in summary["fits"]}

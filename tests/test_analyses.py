@@ -45,9 +45,9 @@ from jurymeter.pipeline.cache import read_cached, run_fits
 from jurymeter.pipeline.config import load_config
 from jurymeter.pipeline.fit import run_fit
 from jurymeter.pipeline.jobs import plan_fits
+from jurymeter.pipeline.page import render_report
 from jurymeter.pipeline.publish import publish_run
 from jurymeter.pipeline.tables import frame, schemas
-from jurymeter.render.page import render_report
 from jurymeter.simulate import SimulationParams, simulate_dump, write_dump
 from report_pages import report_text
 

@@ -22,9 +22,9 @@ from matplotlib.text import Text
 
 from jurymeter.analyses.cyclic import section as cyclic_section
 from jurymeter.errors import ReportError
+from jurymeter.pipeline.page import RenderedReport, fit_figures, render_report
 from jurymeter.render import figures as figures_module
 from jurymeter.render.html import figure_file_name, fit_token
-from jurymeter.render.page import RenderedReport, fit_figures, render_report
 from jurymeter.simulate import SimulationParams, simulate_dump
 from jurymeter.stats.cyclic.fit import cyclic_report
 from jurymeter.stats.design import Design

@@ -49,9 +49,9 @@ from jurymeter.io.validate import ValidationOptions
 from jurymeter.pipeline.cache import run_fits
 from jurymeter.pipeline.config import load_config
 from jurymeter.pipeline.jobs import plan_fits
+from jurymeter.pipeline.page import render_report
 from jurymeter.render.figures import rank_interval_figure
 from jurymeter.render.html import p_value_text
-from jurymeter.render.page import render_report
 from jurymeter.simulate import SimulationParams, simulate_dump, write_dump
 
 # A drawn text may touch the canvas edge; extents are fractional pixels.

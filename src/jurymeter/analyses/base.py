@@ -22,7 +22,7 @@ each part, and each reader of the registry reads one part:
   (``headline``, ``summarize``), its clause of a fit's headline (``sentence``),
   and the numbers the run history follows from run to run (``tracked``,
   :class:`Tracked`: read back from the published tables, never refitted);
-- :class:`SectionPart` (:mod:`jurymeter.render.page`): its section of the
+- :class:`SectionPart` (:mod:`jurymeter.pipeline.page`): its section of the
   report page and the modules its figures import (``section``, ``figure_modules``);
 - its command, as data (:attr:`Analysis.command`: a :class:`~jurymeter.analyses.commands.Command`
   the CLI builds the typer command from; the analysis never imports the CLI).
@@ -334,7 +334,7 @@ class SummaryPart(ABC, Generic[Result]):
 
 
 class SectionPart(ABC):
-    """An analysis's section of a fit's report page and its figures (:mod:`jurymeter.render.page`).
+    """An analysis's section of a fit's report page and its figures (:mod:`jurymeter.pipeline.page`).
 
     Class attributes
     ----------------

@@ -39,7 +39,7 @@ COMMAND_SCAN_CELLS = 16_000_000
 
 def fit_modules() -> tuple[str, ...]:
     """The modules a fit imports beyond this one (scipy and matplotlib among them), every analysis's included."""
-    return ("jurymeter.stats.blocks", "jurymeter.render.page",
+    return ("jurymeter.stats.blocks", "jurymeter.pipeline.page",
             *(m for a in registered() for m in a.figure_modules))
 
 
@@ -256,7 +256,7 @@ def fit_and_tabulate(job: FitJob, figures: bool = False, mapper: Mapper = map) -
         tables = fit_tables(job, outcomes)
         drawn = None
         if figures:
-            from jurymeter.render.page import fit_figures
+            from jurymeter.pipeline.page import fit_figures
 
             drawn = fit_figures(tables, (job.item_set, job.universe, job.population), job.protocol)
         report["seconds"] = time.perf_counter() - started

@@ -25,7 +25,7 @@ from jurymeter.pipeline.tables import combine_tables, schemas
 if TYPE_CHECKING:
     from jurymeter.pipeline.config import RunConfig
     from jurymeter.pipeline.jobs import Skipped
-    from jurymeter.render.page import IndexParts
+    from jurymeter.pipeline.page import IndexParts
 
 
 def fit_entry(outcome: FitOutcome) -> dict[str, Any]:
@@ -89,7 +89,7 @@ def publish_run(
         "timings": timings,
         "scale": list(config.scale) if config.scale else None,
     }
-    from jurymeter.render.page import index_parts  # matplotlib: only where a run is published
+    from jurymeter.pipeline.page import index_parts  # matplotlib: only where a run is published
 
     clock = time.perf_counter()
     history = load_history(store, current=(tables, summary))
@@ -162,7 +162,7 @@ def write_report(
     ``index`` holds the run history's parts; without it they are read from the
     store's published runs up to this one (``jurymeter report`` rebuilding a run).
     """
-    from jurymeter.render.page import index_parts, render_report
+    from jurymeter.pipeline.page import index_parts, render_report
 
     if index is None:
         index = index_parts(load_history(store, current=(tables, summary)))
