@@ -127,3 +127,24 @@ def _theta_draws(fit: SequentialGLMM, boot: GLMMBootstrap) -> np.ndarray:
         raise DesignError(msg)
     out: np.ndarray = boot.draws[:, [index[w] for w in wanted]]
     return out
+
+
+def _fit_cells(
+    records: pl.DataFrame,
+    fit: SequentialGLMM,
+    boot: GLMMBootstrap,
+    unit: str | Sequence[str],
+    n_boot: int | None,
+    seed: int,
+) -> tuple[_Cells, int, np.ndarray, np.ndarray]:
+    r"""What selection and the group contrasts start from: the checked unit columns and resample count.
+
+    Returns the cells of ``fit.units`` (batch and score columns of the fit), the
+    naive resample count (``boot``'s when ``n_boot`` is ``None``), the fit's
+    :math:`\theta` and its bootstrap draws (:func:`_theta_draws`).
+    """
+    cols = _unit_columns(unit, fit)
+    n_b = _check_boot(n_boot, seed, boot)
+    cells = _cells(records, fit.units, cols, fit.columns[0], fit.columns[2])
+    theta = np.asarray(fit.theta, dtype=np.float64)
+    return cells, n_b, theta, _theta_draws(fit, boot)

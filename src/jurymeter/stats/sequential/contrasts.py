@@ -29,14 +29,7 @@ import polars as pl
 from scipy.stats import norm
 
 from jurymeter.errors import ConfigError, DesignError
-from jurymeter.stats.sequential.compare_cells import (
-    _Cells,
-    _cells,
-    _check_boot,
-    _theta_draws,
-    _unit_columns,
-    _weights,
-)
+from jurymeter.stats.sequential.compare_cells import _Cells, _cells, _fit_cells, _weights
 from jurymeter.stats.sequential.glmm import GLMMBootstrap, SequentialGLMM
 from jurymeter.stats.sequential.schemas import GROUP_CONTRAST_SCHEMA as CONTRAST_SCHEMA
 
@@ -340,17 +333,13 @@ def compare_groups(
     >>> cmp.naive.outcome, cmp.model.outcome
     ('correct', 'correct')
     """
-    # Long (130 lines) by its numpy docstring (every parameter, the formulas and their sources); the code below is 55 lines.
-    cols = _unit_columns(unit, fit)
-    n_b = _check_boot(n_boot, seed, boot)
+    # Long (127 lines) by its numpy docstring (every parameter, the formulas and their sources); the code below is 51 lines.
+    cells, n_b, theta, draws = _fit_cells(records, fit, boot, unit, n_boot, seed)
     _check_test(reference, alpha)
     a, b = _groups(group_a, group_b, fit.units)
-    cells = _cells(records, fit.units, cols, fit.columns[0], fit.columns[2])
     index = {u: i for i, u in enumerate(fit.units)}
     ia, ib = [index[u] for u in a], [index[u] for u in b]
     naive_est, naive_boot = _naive_contrast(cells, ia, ib, n_b, seed)
-    theta = np.asarray(fit.theta, dtype=np.float64)
-    draws = _theta_draws(fit, boot)
     model_est = float(theta[ia].mean() - theta[ib].mean())
     model_boot = draws[:, ia].mean(axis=1) - draws[:, ib].mean(axis=1)
     naive = _wald(
