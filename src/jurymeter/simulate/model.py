@@ -132,15 +132,12 @@ def _select_pairs(rng: np.random.Generator, p: SimulationParams) -> np.ndarray:
 
 def _judge_lifts(p: SimulationParams, jud_fam: np.ndarray) -> np.ndarray:
     """Per-judge family lift: ``family_lifts[f(j)]`` where listed, else ``phi``."""
-    lifts = p.family_lifts or {}
-    unknown = sorted(set(lifts) - set(jud_fam.tolist()))
-    if unknown:
-        msg = (
-            f"SimulationParams.family_lifts names judge families {unknown!r} that no judge has; "
-            f"the judges' families are {sorted(set(jud_fam.tolist()))!r}"
-        )
-        raise SimulationError(msg)
-    return np.asarray([lifts.get(f, p.family_preference) for f in jud_fam.tolist()], np.float64)
+    families = jud_fam.tolist()
+    return _per_judge(
+        "family_lifts", p.family_lifts or {}, families, p.family_preference,
+        names="judge families", absent="that no judge has",
+        known=f"the judges' families are {sorted(set(families))!r}",
+    )
 
 
 def _judge_following(p: SimulationParams, judge_ids: np.ndarray) -> np.ndarray:
@@ -148,14 +145,22 @@ def _judge_following(p: SimulationParams, judge_ids: np.ndarray) -> np.ndarray:
     q = p.position_following
     if not isinstance(q, Mapping):
         return np.full(judge_ids.size, float(q))
-    unknown = sorted(set(q) - set(judge_ids.tolist()))
+    judges = judge_ids.tolist()
+    return _per_judge(
+        "position_following", q, judges, 0.0,
+        names="judges", absent="that are not in the panel", known=f"the judges are {judges!r}",
+    )
+
+
+def _per_judge(
+    field: str, given: Mapping[str, float], keys: list[str], default: float, *, names: str, absent: str, known: str
+) -> np.ndarray:
+    """``given[k]`` for each judge's key ``k`` (``default`` where unlisted); a listed key no judge has is refused."""
+    unknown = sorted(set(given) - set(keys))
     if unknown:
-        msg = (
-            f"SimulationParams.position_following names judges {unknown!r} that are not in the "
-            f"panel; the judges are {judge_ids.tolist()!r}"
-        )
+        msg = f"SimulationParams.{field} names {names} {unknown!r} {absent}; {known}"
         raise SimulationError(msg)
-    return np.asarray([q.get(j, 0.0) for j in judge_ids.tolist()], np.float64)
+    return np.asarray([given.get(k, default) for k in keys], np.float64)
 
 
 def simulate_dump(params: SimulationParams = SimulationParams()) -> SimulatedDump:
