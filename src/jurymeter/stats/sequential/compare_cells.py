@@ -108,13 +108,18 @@ def _weights(n_batches: int, n_boot: int, seed: int) -> np.ndarray:
 
 def _check_boot(n_boot: int | None, seed: int, boot: GLMMBootstrap) -> int:
     n = boot.n_boot if n_boot is None else n_boot
-    if isinstance(n, bool) or not isinstance(n, int) or n < 2:
-        msg = f"n_boot must be an integer >= 2; got {n_boot!r}"
+    _check_resamples(n, seed, given=n_boot)
+    return n
+
+
+def _check_resamples(n_boot: object, seed: object, *, given: object) -> None:
+    """``n_boot`` an integer >= 2 and ``seed`` one >= 0 (not bools); the message shows ``given``, the caller's ``n_boot``."""
+    if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot < 2:
+        msg = f"n_boot must be an integer >= 2; got {given!r}"
         raise ConfigError(msg)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         msg = f"seed must be an integer >= 0; got {seed!r}"
         raise ConfigError(msg)
-    return n
 
 
 def _theta_draws(fit: SequentialGLMM, boot: GLMMBootstrap) -> np.ndarray:

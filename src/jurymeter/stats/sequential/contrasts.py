@@ -29,7 +29,13 @@ import polars as pl
 from scipy.stats import norm
 
 from jurymeter.errors import ConfigError, DesignError
-from jurymeter.stats.sequential.compare_cells import _Cells, _cells, _fit_cells, _weights
+from jurymeter.stats.sequential.compare_cells import (
+    _Cells,
+    _cells,
+    _check_resamples,
+    _fit_cells,
+    _weights,
+)
 from jurymeter.stats.sequential.glmm import GLMMBootstrap, SequentialGLMM
 from jurymeter.stats.sequential.schemas import GROUP_CONTRAST_SCHEMA as CONTRAST_SCHEMA
 
@@ -241,12 +247,7 @@ def naive_group_contrast(
     if not cols or not all(isinstance(c, str) for c in cols):
         msg = f"unit must be a column name or a non-empty sequence of them; got {unit!r}"
         raise ConfigError(msg)
-    if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot < 2:
-        msg = f"n_boot must be an integer >= 2; got {n_boot!r}"
-        raise ConfigError(msg)
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        msg = f"seed must be an integer >= 0; got {seed!r}"
-        raise ConfigError(msg)
+    _check_resamples(n_boot, seed, given=n_boot)
     _check_test(reference, alpha)
     cells = _cells(records, None, cols, batch, score)
     a, b = _groups(group_a, group_b, cells.units)
