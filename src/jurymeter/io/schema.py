@@ -63,45 +63,46 @@ _OPTIONAL_JUDGMENT: dict[str, PolarsDataType] = {
 # fits count such ratings as replicates of their cell (`docs/schema.md`, "Keys").
 RATING_KEY: tuple[str, ...] = ("run_id", "batch_id", "batch_position")
 
-POINTWISE = ProtocolSchema(
-    name="pointwise",
-    key=("item_set", "item_id", "system_id", "judge_id", "generation", "replicate", *RATING_KEY),
-    value=("score",),
+
+def _judgment_schema(
+    name: Protocol,
+    ids: tuple[str, ...],
+    values: dict[str, PolarsDataType],
+    required: tuple[str, ...],
+    extra: dict[str, PolarsDataType],
+) -> ProtocolSchema:
+    """A judgment protocol's columns in storage order.
+
+    Its id columns (text), its value columns, ``generation`` and ``replicate``,
+    then the optional judgment columns and the protocol's own ``extra``; the key
+    is the ids, ``generation``, ``replicate`` and :data:`RATING_KEY`.
+    """
+    optional = {**_OPTIONAL_JUDGMENT, **extra}
+    return ProtocolSchema(
+        name=name,
+        key=(*ids, "generation", "replicate", *RATING_KEY),
+        value=tuple(values),
+        required=required,
+        optional=optional,
+        dtypes={**dict.fromkeys(ids, ID), **values, "generation": INDEX, "replicate": INDEX, **optional},
+    )
+
+
+POINTWISE = _judgment_schema(
+    "pointwise",
+    ids=("item_set", "item_id", "system_id", "judge_id"),
+    values={"score": FLOAT},
     required=("item_set", "item_id", "system_id", "judge_id", "score"),
-    optional={**_OPTIONAL_JUDGMENT, "response_length": INDEX},
-    dtypes={
-        "item_set": ID,
-        "item_id": ID,
-        "system_id": ID,
-        "judge_id": ID,
-        "score": FLOAT,
-        "generation": INDEX,
-        "replicate": INDEX,
-        **_OPTIONAL_JUDGMENT,
-        "response_length": INDEX,
-    },
+    extra={"response_length": INDEX},
 )
 
-PAIRWISE = ProtocolSchema(
-    name="pairwise",
-    key=("item_set", "item_id", "system_a", "system_b", "judge_id", "generation", "replicate", *RATING_KEY),
-    value=("winner", "preference"),
+# ``winner`` is text: a system id, "tie", or an alias (WINNER_ALIASES).
+PAIRWISE = _judgment_schema(
+    "pairwise",
+    ids=("item_set", "item_id", "system_a", "system_b", "judge_id"),
+    values={"winner": ID, "preference": FLOAT},
     required=("item_set", "item_id", "system_a", "system_b", "judge_id"),
-    optional={**_OPTIONAL_JUDGMENT, "length_a": INDEX, "length_b": INDEX},
-    dtypes={
-        "item_set": ID,
-        "item_id": ID,
-        "system_a": ID,
-        "system_b": ID,
-        "judge_id": ID,
-        "winner": ID,
-        "preference": FLOAT,
-        "generation": INDEX,
-        "replicate": INDEX,
-        **_OPTIONAL_JUDGMENT,
-        "length_a": INDEX,
-        "length_b": INDEX,
-    },
+    extra={"length_a": INDEX, "length_b": INDEX},
 )
 
 SYSTEMS = ProtocolSchema(

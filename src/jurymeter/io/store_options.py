@@ -82,22 +82,13 @@ def s3fs_options(options: dict[str, Any]) -> dict[str, Any]:
 
 
 # s3fs options that only tune listing, caching or writing: nothing to map for a reader.
-_S3_WRITE_OR_CACHE_OPTIONS = frozenset(
-    {
-        "use_ssl",  # the endpoint's scheme says it
-        "version_aware",
-        "cache_regions",
-        "fixed_upload_size",
-        "local_expiry_check",
-        "default_fill_cache",
-        "use_listings_cache",
-        "skip_instance_cache",
-        "default_block_size",
-        "max_concurrency",
-        "max_paths",
-        "listings_expiry_time",
-        "default_cache_type",
-    }
+# Every boolean but the two polars has a key for (``anon``, ``requester_pays``;
+# ``use_ssl``: the endpoint's scheme says it), every number, and the cache type.
+_S3_WRITE_OR_CACHE_OPTIONS = (
+    (_S3_BOOL_OPTIONS - {"anon", "requester_pays"})
+    | _S3_INT_OPTIONS
+    | _S3_FLOAT_OPTIONS
+    | {"default_cache_type"}
 )
 # Hosts whose endpoint polars finds by itself from the region (virtual-hosted requests).
 _AWS_HOSTS = (".amazonaws.com", ".amazonaws.com.cn")

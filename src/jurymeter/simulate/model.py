@@ -132,15 +132,12 @@ def _select_pairs(rng: np.random.Generator, p: SimulationParams) -> np.ndarray:
 
 def _judge_lifts(p: SimulationParams, jud_fam: np.ndarray) -> np.ndarray:
     """Per-judge family lift: ``family_lifts[f(j)]`` where listed, else ``phi``."""
-    lifts = p.family_lifts or {}
-    unknown = sorted(set(lifts) - set(jud_fam.tolist()))
-    if unknown:
-        msg = (
-            f"SimulationParams.family_lifts names judge families {unknown!r} that no judge has; "
-            f"the judges' families are {sorted(set(jud_fam.tolist()))!r}"
-        )
-        raise SimulationError(msg)
-    return np.asarray([lifts.get(f, p.family_preference) for f in jud_fam.tolist()], np.float64)
+    families = jud_fam.tolist()
+    return _per_judge(
+        "family_lifts", p.family_lifts or {}, families, p.family_preference,
+        names="judge families", absent="that no judge has",
+        known=f"the judges' families are {sorted(set(families))!r}",
+    )
 
 
 def _judge_following(p: SimulationParams, judge_ids: np.ndarray) -> np.ndarray:
@@ -148,14 +145,22 @@ def _judge_following(p: SimulationParams, judge_ids: np.ndarray) -> np.ndarray:
     q = p.position_following
     if not isinstance(q, Mapping):
         return np.full(judge_ids.size, float(q))
-    unknown = sorted(set(q) - set(judge_ids.tolist()))
+    judges = judge_ids.tolist()
+    return _per_judge(
+        "position_following", q, judges, 0.0,
+        names="judges", absent="that are not in the panel", known=f"the judges are {judges!r}",
+    )
+
+
+def _per_judge(
+    field: str, given: Mapping[str, float], keys: list[str], default: float, *, names: str, absent: str, known: str
+) -> np.ndarray:
+    """``given[k]`` for each judge's key ``k`` (``default`` where unlisted); a listed key no judge has is refused."""
+    unknown = sorted(set(given) - set(keys))
     if unknown:
-        msg = (
-            f"SimulationParams.position_following names judges {unknown!r} that are not in the "
-            f"panel; the judges are {judge_ids.tolist()!r}"
-        )
+        msg = f"SimulationParams.{field} names {names} {unknown!r} {absent}; {known}"
         raise SimulationError(msg)
-    return np.asarray([q.get(j, 0.0) for j in judge_ids.tolist()], np.float64)
+    return np.asarray([given.get(k, default) for k in keys], np.float64)
 
 
 def simulate_dump(params: SimulationParams = SimulationParams()) -> SimulatedDump:
@@ -328,19 +333,38 @@ def _runs(p: SimulationParams) -> tuple[np.ndarray, np.ndarray]:
     return run // p.n_judges, run % p.n_judges
 
 
+def _run_records(
+    p: SimulationParams, rng: np.random.Generator, n_units: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Every run's records in run order: unit, item, generation, judge and replicate codes, then batch and position.
+
+    Each run (:func:`_runs`) rates the ``n_units * n_items * n_generations`` cells in
+    the order :func:`_run_order` shuffles from ``rng``; cell ``c`` is unit
+    ``c // (n_items n_generations)``, item ``(c // n_generations) % n_items`` and
+    generation ``c % n_generations``. The five codes are ``(runs, cells)`` arrays;
+    batch index and position are per call (``(cells,)``).
+    """
+    n_i, n_g = p.n_items, p.n_generations
+    r_run, j_run = _runs(p)
+    perm, batch_idx, batch_pos = _run_order(rng, r_run.size, n_units * n_i * n_g, p.batch_size)
+    return (
+        perm // (n_i * n_g),
+        (perm // n_g) % n_i,
+        perm % n_g,
+        np.broadcast_to(j_run[:, None], perm.shape),
+        np.broadcast_to(r_run[:, None], perm.shape),
+        batch_idx,
+        batch_pos,
+    )
+
+
 def _pointwise_records(
     p: SimulationParams, rng: dict[str, np.random.Generator], panel: _Panel, e: dict[str, np.ndarray]
 ) -> pl.DataFrame:
     """The pointwise records in run order, with the carry-over, batches and the session clock."""
-    n_i, n_g = p.n_items, p.n_generations
     r_run, j_run = _runs(p)
-    n_cells = p.n_systems * n_i * n_g
-    perm, batch_idx, batch_pos = _run_order(rng["point_order"], r_run.size, n_cells, p.batch_size)
-    s_rec = perm // (n_i * n_g)
-    i_rec = (perm // n_g) % n_i
-    g_rec = perm % n_g
-    j_rec = np.broadcast_to(j_run[:, None], perm.shape)
-    r_rec = np.broadcast_to(r_run[:, None], perm.shape)
+    n_cells = p.n_systems * p.n_items * p.n_generations
+    s_rec, i_rec, g_rec, j_rec, r_rec, batch_idx, batch_pos = _run_records(p, rng["point_order"], p.n_systems)
     latent = (
         p.grand_mean
         + e["nu_s"][s_rec]
@@ -358,7 +382,7 @@ def _pointwise_records(
     )
     score = _carry_over(latent, p)
 
-    gaps = rng["point_clock"].integers(2, 9, size=perm.shape)
+    gaps = rng["point_clock"].integers(2, 9, size=s_rec.shape)
     gaps = gaps + np.where((batch_pos == 0) & (batch_idx > 0), _BATCH_PAUSE_S, 0)[None, :]
     start = _T0 + r_run * _REPLICATE_STAGGER_S + j_run * _RUN_STAGGER_S
     seconds = start[:, None] + np.cumsum(gaps, axis=1)
@@ -369,7 +393,7 @@ def _pointwise_records(
         pl.DataFrame(
             {
                 "item_set": pl.Series([p.item_set], dtype=pl.String).gather(
-                    np.zeros(perm.size, dtype=np.int64)
+                    np.zeros(s_rec.size, dtype=np.int64)
                 ),
                 "item_id": panel.item_ids[i_rec.ravel()],
                 "system_id": panel.system_ids[s_rec.ravel()],
@@ -377,8 +401,8 @@ def _pointwise_records(
                 "score": score.ravel().astype(np.float64),
                 "generation": g_rec.ravel().astype(np.int64),
                 "replicate": r_rec.ravel().astype(np.int64),
-                "_batch": np.broadcast_to(batch_idx, perm.shape).ravel().astype(np.int64),
-                "batch_position": np.broadcast_to(batch_pos, perm.shape).ravel().astype(np.int64),
+                "_batch": np.broadcast_to(batch_idx, s_rec.shape).ravel().astype(np.int64),
+                "batch_position": np.broadcast_to(batch_pos, s_rec.shape).ravel().astype(np.int64),
                 "response_length": e["response_length"][s_rec, i_rec, g_rec].ravel(),
                 "_seconds": seconds.ravel().astype(np.int64),
             }
@@ -480,15 +504,8 @@ def _pairwise_records(
     d: _PairwiseDraws,
 ) -> pl.DataFrame:
     """The pairwise records in run order: hard verdicts, or a preference where the record is weighted."""
-    n_i, n_g = p.n_items, p.n_generations
-    r_run, j_run = _runs(p)
-    n_pair_cells = d.sys_a.size * n_i * n_g
-    pperm, pbatch, ppos = _run_order(rng["pair_order"], r_run.size, n_pair_cells, p.batch_size)
-    o_rec = pperm // (n_i * n_g)
-    pi_rec = (pperm // n_g) % n_i
-    pg_rec = pperm % n_g
-    pj_rec = np.broadcast_to(j_run[:, None], pperm.shape)
-    pr_rec = np.broadcast_to(r_run[:, None], pperm.shape)
+    n_pair_cells = d.sys_a.size * p.n_items * p.n_generations
+    o_rec, pi_rec, pg_rec, pj_rec, pr_rec, pbatch, ppos = _run_records(p, rng["pair_order"], d.sys_a.size)
     key = (o_rec, pi_rec, pg_rec, pj_rec, pr_rec)
     is_weighted = d.weighted_key[key].ravel()
     winner_txt = np.asarray(["A", "B", "tie"])[d.code[key].ravel()]
@@ -499,7 +516,7 @@ def _pairwise_records(
         pl.DataFrame(
             {
                 "item_set": pl.Series([p.item_set], dtype=pl.String).gather(
-                    np.zeros(pperm.size, dtype=np.int64)
+                    np.zeros(o_rec.size, dtype=np.int64)
                 ),
                 "item_id": pl.Series(panel.item_ids[pi_rec.ravel()], dtype=pl.String),
                 "system_a": pl.Series(panel.system_ids[a_rec.ravel()], dtype=pl.String),
@@ -512,9 +529,9 @@ def _pairwise_records(
                 "replicate": pl.Series(pr_rec.ravel(), dtype=pl.Int64),
                 "length_a": pl.Series(lengths[a_rec, pi_rec, pg_rec].ravel(), dtype=pl.Int64),
                 "length_b": pl.Series(lengths[b_rec, pi_rec, pg_rec].ravel(), dtype=pl.Int64),
-                "_batch": pl.Series(np.broadcast_to(pbatch, pperm.shape).ravel(), dtype=pl.Int64),
+                "_batch": pl.Series(np.broadcast_to(pbatch, o_rec.shape).ravel(), dtype=pl.Int64),
                 "batch_position": pl.Series(
-                    np.broadcast_to(ppos, pperm.shape).ravel(), dtype=pl.Int64
+                    np.broadcast_to(ppos, o_rec.shape).ravel(), dtype=pl.Int64
                 ),
             }
         )

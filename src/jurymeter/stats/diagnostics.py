@@ -37,7 +37,13 @@ from scipy import special
 from jurymeter.errors import DesignError
 from jurymeter.stats.design import Design, Effect
 from jurymeter.stats.dstudy import PAPER_ROLES, Facets, error_variances, mdd95
-from jurymeter.stats.gstudy import GStudy, components_from_ms, fit_gstudy, simulate_design
+from jurymeter.stats.gstudy import (
+    GStudy,
+    components_from_ms,
+    finite_mean,
+    fit_gstudy,
+    simulate_design,
+)
 
 
 @dataclass(frozen=True)
@@ -228,10 +234,7 @@ def _judge_marginals(
     rest = z.shape[:item_axis] + z.shape[item_axis + 1 :]  # the judge axis included
     if z.size == 0:
         return None
-    mean = float(z.mean())
-    if not np.isfinite(mean):
-        msg = "data must be complete and finite: extract a balanced block first"
-        raise DesignError(msg)
+    mean = finite_mean(z)
     shift = mean if shift is None else shift  # any constant: centring keeps the sums of squares small
     sizes = dict(zip(others, z.shape[:-1], strict=True))
 

@@ -326,10 +326,9 @@ def judges_needed(
 
     Also ``None`` when the design has no judge facet (:meth:`Facets.judge_fixed`).
     """
-    (k,) = judges_needed_draws(
-        sigma2, design, target=target, items=items, replicates=replicates, roles=roles
+    return _count_or_none(
+        judges_needed_draws(sigma2, design, target=target, items=items, replicates=replicates, roles=roles)
     )
-    return int(k) if np.isfinite(k) else None
 
 
 def items_needed_draws(
@@ -377,9 +376,14 @@ def items_needed(
     roles: Facets = PAPER_ROLES,
 ) -> int | None:
     r"""Fewest items for :math:`E\rho^2 \ge` target; ``None`` when the target is at or above the ceiling."""
-    (k,) = items_needed_draws(
-        sigma2, design, target=target, judges=judges, replicates=replicates, roles=roles
+    return _count_or_none(
+        items_needed_draws(sigma2, design, target=target, judges=judges, replicates=replicates, roles=roles)
     )
+
+
+def _count_or_none(draws: np.ndarray) -> int | None:
+    """The one row's count of a ``*_needed_draws`` answer; ``None`` for ``inf`` (never) or NaN."""
+    (k,) = draws
     return int(k) if np.isfinite(k) else None
 
 

@@ -129,11 +129,7 @@ class TermSums:
             raise DesignError(msg)
         if x.size == 0:
             return self
-        mean = float(x.mean())
-        # A NaN or an infinity anywhere makes the mean non-finite: one pass checks both.
-        if not np.isfinite(mean):
-            msg = "data must be complete and finite: extract a balanced block first"
-            raise DesignError(msg)
+        mean = finite_mean(x)
         if self.shift is None:
             self.shift = mean
         sizes = dict(zip(design.facets, x.shape, strict=True))
@@ -319,3 +315,14 @@ def simulate_design(
         x = x + rng.normal(scale=np.sqrt(max(variance, 0.0)), size=shape)
     return x
 
+
+def finite_mean(x: np.ndarray) -> float:
+    """The mean of a non-empty block's scores; :class:`DesignError` when a score is missing or infinite.
+
+    A NaN or an infinity anywhere makes the mean non-finite: one pass checks both.
+    """
+    mean = float(x.mean())
+    if not np.isfinite(mean):
+        msg = "data must be complete and finite: extract a balanced block first"
+        raise DesignError(msg)
+    return mean

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numbers
 from dataclasses import dataclass
-from typing import Any, Literal, NoReturn
+from typing import Any, Literal, NoReturn, TypeVar
 
 import numpy as np
 import polars as pl
@@ -158,34 +158,35 @@ Estimator = Literal["auto", "henderson", "balanced"]
 ESTIMATORS: tuple[Estimator, ...] = ("auto", "henderson", "balanced")
 GENERATION_MODES: tuple[GenerationMode, ...] = ("average", "facet")
 INTERVAL_METHODS: tuple[IntervalMethod, ...] = ("pivotal", "percentile")
+_Choice = TypeVar("_Choice", bound=str)
 
 
 def generation_mode(value: str) -> GenerationMode:
     """``value`` as a generation mode, refused as :class:`GStudyRequest` refuses it."""
-    if value not in GENERATION_MODES:
-        _refuse("generations", value, f"one of {GENERATION_MODES}")
-    return value
+    return _choice("generations", value, GENERATION_MODES)
 
 
 def estimator(value: str) -> Estimator:
     """``value`` as an estimator, refused as :class:`GStudyRequest` refuses it."""
-    if value not in ESTIMATORS:
-        _refuse("estimator", value, f"one of {ESTIMATORS}")
-    return value
+    return _choice("estimator", value, ESTIMATORS)
 
 
 def henderson_intervals(value: str) -> HendersonIntervals:
     """``value`` as a Henderson interval choice, refused as :class:`GStudyRequest` refuses it."""
-    if value not in HENDERSON_INTERVALS:
-        _refuse("henderson_intervals", value, f"one of {HENDERSON_INTERVALS}")
-    return value
+    return _choice("henderson_intervals", value, HENDERSON_INTERVALS)
 
 
 def interval_method(value: str) -> IntervalMethod:
     """``value`` as an interval method, refused as :class:`GStudyRequest` refuses it."""
-    if value not in INTERVAL_METHODS:
-        _refuse("interval_method", value, f"one of {INTERVAL_METHODS}")
-    return value
+    return _choice("interval_method", value, INTERVAL_METHODS)
+
+
+def _choice(name: str, value: str, allowed: tuple[_Choice, ...]) -> _Choice:
+    """``value`` as one of ``allowed`` (the field ``name``'s literals), else :func:`_refuse`."""
+    for choice in allowed:
+        if value == choice:
+            return choice
+    _refuse(name, value, f"one of {allowed}")
 
 
 def _refuse(name: str, value: object, allowed: str) -> NoReturn:

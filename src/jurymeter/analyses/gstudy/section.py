@@ -309,20 +309,17 @@ def _missing_rows_html(entry: Mapping[str, Any]) -> str:
 
 
 def _components_html(rows: pl.DataFrame) -> str:
-    parts = []
     if rows.height == 0:
-        parts.append('<p class="note">No variance components.</p>')
-        return "\n".join(parts)
+        return '<p class="note">No variance components.</p>'
     cells = [
         [f"<code>{_e(r['component'])}</code>", _e(_num(r.get("estimate"))),
          _e(_num(None if r.get("share") is None else 100 * r["share"])) + " %",
          _e(_interval(r.get("low"), r.get("high")))]
         for r in rows.iter_rows(named=True)
     ]
-    parts.append(_table(["component", "estimate (points\u00b2)", "share (% of total)", "95 % interval (points\u00b2)"],
-                        cells, numeric=[False, True, True, True]))
-    parts.append('<p class="note">Shares truncate negative estimates at zero; the D-study uses the raw values.</p>')
-    return "\n".join(parts)
+    table = _table(["component", "estimate (points\u00b2)", "share (% of total)", "95 % interval (points\u00b2)"],
+                   cells, numeric=[False, True, True, True])
+    return table + '\n<p class="note">Shares truncate negative estimates at zero; the D-study uses the raw values.</p>'
 
 
 def _judge_effects(page: SectionBuilder) -> None:
@@ -363,19 +360,16 @@ def _figure_judge_effects(rows: pl.DataFrame, title: str) -> Figure | None:
 
 
 def _dstudy_html(rows: pl.DataFrame) -> str:
-    parts = []
     if rows.height == 0:
-        parts.append('<p class="note">No D-study quantities.</p>')
-        return "\n".join(parts)
+        return '<p class="note">No D-study quantities.</p>'
     cells = [
         [_e(DSTUDY_LABELS.get(r["quantity"], r["quantity"])), f"<code>{_e(r['quantity'])}</code>",
          _e(_num(r.get("estimate"), inf="never")), _e(_interval(r.get("low"), r.get("high"), inf="never")),
          _e(r.get("reason") or "")]  # why a quantity is not estimated (one judge: the ceiling, judges needed)
         for r in rows.iter_rows(named=True)
     ]
-    parts.append(_table(["quantity (unit)", "name", "estimate", "95 % interval", "why none"], cells,
-                        numeric=[False, False, True, True, False]))
-    return "\n".join(parts)
+    return _table(["quantity (unit)", "name", "estimate", "95 % interval", "why none"], cells,
+                  numeric=[False, False, True, True, False])
 
 
 def _figure_erho2_curve(curve: pl.DataFrame, ceilings: pl.DataFrame, title: str) -> Figure | None:

@@ -55,13 +55,7 @@ import numpy as np
 import polars as pl
 
 from jurymeter.errors import ConfigError
-from jurymeter.stats.sequential.compare_cells import (
-    _cells,
-    _check_boot,
-    _theta_draws,
-    _unit_columns,
-    _weights,
-)
+from jurymeter.stats.sequential.compare_cells import _fit_cells, _weights
 from jurymeter.stats.sequential.contrasts import (
     ALPHA,
     Contrast,
@@ -240,18 +234,14 @@ def select_top(
     >>> top.naive_top[0], top.model_top[0]
     (('u00',), ('u00',))
     """
-    # Long (111 lines) by its numpy docstring (every parameter, the formulas and their sources); the code below is 48 lines.
-    cols = _unit_columns(unit, fit)
-    n_b = _check_boot(n_boot, seed, boot)
+    # Long (108 lines) by its numpy docstring (every parameter, the formulas and their sources); the code below is 44 lines.
+    cells, n_b, theta, theta_boot = _fit_cells(records, fit, boot, unit, n_boot, seed)
     ks = _ks(k, len(fit.units))
-    cells = _cells(records, fit.units, cols, fit.columns[0], fit.columns[2])
     naive = cells.sums.sum(axis=0) / cells.counts.sum(axis=0)
     w = _weights(len(cells.batches), n_b, seed)
     num, den = w @ cells.sums, w @ cells.counts
     usable = np.all(den > 0, axis=1)
     naive_boot = num[usable] / den[usable]
-    theta = np.asarray(fit.theta, dtype=np.float64)
-    theta_boot = _theta_draws(fit, boot)
     naive_rank, model_rank = _order(naive), _order(theta)
     units = np.asarray(fit.units, dtype=object)
     naive_top = tuple(tuple(str(u) for u in units[naive_rank[:kk]]) for kk in ks)

@@ -108,13 +108,18 @@ def _weights(n_batches: int, n_boot: int, seed: int) -> np.ndarray:
 
 def _check_boot(n_boot: int | None, seed: int, boot: GLMMBootstrap) -> int:
     n = boot.n_boot if n_boot is None else n_boot
-    if isinstance(n, bool) or not isinstance(n, int) or n < 2:
-        msg = f"n_boot must be an integer >= 2; got {n_boot!r}"
+    _check_resamples(n, seed, given=n_boot)
+    return n
+
+
+def _check_resamples(n_boot: object, seed: object, *, given: object) -> None:
+    """``n_boot`` an integer >= 2 and ``seed`` one >= 0 (not bools); the message shows ``given``, the caller's ``n_boot``."""
+    if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot < 2:
+        msg = f"n_boot must be an integer >= 2; got {given!r}"
         raise ConfigError(msg)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         msg = f"seed must be an integer >= 0; got {seed!r}"
         raise ConfigError(msg)
-    return n
 
 
 def _theta_draws(fit: SequentialGLMM, boot: GLMMBootstrap) -> np.ndarray:
@@ -127,3 +132,24 @@ def _theta_draws(fit: SequentialGLMM, boot: GLMMBootstrap) -> np.ndarray:
         raise DesignError(msg)
     out: np.ndarray = boot.draws[:, [index[w] for w in wanted]]
     return out
+
+
+def _fit_cells(
+    records: pl.DataFrame,
+    fit: SequentialGLMM,
+    boot: GLMMBootstrap,
+    unit: str | Sequence[str],
+    n_boot: int | None,
+    seed: int,
+) -> tuple[_Cells, int, np.ndarray, np.ndarray]:
+    r"""What selection and the group contrasts start from: the checked unit columns and resample count.
+
+    Returns the cells of ``fit.units`` (batch and score columns of the fit), the
+    naive resample count (``boot``'s when ``n_boot`` is ``None``), the fit's
+    :math:`\theta` and its bootstrap draws (:func:`_theta_draws`).
+    """
+    cols = _unit_columns(unit, fit)
+    n_b = _check_boot(n_boot, seed, boot)
+    cells = _cells(records, fit.units, cols, fit.columns[0], fit.columns[2])
+    theta = np.asarray(fit.theta, dtype=np.float64)
+    return cells, n_b, theta, _theta_draws(fit, boot)

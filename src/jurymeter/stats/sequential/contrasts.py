@@ -32,9 +32,8 @@ from jurymeter.errors import ConfigError, DesignError
 from jurymeter.stats.sequential.compare_cells import (
     _Cells,
     _cells,
-    _check_boot,
-    _theta_draws,
-    _unit_columns,
+    _check_resamples,
+    _fit_cells,
     _weights,
 )
 from jurymeter.stats.sequential.glmm import GLMMBootstrap, SequentialGLMM
@@ -248,12 +247,7 @@ def naive_group_contrast(
     if not cols or not all(isinstance(c, str) for c in cols):
         msg = f"unit must be a column name or a non-empty sequence of them; got {unit!r}"
         raise ConfigError(msg)
-    if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot < 2:
-        msg = f"n_boot must be an integer >= 2; got {n_boot!r}"
-        raise ConfigError(msg)
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        msg = f"seed must be an integer >= 0; got {seed!r}"
-        raise ConfigError(msg)
+    _check_resamples(n_boot, seed, given=n_boot)
     _check_test(reference, alpha)
     cells = _cells(records, None, cols, batch, score)
     a, b = _groups(group_a, group_b, cells.units)
@@ -340,17 +334,13 @@ def compare_groups(
     >>> cmp.naive.outcome, cmp.model.outcome
     ('correct', 'correct')
     """
-    # Long (130 lines) by its numpy docstring (every parameter, the formulas and their sources); the code below is 55 lines.
-    cols = _unit_columns(unit, fit)
-    n_b = _check_boot(n_boot, seed, boot)
+    # Long (127 lines) by its numpy docstring (every parameter, the formulas and their sources); the code below is 51 lines.
+    cells, n_b, theta, draws = _fit_cells(records, fit, boot, unit, n_boot, seed)
     _check_test(reference, alpha)
     a, b = _groups(group_a, group_b, fit.units)
-    cells = _cells(records, fit.units, cols, fit.columns[0], fit.columns[2])
     index = {u: i for i, u in enumerate(fit.units)}
     ia, ib = [index[u] for u in a], [index[u] for u in b]
     naive_est, naive_boot = _naive_contrast(cells, ia, ib, n_b, seed)
-    theta = np.asarray(fit.theta, dtype=np.float64)
-    draws = _theta_draws(fit, boot)
     model_est = float(theta[ia].mean() - theta[ib].mean())
     model_boot = draws[:, ia].mean(axis=1) - draws[:, ib].mean(axis=1)
     naive = _wald(

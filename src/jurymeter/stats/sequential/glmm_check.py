@@ -28,7 +28,7 @@ from jurymeter.stats.sequential.glmm_model import (
     SequentialGLMM,
     _codes,
     _label,
-    _unit_expr,
+    _rating_columns,
 )
 from jurymeter.stats.sequential.schemas import CHECK_SCHEMA
 from jurymeter.stats.sequential.simulate import draw_sequences
@@ -153,12 +153,7 @@ def _held_out_grid(fit: SequentialGLMM, held_out: pl.DataFrame) -> tuple[np.ndar
     if missing:
         msg = f"held_out must have the fit's columns; missing {missing}"
         raise DesignError(msg)
-    frame = held_out.select(
-        pl.col(batch_col).cast(pl.String).alias("_b"),
-        pl.col(pos_col).cast(pl.Int64).alias("_t"),
-        _unit_expr(fit.unit_columns).alias("_u"),
-        pl.col(score_col).cast(pl.Float64).alias("_y"),
-    ).filter(pl.col("_y").is_not_null() & pl.col("_y").is_finite())
+    frame = held_out.select(*_rating_columns(fit.columns, fit.unit_columns)).filter(pl.col("_y").is_not_null() & pl.col("_y").is_finite())
     if frame.height == 0 or frame.select(pl.struct("_b", "_t").is_duplicated().any()).item():
         msg = f"held_out must have ratings, one per ({batch_col}, {pos_col})"
         raise DesignError(msg)

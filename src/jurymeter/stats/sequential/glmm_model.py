@@ -278,6 +278,21 @@ def _prepare(
     )
 
 
+def _rating_columns(columns: tuple[str, str, str], unit: tuple[str, ...]) -> tuple[pl.Expr, ...]:
+    """A frame's ratings as ``_b`` (batch, text), ``_t`` (position), ``_u`` (unit label), ``_y`` (score, float).
+
+    ``columns`` are the batch, position and score columns (:attr:`SequentialGLMM.columns`):
+    what the fit reads of its records and the predictive check of its held-out batches.
+    """
+    batch_col, pos_col, score_col = columns
+    return (
+        pl.col(batch_col).cast(pl.String).alias("_b"),
+        pl.col(pos_col).cast(pl.Int64).alias("_t"),
+        _unit_expr(unit).alias("_u"),
+        pl.col(score_col).cast(pl.Float64).alias("_y"),
+    )
+
+
 def _ratings(records: pl.DataFrame, unit: tuple[str, ...], columns: tuple[str, str, str]) -> pl.DataFrame:
     """The finite ratings as ``_b`` (batch), ``_t`` (position), ``_u`` (unit), ``_y`` (score), checked: one per (batch, position)."""
     batch_col, pos_col, score_col = columns
@@ -292,12 +307,7 @@ def _ratings(records: pl.DataFrame, unit: tuple[str, ...], columns: tuple[str, s
     if missing:
         msg = f"records must have the unit column(s) {list(unit)} and {score_col!r}; missing {missing}"
         raise DesignError(msg)
-    frame = records.select(
-        pl.col(batch_col).cast(pl.String).alias("_b"),
-        pl.col(pos_col).cast(pl.Int64).alias("_t"),
-        _unit_expr(unit).alias("_u"),
-        pl.col(score_col).cast(pl.Float64).alias("_y"),
-    )
+    frame = records.select(*_rating_columns(columns, unit))
     nulls = frame.select(pl.col("_b", "_t", "_u").null_count()).row(0)
     if any(nulls):
         msg = (
