@@ -52,9 +52,24 @@ def nothing_starts(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         yield ""
 
     monkeypatch.setattr(runtime, "run_environment", refuse)
+    # Only processes the test started count: under xdist this worker may hold a Prefect server of
+    # another file's session fixture, and earlier tests' exited children linger as zombies.
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
     yield
-    names = " ".join(" ".join(p.cmdline()) for p in psutil.Process().children(recursive=True))
+    names = " ".join(_command_line(p) for p in psutil.Process().children(recursive=True) if p.pid not in before)
     assert not any(word in names for word in STARTED), names
+
+
+def _command_line(process: psutil.Process) -> str:
+    """A child's command line; a zombie's name (it ran, and exited); nothing for one gone meanwhile."""
+    try:
+        return " ".join(process.cmdline())
+    except psutil.ZombieProcess:
+        with contextlib.suppress(psutil.Error):
+            return process.name()
+    except psutil.NoSuchProcess:
+        pass
+    return ""
 
 
 def _config(store: Store, tmp_path: Path, body: str = "", landing: str | None = None) -> Path:
