@@ -450,3 +450,89 @@ def test_a_flat_battle_interval_leaves_width_ratio_undefined_with_a_note_naming_
     assert math.isnan(bt.width_ratio)
     [note] = [n for n in bt.notes if n.startswith("width_ratio is null")]
     assert "a, b" in note
+
+
+ELO = 400 / math.log(10)
+
+
+def _baseline_outcomes(seed: int = 5, n_items: int = 60) -> pl.DataFrame:
+    """Arena-Hard's design: four candidates, each judged against one baseline on every item, an item effect."""
+    rng = np.random.default_rng(seed)
+    strength = {"base": 0.0, "c1": 0.8, "c2": 0.4, "c3": -0.3, "c4": 0.1}
+    rows = []
+    for i in range(n_items):
+        hard = rng.normal(0.0, 1.0, 5)  # the prompt effect: shared by both orders of a pair
+        for k, cand in enumerate(("c1", "c2", "c3", "c4")):
+            p = 1 / (1 + math.exp(-(strength[cand] + hard[k])))
+            for _ in range(2):
+                rows.append((f"q{i:03d}", cand, "base", "j", float(rng.random() < p)))
+    return pl.DataFrame(rows, schema=["item_id", "system_x", "system_y", "judge_id", "score_x"], orient="row")
+
+
+def _brute_prompt_draws(outcomes: pl.DataFrame, n_boot: int, seed: int) -> tuple[list[str], np.ndarray]:
+    """The prompt bootstrap by brute force: the documented item picks, a weighted wins matrix per resample, choix."""
+    systems = sorted(set(outcomes["system_x"]) | set(outcomes["system_y"]))
+    items = sorted(set(outcomes["item_id"]))
+    code, item_code = {s: k for k, s in enumerate(systems)}, {s: k for k, s in enumerate(items)}
+    item_rng = np.random.default_rng(seed).spawn(3)[0]
+    picks = item_rng.integers(0, len(items), size=(n_boot, len(items)))
+    draws = []
+    for b in range(n_boot):
+        weight = np.bincount(picks[b], minlength=len(items))
+        wins = np.zeros((len(systems), len(systems)))
+        for item, x, y, score in outcomes.select("item_id", "system_x", "system_y", "score_x").iter_rows():
+            w = weight[item_code[item]]
+            wins[code[x], code[y]] += w * score
+            wins[code[y], code[x]] += w * (1 - score)
+        draws.append(_choix(wins))
+    return systems, np.array(draws)
+
+
+def test_anchor_reanchors_the_battle_bootstrap_and_the_ratio_is_on_differences_to_it() -> None:
+    outcomes = _baseline_outcomes()
+    n_boot, seed = 200, 3
+    fit = bradley_terry(outcomes, n_boot=n_boot, seed=seed, anchor="c2")
+    t = fit.table.sort("system_id")
+    ids = t["system_id"].to_list()
+    k = ids.index("c2")
+    rating = t["rating"].to_numpy()
+    # The report's Elo battle bound: the rating's centre plus 400/ln 10 per logit.
+    centre = t["rating_elo"].to_numpy() - ELO * rating
+    b_low_elo = centre + ELO * t["battle_low"].to_numpy()
+    b_high_elo = centre + ELO * t["battle_high"].to_numpy()
+    assert b_low_elo[k] == pytest.approx(1000.0, abs=1e-9)
+    assert b_high_elo[k] == pytest.approx(1000.0, abs=1e-9)
+    assert t["elo_low"][k] == pytest.approx(1000.0)
+    assert t["elo_high"][k] == pytest.approx(1000.0)
+    assert t["width_ratio"][k] is None or math.isnan(t["width_ratio"][k])
+    # Independent prompt draws (choix refits of the same item picks), re-anchored on c2.
+    systems, draws = _brute_prompt_draws(outcomes, n_boot, seed)
+    assert systems == ids
+    low, high = np.percentile(draws, [2.5, 97.5], axis=0)
+    np.testing.assert_allclose(t["low"].to_numpy(), low, atol=1e-7)  # the same resamples
+    np.testing.assert_allclose(t["high"].to_numpy(), high, atol=1e-7)
+    d_low, d_high = np.percentile(draws - draws[:, [k]], [2.5, 97.5], axis=0)
+    others = [j for j in range(len(ids)) if j != k]
+    np.testing.assert_allclose(t["elo_high"].to_numpy()[others] - t["elo_low"].to_numpy()[others],
+                               ELO * (d_high - d_low)[others], rtol=1e-7)
+    # Both bootstraps anchored alike: the ratio is the one of the two anchored widths.
+    battle_width = (t["battle_high"] - t["battle_low"]).to_numpy()
+    np.testing.assert_allclose(t["width_ratio"].to_numpy()[others], ((d_high - d_low) / battle_width)[others],
+                               rtol=1e-7)
+    assert fit.width_ratio == pytest.approx(float(np.median(((d_high - d_low) / battle_width)[others])))
+    assert any("minus that of c2 (the anchor)" in n for n in fit.notes)
+
+
+def test_without_an_anchor_the_ratio_is_on_differences_to_the_baseline_in_every_comparison() -> None:
+    outcomes = _baseline_outcomes(seed=8)
+    plain = bradley_terry(outcomes, n_boot=200, seed=4)
+    anchored = bradley_terry(outcomes, n_boot=200, seed=4, anchor="base")
+    # The baseline is the reference of the ratio either way; the same resamples give the same ratios.
+    np.testing.assert_allclose(plain.table.sort("system_id")["width_ratio"].to_numpy(),
+                               anchored.table.sort("system_id")["width_ratio"].to_numpy(), rtol=1e-12)
+    assert plain.width_ratio == pytest.approx(anchored.width_ratio, rel=1e-12)
+    assert any("minus that of base (the baseline" in n for n in plain.notes)
+    # Without an anchor the battle bounds are the mean-centred ones, as before.
+    assert (plain.table["battle_low"] < plain.table["battle_high"]).all()
+    base = plain.table.filter(pl.col("system_id") == "base")
+    assert base["width_ratio"].item() is None or math.isnan(base["width_ratio"].item())

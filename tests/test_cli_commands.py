@@ -134,3 +134,75 @@ def test_a_flag_left_out_sets_no_key() -> None:
     overrides, flags = overrides_of("cyclic", command, {"flag_budgets": "4,8", "flag_at_judges": 2})
     assert overrides == {"fit.cyclic.budgets": (4, 8), "fit.cyclic.at_judges": 2}
     assert flags == {"fit.cyclic.budgets": "--budgets", "fit.cyclic.at_judges": "--at-judges"}
+
+
+def _text(store: Store, name: str, *args: str) -> str:
+    result = CliRunner().invoke(app, [name, "--store", store.url, "--item-set", "sim-chat", *args])
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def test_gstudy_prints_the_leaderboard_and_judge_offsets_and_folds_its_notes(store: Store) -> None:
+    """The terminal says what the JSON says: each system's mean and rank range, each judge's offset; notes counted."""
+    report = orjson.loads(_text(store, "gstudy", "--boot", "30", "--json"))
+    text = _text(store, "gstudy", "--boot", "30")
+    lines = text.splitlines()
+    for row in report["leaderboard"]:
+        [line] = [x for x in lines if f" {row['system_id']} " in x]
+        assert f"{row['mean']:.3f}" in line
+        assert f"{row['rank_low']}-{row['rank_high']}" in line
+    for row in report["judge_offsets"]:
+        [line] = [x for x in lines if f" {row['judge_id']} " in x]
+        assert f"{row['offset']:.3f}" in line
+        assert f"[{row['low']:.3f}, {row['high']:.3f}]" in line
+    notes = (len(report["block"]["notes"]) + len(report.get("design_notes") or [])
+             + sum(len(report.get(k) or {}) for k in ("null_reasons", "truncated", "extrapolated")))
+    assert notes > 5  # clean simulated data still carry many notes
+    assert f"{notes} notes: --verbose lists them" in text
+    assert "extrapolated beyond the observed sizes:" not in text
+    verbose = _text(store, "gstudy", "--boot", "30", "--verbose")
+    assert "--verbose lists them" not in verbose
+    assert sum(x.startswith(("note: ", "design ", "not estimable: ", "at a bound: ", "extrapolated beyond"))
+               for x in verbose.splitlines()) == notes
+
+
+def test_the_naive_bootstraps_words_follow_the_ratio() -> None:
+    from jurymeter.analyses.gstudy.command import naive_comparison
+
+    wider = naive_comparison(0.582, 0.535, 0.535 / 0.582)
+    assert "understates" not in wider
+    assert "the naive half-width is the wider (1.09x the MDD95)" in wider
+    assert naive_comparison(0.604, 1.238, 1.238 / 0.604).endswith("understates 2.05x")
+    assert "about equal" in naive_comparison(1.0, 1.001, 1.001)
+    assert naive_comparison(None, None, None).endswith("ratio n/a")
+
+
+@pytest.mark.parametrize(("ranges", "groups"), [
+    ([(1, 1), (2, 2)], [1, 2]),
+    ([(1, 2), (1, 3), (3, 4), (5, 6), (5, 6)], [1, 1, 1, 2, 2]),
+    ([(1, 3), (2, 2), (3, 3), (4, 4)], [1, 1, 1, 2]),  # a chain through the wide first range
+])
+def test_pairwise_groups_are_the_chains_of_overlapping_rank_ranges(ranges: list, groups: list) -> None:
+    from jurymeter.analyses.pairwise.command import rank_range_groups
+
+    assert rank_range_groups(ranges) == groups
+
+
+def test_pairwise_prints_groups_that_agree_with_the_rank_ranges(capsys: pytest.CaptureFixture[str]) -> None:
+    """Overlapping rating intervals, rank ranges 1-1 and 2-2: two groups, and a line saying why they are apart."""
+    from jurymeter.analyses.pairwise.command import print_pairwise
+
+    def system(rank: int, low: float, high: float, rank_low: int, rank_high: int, tie_group: int) -> dict:
+        return {"rating_elo": (low + high) / 2, "low_elo": low, "high_elo": high, "rank": rank,
+                "rank_low": rank_low, "rank_high": rank_high, "tie_group": tie_group}
+
+    report = {"item_set": "s", "games": 10, "outcomes": 10, "systems": 3, "items": 5, "judges": {},
+              "both_orders_share": None, "bradley_terry": {"interval_ratio": 1.0, "systems": {
+                  "top": system(1, 1057, 1105, 1, 1, 1), "next": system(2, 1000, 1064, 2, 2, 1),
+                  "third": system(3, 990, 1050, 2, 3, 2)}}}
+    print_pairwise(report)
+    lines = capsys.readouterr().out.splitlines()
+    group = {name: next(x for x in lines if f" {name} " in x).split()[-2] for name in ("top", "next", "third")}
+    assert group == {"top": "1", "next": "2", "third": "2"}  # not the tie groups 1, 1, 2
+    assert any(x.startswith("top and next: rating intervals overlap") for x in lines)
+    assert not any(x.startswith("next and third") for x in lines)  # one group: nothing to explain

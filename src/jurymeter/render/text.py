@@ -7,6 +7,7 @@ printer writes to (stdout and stderr).
 
 from __future__ import annotations
 
+import contextvars
 import math
 import re
 import sys
@@ -159,3 +160,18 @@ def fmt_bound(value: float | None) -> str:
     if value == float("inf"):
         return "never"
     return f"{value:.0f}" if float(value).is_integer() and abs(value) >= 2 else f"{value:.3f}"
+
+
+# Whether a command's printout lists every note (``--verbose``) or folds them into a count.
+VERBOSE: contextvars.ContextVar[bool] = contextvars.ContextVar("jurymeter_verbose", default=False)
+
+
+def print_notes(notes: list[str]) -> None:
+    """Notes, one a line with ``--verbose`` (:data:`VERBOSE`), else one line with their count."""
+    if not notes:
+        return
+    if VERBOSE.get():
+        for note in notes:
+            out.print(note, markup=False)
+        return
+    out.print(f"{len(notes)} note{'s' if len(notes) != 1 else ''}: --verbose lists them", markup=False)

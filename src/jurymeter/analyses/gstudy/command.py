@@ -7,6 +7,7 @@ statistics, so the fit's cache key leaves it out (:func:`jurymeter.pipeline.jobs
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from jurymeter.analyses.gstudy import (
     dropped_summary,
     dropped_text,
 )
-from jurymeter.render.text import fmt, fmt_bound, out, safe_text
+from jurymeter.render.text import fmt, fmt_bound, out, print_notes, safe_text
 
 
 def write_screened(report: Mapping[str, Any], path: Path) -> None:
@@ -30,15 +31,83 @@ def write_screened(report: Mapping[str, Any], path: Path) -> None:
 
 
 def print_gstudy(report: dict[str, Any]) -> None:
-    """The G-study report for a terminal: the block, the components, the D-study, the checks."""
+    """The G-study report for a terminal: the block, the leaderboard, the judges, the components, the D-study, the checks.
+
+    The notes (the block's, the design's, what is not estimable, at a bound or
+    extrapolated) come last, folded into one line with their count unless ``--verbose``.
+    """
     _print_block(report)
+    _print_leaderboard(report)
+    _print_judge_offsets(report)
     _print_components(report)
     _print_dstudy(report)
     _print_checks(report)
+    print_notes(_notes(report))
+
+
+def _print_leaderboard(report: dict[str, Any]) -> None:
+    """The systems by mean, with their rank ranges under the fit's MDD (the report's ``leaderboard``)."""
+    rows = report.get("leaderboard") or []
+    if not rows:
+        return
+    table = Table(title="leaderboard", title_justify="left")
+    for col in ("system", "mean", "rank", "rank range"):
+        table.add_column(col, justify="left" if col == "system" else "right")
+    for row in rows:
+        low, high = row.get("rank_low"), row.get("rank_high")
+        table.add_row(safe_text(row["system_id"]), fmt(row["mean"]), str(row["rank"]),
+                      "n/a" if low is None or high is None else f"{low}-{high}")
+    out.print(table)
+    out.print("rank range: the ranks a system can take when means closer than the MDD95 may be in either order",
+              markup=False)
+
+
+def _print_judge_offsets(report: dict[str, Any]) -> None:
+    """Each judge's offset in points from the mean of judges, with its 95% interval (``judge_offsets``)."""
+    rows = report.get("judge_offsets") or []
+    reason = (report.get("null_reasons") or {}).get("judge_offsets")
+    if not rows:
+        if reason:
+            out.print(f"judge offsets: {safe_text(reason)}", markup=False)
+        return
+    table = Table(title="judge offsets (points)", title_justify="left")
+    for col in ("judge", "offset", "95% interval"):
+        table.add_column(col, justify="left" if col == "judge" else "right")
+    for row in rows:
+        table.add_row(safe_text(row["judge_id"]), fmt(row.get("offset")),
+                      f"[{fmt(row.get('low'))}, {fmt(row.get('high'))}]")
+    out.print(table)
+
+
+def _notes(report: dict[str, Any]) -> list[str]:
+    """Every note of the report, one line each, as ``--verbose`` lists them."""
+    notes = [f"note: {safe_text(note)}" for note in report["block"]["notes"]]
+    notes += [f"design {report['design']} (block {report.get('block_design')}): {safe_text(note)}"
+              for note in report.get("design_notes") or []]
+    for title, entries in (("not estimable", report.get("null_reasons") or {}),
+                           ("at a bound", report.get("truncated") or {}),
+                           ("extrapolated beyond the observed sizes", report.get("extrapolated") or {})):
+        notes += [f"{title}: {key}: {safe_text(why)}" for key, why in entries.items()]
+    return notes
+
+
+def naive_comparison(halfwidth: float | None, mdd95: float | None, ratio: float | None) -> str:
+    """The naive item bootstrap against the single-judge MDD95, in words that follow the ratio MDD95 / half-width.
+
+    Above 1 the naive half-width is the narrower (it understates the MDD); below 1 it is the wider.
+    """
+    head = f"naive item bootstrap half-width {fmt(halfwidth)} vs single-judge MDD95 {fmt(mdd95)}: "
+    if ratio is None or not math.isfinite(ratio):
+        return head + "ratio n/a"
+    if round(ratio, 2) == 1.0:
+        return head + f"about equal ({fmt(ratio, 2)}x)"
+    if ratio > 1.0:
+        return head + f"understates {fmt(ratio, 2)}x"
+    return head + f"the naive half-width is the wider ({fmt(1.0 / ratio, 2)}x the MDD95): it does not understate"
 
 
 def _print_block(report: dict[str, Any]) -> None:
-    """What was fitted: the names, the design and block, the estimator, what was dropped and the notes."""
+    """What was fitted: the names, the design and block, the estimator and what was dropped."""
     block = report["block"]
     out.print(
         f"item set {safe_text(report['item_set'])}  universe {safe_text(report['universe'])}  population "
@@ -56,10 +125,6 @@ def _print_block(report: dict[str, Any]) -> None:
         if block[f"dropped_{kind}"]:
             out.print(f"dropped {kind} to balance: {', '.join(map(safe_text, block[f'dropped_{kind}']))}",
                       markup=False)
-    for note in block["notes"]:
-        out.print(f"note: {safe_text(note)}", markup=False)
-    for note in report.get("design_notes") or []:
-        out.print(f"design {report['design']} (block {report.get('block_design')}): {safe_text(note)}", markup=False)
 
 
 def _print_components(report: dict[str, Any]) -> None:
@@ -121,7 +186,7 @@ def _print_dstudy(report: dict[str, Any]) -> None:
 
 
 def _print_checks(report: dict[str, Any]) -> None:
-    """Budget optima, the naive bootstrap, rank reliability, ensembles, the nested design, items and notes."""
+    """Budget optima, the naive bootstrap, rank reliability, ensembles, the nested design and items."""
     block = report["block"]
     reasons = report.get("null_reasons") or {}
     for budget, best in report["budget_optimum"].items():
@@ -137,10 +202,8 @@ def _print_checks(report: dict[str, Any]) -> None:
     if naive["halfwidth"] is None and "naive_item_bootstrap.halfwidth" in reasons:
         out.print(f"naive item bootstrap: {safe_text(reasons['naive_item_bootstrap.halfwidth'])}", markup=False)
     else:
-        out.print(
-            f"naive item bootstrap half-width {fmt(naive['halfwidth'])} vs single-judge MDD95 "
-            f"{fmt(naive['mdd95_single_judge'])}: understates {fmt(naive['mdd95_over_halfwidth'], 2)}x"
-        )
+        out.print(naive_comparison(naive["halfwidth"], naive["mdd95_single_judge"], naive["mdd95_over_halfwidth"]),
+                  markup=False)
     rank = report["rank_reliability"]
     out.print(
         f"adjacent top-10 pairs in the wrong order: {fmt(rank['wrong_order_top10_1_judge'])} at 1 judge, "
@@ -170,10 +233,6 @@ def _print_checks(report: dict[str, Any]) -> None:
             f"{len(it['screened_items'])} of {block['items']} items pass the screen "
             f"(between-system variance >= {it['screen_threshold']})"
         )
-    for title, notes in (("not estimable", reasons), ("at a bound", report.get("truncated") or {}),
-                         ("extrapolated beyond the observed sizes", report.get("extrapolated") or {})):
-        for key, why in notes.items():
-            out.print(f"{title}: {key}: {safe_text(why)}", markup=False)
 
 
 COMMAND = Command(

@@ -44,10 +44,17 @@ def print_pairwise(report: dict[str, Any]) -> None:
         for label in ("system", "rating", "low", "high", "rank", "rank range", "group"):
             ratings.add_column(label, justify="left" if label == "system" else "right")
         rows = sorted(bt["systems"].items(), key=lambda kv: kv[1]["rank"])
-        for system, r in rows:
+        groups = rank_range_groups([(r["rank_low"], r["rank_high"]) for _, r in rows])
+        for (system, r), group in zip(rows, groups, strict=True):
             ratings.add_row(safe_text(system), fmt(r["rating_elo"], 0), fmt(r["low_elo"], 0), fmt(r["high_elo"], 0),
-                            str(r["rank"]), f"{r['rank_low']}-{r['rank_high']}", str(r["tie_group"]))
+                            str(r["rank"]), f"{r['rank_low']}-{r['rank_high']}", str(group))
         out.print(ratings)
+        out.print("group: systems whose rank ranges overlap, directly or through others; systems of different "
+                  "groups are told apart (their rank ranges do not overlap)", markup=False)
+        for first, second in _apart_but_overlapping(rows, groups):
+            out.print(f"{safe_text(first)} and {safe_text(second)}: rating intervals overlap, but the ratings "
+                      "move together over the resamples, which order the two the same way: their rank ranges "
+                      "do not overlap", markup=False)
         out.print(f"prompt-bootstrap / battle-bootstrap interval width: {fmt(bt.get('interval_ratio'), 2)}x",
                   markup=False)
     elif bt.get("reason"):
@@ -71,6 +78,36 @@ def print_pairwise(report: dict[str, Any]) -> None:
     elif gstudy.get("reason"):
         out.print(f"pairwise G-study: {safe_text(gstudy['reason'])} (--baseline; [fit.pairwise] baseline in the config)",
                   markup=False)
+
+
+def rank_range_groups(ranges: list[tuple[int, int]]) -> list[int]:
+    """Groups (1 = top) of systems sorted by rank: a system joins the group before when its rank range overlaps it.
+
+    A group is a maximal chain of overlapping rank ranges (an interval graph's
+    connected component), so two systems of different groups never share a rank
+    the bootstrap gives them, and the printout says no more than the rank ranges do.
+    """
+    groups: list[int] = []
+    reach = 0  # the highest rank_high of the group so far
+    for low, high in ranges:
+        if not groups or low > reach:
+            groups.append(len(set(groups)) + 1)
+            reach = high
+        else:
+            groups.append(groups[-1])
+            reach = max(reach, high)
+    return groups
+
+
+def _apart_but_overlapping(rows: list[tuple[str, dict[str, Any]]], groups: list[int]) -> list[tuple[str, str]]:
+    """Neighbours in rank of different groups whose Elo intervals overlap (the ranks, not the intervals, decide)."""
+    pairs = []
+    for k in range(len(rows) - 1):
+        (first, a), (second, b) = rows[k], rows[k + 1]
+        bounds = (a.get("low_elo"), a.get("high_elo"), b.get("low_elo"), b.get("high_elo"))
+        if groups[k] != groups[k + 1] and None not in bounds and b["high_elo"] >= a["low_elo"]:
+            pairs.append((first, second))
+    return pairs
 
 
 COMMAND = Command(

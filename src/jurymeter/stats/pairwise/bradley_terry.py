@@ -133,10 +133,13 @@ class BradleyTerry:
         One row per system, best first, columns :data:`BT_SCHEMA`: ``rating``
         (logit, sum to zero), ``rating_elo``, ``se_sandwich`` (logit),
         ``low``/``high`` (prompt-bootstrap percentile interval, logit, sum to
-        zero), ``battle_low``/``battle_high`` (battle bootstrap, logit),
+        zero), ``battle_low``/``battle_high`` (battle bootstrap, logit; with an
+        anchor, re-anchored per resample: the anchor's rating plus the
+        percentiles of the difference to it),
         ``elo_low``/``elo_high`` (prompt bootstrap on the Elo scale with the
         same centring as ``rating_elo``), ``width_ratio`` (prompt width / battle
-        width), ``rank`` (1 = best), ``rank_low``/``rank_high`` (prompt
+        width, of differences to the anchor, else to the one system in every
+        comparison, else of the ratings; null for that system), ``rank`` (1 = best), ``rank_low``/``rank_high`` (prompt
         bootstrap percentiles of the rank), ``tie_group`` (1 = top).
     width_ratio : float or None
         Median over systems of ``width_ratio``; ``None`` (and the battle
@@ -186,7 +189,8 @@ NOTES: tuple[str, ...] = (
     "low/high: percentile interval of the prompt bootstrap (items resampled with all their "
     "games and judges; two-stage with judges when resample_judges).",
     "battle_low/battle_high: percentile interval of the battle bootstrap (outcome rows "
-    "resampled independently, as the common leaderboards do).",
+    "resampled independently, as the common leaderboards do); with an anchor, re-anchored "
+    "on every resample as the prompt bootstrap's Elo bounds are (the anchor's own is a point).",
     "se_sandwich: cluster-robust sandwich by item, no small-sample correction.",
     "rank_low/rank_high: percentiles of each system's rank over the prompt-bootstrap "
     "resamples (rank 1 = best).",
@@ -377,10 +381,11 @@ def bradley_terry(
         )
         raise ComparisonGraphError(msg)
 
-    table, ratio, flat = _rating_table(c, theta, se, prompt, battle, level, anchor)
-    notes = NOTES
+    reference = anchor if anchor is not None else _baseline(c)
+    table, ratio, flat = _rating_table(c, theta, se, prompt, battle, level, anchor, reference)
+    notes = NOTES if reference is None or not battle_bootstrap else (*NOTES, _reference_note(reference, anchor))
     if flat:
-        notes = (*NOTES, _flat_battle_note(flat))
+        notes = (*notes, _flat_battle_note(flat))
     defined = ratio[~np.isnan(ratio)]
 
     lc: LengthControl | None
@@ -428,6 +433,30 @@ def _elo(t: np.ndarray, centre_idx: int | None) -> np.ndarray:
     return out
 
 
+def _baseline(c: _Coded) -> str | None:
+    """The one system in every comparison (Arena-Hard's baseline), or ``None``.
+
+    With two systems both are in every comparison, and the difference to either is
+    twice the mean-centred rating: the ratio of widths is the same without one.
+    """
+    everywhere = [k for k in range(len(c.systems)) if bool(np.all((c.x == k) | (c.y == k)))]
+    return c.systems[everywhere[0]] if len(everywhere) == 1 else None
+
+
+def _reference_note(reference: str, anchor: str | None) -> str:
+    why = "the anchor" if anchor is not None else "the baseline, in every comparison"
+    return (
+        f"width_ratio: widths of each system's rating minus that of {reference} ({why}) in each resample, "
+        f"so both bootstraps measure the same difference; null for {reference} itself (zero width in both)."
+    )
+
+
+def _reanchored(draws: np.ndarray, ref: int, shift: float = 0.0) -> np.ndarray:
+    """Each resample's ratings minus its own rating of system ``ref`` (plus ``shift``)."""
+    out: np.ndarray = draws - draws[:, ref : ref + 1] + shift
+    return out
+
+
 def _width_ratio(prompt_width: np.ndarray, battle_width: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Prompt width over battle width; NaN where the battle interval has zero width (``flat``), not inf."""
     flat = battle_width == 0.0
@@ -464,18 +493,33 @@ def _rating_table(
     battle: np.ndarray | None,
     level: float,
     anchor: str | None,
+    reference: str | None = None,
 ) -> tuple[pl.DataFrame, np.ndarray, list[str]]:
-    """The table of :data:`BT_SCHEMA`, the width ratios, and the systems whose battle interval is flat."""
+    """The table of :data:`BT_SCHEMA`, the width ratios, and the systems whose battle interval is flat.
+
+    With an anchor the battle bounds are re-anchored on every resample, as the prompt
+    bootstrap's Elo bounds are: the anchor's rating (logit, the table's centring) plus the
+    percentiles of each resample's difference to the anchor. The width ratios are taken
+    on differences to ``reference`` (the anchor or the baseline) where there is one.
+    """
     s = len(c.systems)
+    centre_idx = None if anchor is None else c.systems.index(anchor)
     # The refits are finite (``_refit`` drops the others), so no draw is left out here.
     low, high = percentile_bounds(prompt, level, axis=0)
     if battle is not None:
-        b_low, b_high = percentile_bounds(battle, level, axis=0)
-        ratio, flat = _width_ratio(high - low, b_high - b_low)
+        anchored = battle if centre_idx is None else _reanchored(battle, centre_idx, float(theta[centre_idx]))
+        b_low, b_high = percentile_bounds(anchored, level, axis=0)
+        ref = None if reference is None else c.systems.index(reference)
+        if ref is None:
+            ratio, flat = _width_ratio(high - low, b_high - b_low)
+        else:
+            p_low, p_high = percentile_bounds(_reanchored(prompt, ref), level, axis=0)
+            d_low, d_high = percentile_bounds(_reanchored(battle, ref), level, axis=0)
+            ratio, flat = _width_ratio(p_high - p_low, d_high - d_low)
+            flat[ref] = False  # zero width by construction, said in the reference note
     else:
         b_low = b_high = ratio = np.full(s, np.nan)
         flat = np.zeros(s, dtype=bool)
-    centre_idx = None if anchor is None else c.systems.index(anchor)
     e_low, e_high = percentile_bounds(_elo(prompt, centre_idx), level, axis=0)
     rank = _ranks(theta)
     r_low, r_high = percentile_bounds(_ranks(prompt), level, axis=0, method="inverted_cdf")
