@@ -157,3 +157,23 @@ def test_alerts_and_gates_tables_are_read_and_checked(tmp_path: Path) -> None:
         config.write_text(body)
         with pytest.raises(ConfigError, match=named.replace("[", r"\[").replace("(", r"\(").replace(")", r"\)")):
             load_config(config, environ={})
+
+
+def test_a_published_run_says_its_alerts_on_the_index_and_in_summary_json(tmp_path: Path) -> None:
+    """The publish path: the alerts of the run's own tables, in ``summary.json`` headlines and on the page."""
+    import html
+
+    from jurymeter.io.store import Store
+    from jurymeter.pipeline.publish import read_run
+    from published import publish_small_run
+
+    root = publish_small_run(tmp_path, "r1")
+    tables, summary = read_run(Store(str(root)), "results/r1")
+    expected = now_alerts(tables, AlertConfig(), 0.8)
+    assert any("reverses" in a for a in expected)  # the default simulation's ties and slot shift: above a coin
+    said = summary["headlines"]["alerts"]
+    start = said.index(expected[0])
+    assert said[start:start + len(expected)] == expected
+    page = (root / "results" / "r1" / "report" / "index.html").read_text()
+    for alert in expected:
+        assert html.escape(alert, quote=False) in page or html.escape(alert) in page
