@@ -11,6 +11,7 @@ at least q for every p, and 2p(1-p) <= 1/2 when q = 0.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import polars as pl
@@ -69,6 +70,20 @@ def test_every_position_following_judge_is_alerted_and_no_other(seed: int) -> No
     line = next(a for a in judge_alerts(table, AlertConfig()) if a.startswith("judge judge-a") and "reverses" in a)
     assert "sim-chat (pairwise) / all / all" in line
     assert "randomize or counterbalance the order" in line
+
+
+def test_on_the_demos_own_data_a_judge_is_alerted_exactly_when_its_reversal_rate_is_above_a_coin() -> None:
+    """The demo's simulation as it is (ties and a slot shift, no position following): each judge's reference
+    reversal rate is that of the same panel on ten times the items; the ones clearly above 1/2 (all five:
+    a tie in one order and a win in the other is a reversal) are alerted, and clearly below would not be."""
+    demo = SimulationParams()  # what `jurymeter demo` simulates (cli/plans.simulate_dump_to, 12 systems)
+    table = _judges_table(demo)
+    reference = _judges_table(replace(demo, n_items=10 * demo.n_items), n_boot=20)
+    rates = dict(reference.select("judge_id", "reversal_rate").iter_rows())
+    above = {j for j, r in rates.items() if r > 0.52}
+    below = {j for j, r in rates.items() if r < 0.48}
+    assert above | below == set(rates)  # no judge too near a coin to call
+    assert _alerted(table, "reverses") == above
 
 
 def test_stable_judges_are_alerted_at_most_at_about_the_nominal_rate() -> None:
