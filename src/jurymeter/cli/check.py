@@ -8,6 +8,7 @@ of :func:`jurymeter.pipeline.alerts.check_gates` on stdout.
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -42,7 +43,7 @@ def check(
     store: StoreOpt = None,
     storage_option: StorageOpt = None,
 ) -> None:
-    """Hold a published run to limits (flags, else ``[gates]`` of the configuration).
+    """Hold a published run to limits (these flags, else the gates table of --config).
 
     Exit 0 when every gate passes, 7 when one failed (each named: fit or judge, value, limit), 1 for a user error.
     """
@@ -78,8 +79,7 @@ def _check(results: str, limits: dict[str, float | None], config: Path | None, s
 
 
 def vars_of(gates: GateConfig) -> dict[str, float | None]:
-    from dataclasses import asdict
-
+    """Each gate's limit by name (``None``: not checked)."""
     return asdict(gates)
 
 
