@@ -124,6 +124,11 @@ def test_the_slot_margin_is_the_configured_one_both_sides() -> None:
     assert {a.split()[1] for a in judge_alerts(table, AlertConfig())} == {"plus", "minus"}
     assert {a.split()[1] for a in judge_alerts(table, AlertConfig(position_margin=1.0))} == {"plus", "minus", "small"}
     assert judge_alerts(table, AlertConfig(position_margin=7.0)) == []
+    twice = pl.concat([table, table.with_columns(universe=pl.lit("three"))])
+    folded = judge_alerts(twice, AlertConfig())
+    assert [a.split(" (also")[0] for a in folded] == ["judge plus on sim-chat (pairwise) / all / all",
+                                                      "judge minus on sim-chat (pairwise) / all / all"]
+    assert all("(also in 1 other fit) favours" in a for a in folded)
     minus = judge_alerts(table, AlertConfig())[1]
     assert "second slot by -9.0 points [-12.0, -6.0]" in minus
     assert "counterbalance" in minus

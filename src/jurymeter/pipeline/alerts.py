@@ -34,23 +34,33 @@ def _pct(value: float) -> str:
 
 
 def judge_alerts(judges: pl.DataFrame, alerts: AlertConfig) -> list[str]:
-    """Pairwise judges (``pairwise_judges`` rows) reversing more than a coin, or biased past the margin."""
-    out = []
+    """Pairwise judges (``pairwise_judges`` rows) reversing more than a coin, or biased past the margin.
+
+    A judge alerted the same way in several fits (its universes share its judgments) is one line: its
+    first fit's numbers and how many other fits say the same.
+    """
+    found: dict[tuple[str, str], list[tuple[str, str]]] = {}  # (judge, kind) -> (fit, what it says)
     for row in judges.iter_rows(named=True):
-        where = f"{row['judge_id']} on {_fit(row, 'pairwise')}"
+        fit, judge = _fit(row, "pairwise"), str(row["judge_id"])
         low, high = row.get("reversal_low"), row.get("reversal_high")
         if low is not None and row.get("reversal_rate") is not None and low > COIN_REVERSAL:
-            out.append(f"judge {where} reverses {_pct(row['reversal_rate'])} [{_pct(low)}, {_pct(high or low)}] "
-                       "of verdicts when the order flips (a coin reverses 50%): randomize or counterbalance "
-                       "the order, or drop the judge")
+            found.setdefault((judge, "reversal"), []).append((fit, (
+                f"reverses {_pct(row['reversal_rate'])} [{_pct(low)}, {_pct(high or low)}] of verdicts when the "
+                "order flips (a coin reverses 50%): randomize or counterbalance the order, or drop the judge")))
         a_low, a_high, adv = row.get("slot_a_low"), row.get("slot_a_high"), row.get("slot_a_advantage")
         if adv is None or a_low is None or a_high is None:
             continue
         if a_low > alerts.position_margin or a_high < -alerts.position_margin:
             slot = "first" if adv > 0 else "second"
-            out.append(f"judge {where} favours the {slot} slot by {adv:+.1f} points [{a_low:+.1f}, {a_high:+.1f}] "
-                       f"(more than the {alerts.position_margin:g}-point margin): counterbalance the order "
-                       "(show every pair both ways) or drop the judge")
+            found.setdefault((judge, "slot"), []).append((fit, (
+                f"favours the {slot} slot by {adv:+.1f} points [{a_low:+.1f}, {a_high:+.1f}] (more than the "
+                f"{alerts.position_margin:g}-point margin): counterbalance the order (show every pair both ways) "
+                "or drop the judge")))
+    out = []
+    for (judge, _), said in found.items():
+        (fit, what), others = said[0], len(said) - 1
+        also = f" (also in {others} other fit{'' if others == 1 else 's'})" if others else ""
+        out.append(f"judge {judge} on {fit}{also} {what}")
     return out
 
 
