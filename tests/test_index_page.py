@@ -169,7 +169,7 @@ def test_report_summary_prints_the_alerts_and_headlines_and_report_rebuilds_ever
     assert printed.exit_code == 0, printed.output
     lines = printed.output.splitlines()
     assert lines[0] == f"run {RUN_ID}: complete"
-    assert "alerts: none" in lines[1]
+    assert lines[1] == f"alerts ({len(summary['headlines']['alerts'])}):"  # the judges reversing more than a coin (issue 24)
     text = " ".join(printed.output.split())  # rich wraps long lines
     for h in summary["headlines"]["fits"]:
         assert " ".join(f"{h['label']}: {h['sentence']}".split()) in text
@@ -197,7 +197,7 @@ def test_the_run_printout_ends_with_the_alerts_and_the_headlines(run: Path) -> N
     with out.capture() as captured:
         print_run_summary(summary, ingest_printed=True)
     said = " ".join(captured.get().split("results: ", 1)[1].split())
-    assert "alerts: none" in said
+    assert f"alerts ({len(summary['headlines']['alerts'])}):" in said
     assert " ".join(f"{summary['headlines']['fits'][-1]['label']}: {summary['headlines']['fits'][-1]['sentence']}".split()) in said
 
 

@@ -11,7 +11,8 @@ analysis is named here.
 Alerts, in this order: landing files the run could not read (nothing of
 them was ingested; ``sources_unreadable``, each with its reason); fits that failed; judges whose change since the last
 run is larger than the intervals allow (given by the run history,
-``extra_alerts``); judges with a large share of failed judgments; what a fit
+``extra_alerts``, followed there by the alerts on what is wrong now:
+:mod:`jurymeter.pipeline.alerts`); judges with a large share of failed judgments; what a fit
 left out (``dropped_*`` headlines).
 """
 
@@ -64,8 +65,10 @@ def fit_sentence(entry: Mapping[str, Any], context: HeadlineContext) -> str:
     return ("nothing could be estimated: " + "; ".join(skipped[:1])) if skipped else "no headline numbers"
 
 
-def run_alerts(summary: Mapping[str, Any], extra_alerts: Sequence[str] = ()) -> list[str]:
-    """The alerts of a run, most urgent first (see the module docstring)."""
+def run_alerts(summary: Mapping[str, Any], extra_alerts: Sequence[str] = (),
+               failed_share: float = FAILED_SHARE_ALERT) -> list[str]:
+    """The alerts of a run, most urgent first (see the module docstring); ``failed_share`` is
+    ``[alerts] failed_share``, the share of failed judgments at or above which a judge is an alert."""
     alerts = [f"source not ingested: {u.get('source')}: {u.get('reason')}"
               for u in summary.get("sources_unreadable") or []]
     for entry in summary.get("fits") or []:
@@ -75,10 +78,11 @@ def run_alerts(summary: Mapping[str, Any], extra_alerts: Sequence[str] = ()) -> 
     alerts.extend(extra_alerts)
     for judge in summary.get("judges") or []:
         share = judge.get("failed_share")
-        if share is not None and share >= FAILED_SHARE_ALERT:
+        if share is not None and share >= failed_share:
             total = int(judge.get("stored", 0)) + int(judge.get("failed", 0))
             alerts.append(f"judge {judge.get('judge_id')}: {100 * share:.1f}% of its judgments failed "
-                          f"({int(judge.get('failed', 0)):,} of {total:,})")
+                          f"({int(judge.get('failed', 0)):,} of {total:,}): find why its calls fail "
+                          "(the ingest report's quarantine) before trusting its fits")
     for entry in summary.get("fits") or []:
         for analysis in registered():
             line = dropped_line(analysis.headline, (entry.get("analyses") or {}).get(analysis.name) or {})
@@ -87,7 +91,8 @@ def run_alerts(summary: Mapping[str, Any], extra_alerts: Sequence[str] = ()) -> 
     return alerts
 
 
-def run_headlines(summary: Mapping[str, Any], extra_alerts: Sequence[str] = ()) -> dict[str, Any]:
+def run_headlines(summary: Mapping[str, Any], extra_alerts: Sequence[str] = (),
+                  failed_share: float = FAILED_SHARE_ALERT) -> dict[str, Any]:
     """The run's headlines, JSON-ready (``summary.json`` ``headlines``).
 
     Returns
@@ -107,4 +112,4 @@ def run_headlines(summary: Mapping[str, Any], extra_alerts: Sequence[str] = ()) 
         }
         for entry in summary.get("fits") or []
     ]
-    return {"alerts": run_alerts(summary, extra_alerts), "fits": fits}
+    return {"alerts": run_alerts(summary, extra_alerts, failed_share), "fits": fits}

@@ -12,7 +12,8 @@ rejected a source, 4 when ``jurymeter run`` published a run in which some fits
 failed, 5 when ``ingest`` stored no judgment of a source (all quarantined), 6
 when some sources could not be read (each named on stderr with its reason)
 and the rest were ingested (``ingest``), or, with no fit failed, published
-(``run``: the sources are alerts of the run). Other exceptions are bugs and
+(``run``: the sources are alerts of the run), 7 when a gate failed (``check``, or
+``[gates]`` at the end of a ``run`` that had no other failure). Other exceptions are bugs and
 keep their traceback.
 """
 
@@ -23,7 +24,7 @@ import sys
 
 import typer
 
-from jurymeter.cli import ingest, plans, quarantine, run, store
+from jurymeter.cli import check, ingest, plans, quarantine, run, store
 from jurymeter.cli.analyses import add_analysis_commands
 
 app = typer.Typer(
@@ -42,6 +43,7 @@ app.command()(plans.simulate)
 app.command()(run.run)
 app.command()(run.report)
 app.command()(run.demo)
+app.command()(check.check)
 add_analysis_commands(app)  # each registered analysis's command (gstudy, cyclic, ...), from its declaration
 app.command(name="batch-plan")(plans.batch_plan_command)
 

@@ -53,7 +53,8 @@ def run(
     """The nightly flow: ingest what landed, fit every item set on Dask, publish results and report.
 
     Exit 4 when some fits failed, else 6 when some landing files could not be
-    read (each an alert of the run; every readable one is ingested).
+    read (each an alert of the run; every readable one is ingested), else 7 when
+    a limit of ``[gates]`` failed (as ``jurymeter check``).
     """
     overrides = {
         "store": store, "landing": landing, "dask.address": scheduler, "dask.workers": workers,
@@ -67,6 +68,9 @@ def run(
         raise typer.Exit(6)
     if summary["status"] != "complete":
         raise typer.Exit(4)
+    from jurymeter.cli.check import gates_at_end_of_run
+
+    run_command(gates_at_end_of_run, config, overrides, summary, RUN_FLAGS)  # [gates]: exit 7 naming each failure
 
 
 # The flags of `jurymeter run` that set a configuration key: an error in the value names the flag.

@@ -77,6 +77,45 @@ class FitConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class AlertConfig:
+    """``[alerts]``: when a run's numbers are an alert on their own, not only on change (issue 24, point 2).
+
+    ``position_margin``: points of slot-A advantage by which a judge's interval
+    must clear 0; ``failed_share``: a judge's share of failed judgments at or
+    above which it is an alert; ``max_mdd``: an MDD95 (points) above which a fit
+    is an alert (``None``: off). The reversal bound is fixed at 1/2, what a coin
+    gives; the ceiling's target is ``[fit] target``.
+    """
+
+    position_margin: float = 5.0
+    failed_share: float = 0.05
+    max_mdd: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GateConfig:
+    """``[gates]``: the limits ``jurymeter check`` (and the end of ``run``) holds a run to; ``None``: not checked.
+
+    ``max_mdd``: a fit's MDD95 (points) at most this; ``min_erho2``: a fit's
+    E rho^2 at least this; ``max_reversal``: a pairwise judge's reversal rate
+    (0-1) at most this; ``max_failure``: a judge's share of failed judgments
+    (0-1) at most this.
+    """
+
+    max_mdd: float | None = None
+    min_erho2: float | None = None
+    max_reversal: float | None = None
+    max_failure: float | None = None
+
+
+# What [alerts]' and [gates]' numbers admit (jurymeter.analyses.commands rules: an error names the key).
+ALERT_RULES = {"position_margin": Rule(low=0), "failed_share": Rule(low=0, high=1, open=True),
+               "max_mdd": Rule(low=0, open=True)}
+GATE_RULES = {"max_mdd": Rule(low=0, open=True), "min_erho2": Rule(low=0, high=1),
+              "max_reversal": Rule(low=0, high=1), "max_failure": Rule(low=0, high=1)}
+
+
+@dataclass(frozen=True, slots=True)
 class RunConfig:
     """The whole configuration of a nightly run."""
 
@@ -94,6 +133,8 @@ class RunConfig:
     fit: FitConfig = field(default_factory=FitConfig)
     dask: DaskConfig = field(default_factory=DaskConfig)
     report: bool = True
+    alerts: AlertConfig = field(default_factory=AlertConfig)
+    gates: GateConfig = field(default_factory=GateConfig)
 
     def digest(self) -> str:
         """SHA-256 of the resolved configuration, credentials left out."""
@@ -164,7 +205,7 @@ def _set(settings: dict[str, Any], dotted: str, value: Any) -> None:
 
 
 _TOP = {"store", "landing", "home", "storage_options", "scale", "map", "format", "baseline", "universes",
-        "populations", "fit", "dask", "report"}
+        "populations", "fit", "dask", "report", "alerts", "gates"}
 
 
 def _build(settings: dict[str, Any], where: str, given: Mapping[str, str] | None = None) -> RunConfig:
@@ -214,7 +255,27 @@ def _build(settings: dict[str, Any], where: str, given: Mapping[str, str] | None
         fit=fit,
         dask=dask,
         report=_as(settings.get("report", True), bool, f"{where}: report"),
+        alerts=_limits_section(settings.get("alerts", {}), AlertConfig(), ALERT_RULES, f"{where} [alerts]",
+                               "alerts", given),
+        gates=_limits_section(settings.get("gates", {}), GateConfig(), GATE_RULES, f"{where} [gates]",
+                              "gates", given),
     )
+
+
+def _limits_section(table: Any, default: Settings, rules: Mapping[str, Rule], where: str, name: str,
+                    given: Mapping[str, str]) -> Settings:
+    """``[alerts]`` or ``[gates]``: numbers (or none), each checked by its rule; an error names the key."""
+    from jurymeter.analyses.commands import build
+
+    def key(field: str) -> str:
+        return given.get(f"{name}.{field}", f"{where} {field}")
+
+    if not isinstance(table, dict):
+        msg = f"{where} must be a table"
+        raise ConfigError(msg)
+    values = {**asdict(default), **_values(table, default, where, key)}
+    set_rules = {f: rule for f, rule in rules.items() if values.get(f) is not None}  # None: the limit is off
+    return build(type(default), values, set_rules, key)  # type: ignore[no-any-return]
 
 
 def _fit_section(table: Any, path: str, given: Mapping[str, str]) -> FitConfig:

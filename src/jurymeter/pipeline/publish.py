@@ -18,6 +18,7 @@ import polars as pl
 
 from jurymeter.analyses.headlines import run_headlines
 from jurymeter.io.store import Store
+from jurymeter.pipeline.alerts import now_alerts
 from jurymeter.pipeline.cache import CACHE, FAILED, FitOutcome, dumps, tables_of
 from jurymeter.pipeline.history import load_history
 from jurymeter.pipeline.tables import combine_tables, schemas
@@ -94,7 +95,8 @@ def publish_run(
     clock = time.perf_counter()
     history = load_history(store, current=(tables, summary))
     index = index_parts(history, figures=config.report)
-    summary["headlines"] = run_headlines(summary, index.alerts)
+    extra = [*index.alerts, *now_alerts(tables, config.alerts, config.fit.target)]
+    summary["headlines"] = run_headlines(summary, extra, config.alerts.failed_share)
     timings["history"] = time.perf_counter() - clock
     if config.report:
         clock = time.perf_counter()
