@@ -23,6 +23,7 @@ import polars as pl
 from matplotlib.colors import CenteredNorm, Normalize
 from matplotlib.figure import Figure
 
+from jurymeter.analyses.pairwise.headline import position_text
 from jurymeter.render.figures import draw as _draw
 from jurymeter.render.figures import judge_interval_figure, rank_interval_figure
 from jurymeter.render.figures import labelled_rows_figure as _horizontal
@@ -80,6 +81,9 @@ def pairwise_section(page: SectionBuilder) -> None:
     if judges.height:
         _subsection(page, "Judges and position bias", _judges_lead(judges))
     page.add(_judges_html(judges))
+    position = position_text(summary)
+    if position is not None and "not estimable" in position:  # the reason where the number would be
+        page.add(f'<p class="note">{_e(position[0].upper() + position[1:])}.</p>')
     page.figure("position-bias", lambda: _figure_position(judges, title),
                 "Slot-A advantage per judge: win rate of a system shown first minus the same system "
                 "shown second, in percentage points, with its 95% prompt-bootstrap interval ([Anand2026] table 3).")
@@ -93,6 +97,9 @@ def pairwise_section(page: SectionBuilder) -> None:
                 "Cohen's kappa (\u22121 to 1, 0 = chance) between judges on the judgments they share (A / B / tie).")
     if ratings.height:
         _subsection(page, "Ratings", _ratings_lead(ratings))
+    elif summary.get("bt_reason"):  # the section is there, with why it has no numbers (issue 24, point 4)
+        page.add("<h4>Ratings</h4>")
+        page.add(f'<p class="note">No Bradley-Terry ratings: {_e(summary["bt_reason"])}.</p>')
     page.add(_ratings_html(ratings, summary))
     page.figure("ratings", lambda: _figure_ratings(ratings, title),
                 "Bradley-Terry ratings (Elo scale) with 95% intervals: a prompt bootstrap that resamples "
