@@ -15,7 +15,7 @@ import pytest
 from jurymeter.analyses import registered
 from jurymeter.analyses.base import HeadlineContext
 from jurymeter.analyses.gstudy.summary import NAMED_TOP, index_summary, told_apart_text
-from jurymeter.analyses.pairwise.headline import position_text
+from jurymeter.analyses.pairwise.headline import position_null_reason, position_text
 
 GSTUDY = next(a for a in registered() if a.name == "gstudy")
 PAIRWISE = next(a for a in registered() if a.name == "pairwise")
@@ -114,14 +114,18 @@ def test_on_simulated_leaderboards_the_named_top_set_holds_the_true_best_at_the_
 
 
 def test_a_position_bias_from_few_judgments_of_known_order_is_not_estimable_with_the_counts() -> None:
-    part = {"slot_a_advantage": 0.0, "position_judgments": 226, "position_order_unknown": 206}
-    said = position_text(part)
-    assert said == ("position bias not estimable: order unknown for 206 of 226 judgments "
-                    "(the 20 of known order give 0.0 points)")
-    assert position_text({"slot_a_advantage": None, "position_judgments": 10, "position_order_unknown": 10}) == (
-        "position bias not estimable: order unknown for 10 of 10 judgments")
-    assert position_text({"slot_a_advantage": None, "position_reason": "no system was seen in both slots"}) == (
-        "position bias not estimable: no system was seen in both slots")
+    # AlpacaEval's samples: 20 of 226 judgments of known order.
+    why = position_null_reason(0.0, 226, 206, None)
+    assert why == "order unknown for 206 of 226 judgments"
+    part = {"slot_a_advantage": 0.0, "position_judgments": 226, "position_order_unknown": 206,
+            "slot_a_advantage_reason": why}
+    assert position_text(part) == "position bias not estimable: order unknown for 206 of 226 judgments"
+    assert position_null_reason(None, 10, 10, "no system was seen in both slots") == (
+        "order unknown for 10 of 10 judgments")
+    assert position_null_reason(None, 10, 0, "no system was seen in both slots") == "no system was seen in both slots"
+    assert position_null_reason(3.0, 10, 4, None) is None  # most of known order: estimable, the count said
+    assert position_text({"slot_a_advantage": 3.0, "position_judgments": 10, "position_order_unknown": 4}) == (
+        "position bias 3.0 points (slot A's win rate over slot B's; order unknown for 4 of 10 judgments)")
 
 
 def test_a_pooled_position_bias_shows_the_range_over_judges() -> None:
@@ -135,5 +139,5 @@ def test_a_pooled_position_bias_shows_the_range_over_judges() -> None:
 
 
 def test_missing_ratings_say_why_in_the_headline() -> None:
-    part = {"bt_reason": "the comparison graph is not connected; its components are [['a'], ['b']]"}
+    part = {"interval_ratio_reason": "the comparison graph is not connected; its components are [['a'], ['b']]"}
     assert PAIRWISE.sentence(part, HeadlineContext()) == "no Bradley-Terry ratings: the comparison graph is not connected"

@@ -11,7 +11,9 @@ fit's section holds the section of every analysis, in registry order, that
 has rows for that fit or a summary entry. A headline whose key starts with
 ``dropped_`` (what a fit left out: counts, and ids as text) is not a column:
 under each Fits table, one note per fit that dropped anything says it
-(:func:`jurymeter.analyses.base.dropped_line`).
+(:func:`jurymeter.analyses.base.dropped_line`). A headline ``<key>_reason`` that is
+not null says why ``<key>`` is not estimable: its cell says "not estimable", with
+the reason as its tooltip, and never a number.
 
 Safety. Every string that comes from data (ids, names, error messages, run
 ids) is HTML-escaped with ``html.escape(..., quote=True)`` wherever it lands,
@@ -492,6 +494,10 @@ def _fit_index(fits: Sequence[tuple[PageFit, dict[str, Any] | None]], tables: Ma
             cells = [link, f'<span class="status-{_e(status)}">{_e(status)}</span>']
             for analysis, h in columns:
                 value = _headline(e, analysis, h.key)
+                why = _headline(e, analysis, f"{h.key}_reason")
+                if why:  # a number that is not estimable says so, and why, in its cell (issue 24, point 4)
+                    cells.append(f'<abbr title="{_e(why)}">not estimable</abbr>')
+                    continue
                 cells.append(_e(_num(value) if h.kind == "number" else ("" if value is None else value)))
             rows.append(cells)
         header = ["fit (item set / universe / population)", "status", *(_e(h.label) for _, h in columns)]

@@ -38,7 +38,7 @@ from jurymeter.analyses.base import (
     TablesPart,
     Tracked,
 )
-from jurymeter.analyses.pairwise.headline import position_text
+from jurymeter.analyses.pairwise.headline import position_null_reason, position_text
 from jurymeter.errors import JurymeterError, NotApplicableError
 
 if TYPE_CHECKING:
@@ -387,8 +387,8 @@ class PairwiseHeadline(TypedDict):
     min_reversal_rate: float | None
     position_judgments: int | None
     position_order_unknown: int | None
-    position_reason: str | None
-    bt_reason: str | None
+    slot_a_advantage_reason: str | None
+    interval_ratio_reason: str | None
 
 
 class PairwiseSummary(SummaryPart[PairwiseResult]):
@@ -405,8 +405,9 @@ class PairwiseSummary(SummaryPart[PairwiseResult]):
         Headline("min_reversal_rate", "smallest AB/BA reversal rate", table=False),
         Headline("position_judgments", "judgments", "count", table=False),
         Headline("position_order_unknown", "judgments of unknown order", "count", table=False),
-        Headline("position_reason", "why no position bias", "text", table=False),
-        Headline("bt_reason", "why no Bradley-Terry ratings", "text", table=False),
+        # A "<key>_reason" says why the "<key>" headline is not estimable (the Fits tables show it in the cell).
+        Headline("slot_a_advantage_reason", "why no slot-A advantage", "text", table=False),
+        Headline("interval_ratio_reason", "why no Bradley-Terry ratings", "text", table=False),
     )
 
     # What the run history follows across published runs (pipeline.history, issue 16 point 4).
@@ -480,9 +481,11 @@ class PairwiseSummary(SummaryPart[PairwiseResult]):
             "min_reversal_rate": _finite(float(reversal.min())) if reversal.len() else None,  # type: ignore[arg-type]
             "position_judgments": None if position is None else position.n_games,
             "position_order_unknown": None if position is None else position.n_games - position.n_order_known,
-            "position_reason": (result.reasons.get("position") if position is None
-                                else position.slot_a_advantage.reason if slot_a is None else None),
-            "bt_reason": result.reasons.get("bradley_terry") if result.bradley_terry is None else None,
+            "slot_a_advantage_reason": position_null_reason(
+                slot_a, None if position is None else position.n_games,
+                None if position is None else position.n_games - position.n_order_known,
+                result.reasons.get("position") if position is None else position.slot_a_advantage.reason),
+            "interval_ratio_reason": result.reasons.get("bradley_terry") if result.bradley_terry is None else None,
         }
 
     def sentence(self, part: Mapping[str, Any], context: HeadlineContext) -> str | None:
@@ -499,8 +502,8 @@ class PairwiseSummary(SummaryPart[PairwiseResult]):
             clauses.append(clause)
         if part.get("interval_ratio") is not None:
             clauses.append(f"prompt-clustered rating intervals {part['interval_ratio']:.2f}x the battle ones")
-        elif part.get("bt_reason"):
-            clauses.append(f"no Bradley-Terry ratings: {str(part['bt_reason']).split(';', 1)[0]}")
+        elif part.get("interval_ratio_reason"):
+            clauses.append(f"no Bradley-Terry ratings: {str(part['interval_ratio_reason']).split(';', 1)[0]}")
         if part.get("fps") is not None:
             clauses.append(f"same-family preference {part['fps']:+.3f}")
         return "; ".join(clauses) or None

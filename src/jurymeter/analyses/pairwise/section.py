@@ -97,9 +97,9 @@ def pairwise_section(page: SectionBuilder) -> None:
                 "Cohen's kappa (\u22121 to 1, 0 = chance) between judges on the judgments they share (A / B / tie).")
     if ratings.height:
         _subsection(page, "Ratings", _ratings_lead(ratings))
-    elif summary.get("bt_reason"):  # the section is there, with why it has no numbers (issue 24, point 4)
+    elif summary.get("interval_ratio_reason"):  # the section is there, with why it has no numbers (issue 24, point 4)
         page.add("<h4>Ratings</h4>")
-        page.add(f'<p class="note">No Bradley-Terry ratings: {_e(summary["bt_reason"])}.</p>')
+        page.add(f'<p class="note">No Bradley-Terry ratings: {_e(summary["interval_ratio_reason"])}.</p>')
     page.add(_ratings_html(ratings, summary))
     page.figure("ratings", lambda: _figure_ratings(ratings, title),
                 "Bradley-Terry ratings (Elo scale) with 95% intervals: a prompt bootstrap that resamples "
