@@ -64,6 +64,7 @@ from jurymeter.render.html import (
     _num,
     _slug,
     _table,
+    glossary_html,
 )
 
 
@@ -183,10 +184,8 @@ def render_report(
     pages, downloads = _fit_pages(tables, fits, run_id, used, drawn)
     used.update(index.figures)
     headlines = summary.get("headlines") or run_headlines(summary, index.alerts)
-    body = "\n".join(
+    sections = "\n".join(
         [
-            f"<h1>jurymeter run {_e(run_id)}</h1>",
-            _lead_line(summary),
             _alerts_section(headlines.get("alerts") or []),
             _headlines_section(fits, headlines, tables),
             index.since_last_run,
@@ -198,6 +197,8 @@ def render_report(
             index.history,
         ]
     )
+    # The symbols the page uses, explained before their first use (issue 24, point 6).
+    body = "\n".join([f"<h1>jurymeter run {_e(run_id)}</h1>", _lead_line(summary), glossary_html(sections), sections])
     page, csv = _with_downloads(_document(f"jurymeter run {run_id}", body), "index.html")
     downloads.update(csv)
     return RenderedReport(html=page, figures=used, pages=pages, downloads=downloads)
@@ -217,9 +218,10 @@ def _fit_pages(
         if not _has_page(tables, fit, entry):
             continue
         path = fit_page_path(fit)
+        section = _fit_section(tables, fit, entry, used, drawn)
         body = "\n".join([
             f'<p class="nav"><a href="../index.html">\u2190 run {_e(run_id)}: every fit</a></p>',
-            _fit_section(tables, fit, entry, used, drawn),
+            glossary_html(section), section,
         ])
         page, csv = _with_downloads(_document(f"jurymeter {_page_label(fit)} (run {run_id})", body), path)
         pages[path], downloads = page, {**downloads, **csv}
