@@ -195,9 +195,11 @@ def _ratings_lead(ratings: pl.DataFrame) -> str:
     text = ("Bradley-Terry ratings in Elo points (400/ln 10 per logit) with 95 % intervals: systems whose "
             "prompt-bootstrap intervals overlap cannot be told apart, so report the prompt bootstrap, not the "
             "battle bootstrap")
-    if "tie_group" in ratings.columns and ratings["tie_group"].null_count() < ratings.height:
-        groups = ratings["tie_group"].drop_nulls().n_unique()
-        text += f" ({ratings.height} systems in {groups} tie group{'s' if groups != 1 else ''})"
+    if "rank_low" in ratings.columns and ratings["rank_low"].null_count() < ratings.height:
+        # Named from the rank ranges, the one statement of who can be told apart (issue 24, point 1).
+        first = ratings.filter(pl.col("rank_low") == 1).sort("rank")["system_id"].to_list()
+        if first:
+            text += f"; {', '.join(str(s) for s in first)} could rank first (rank range from 1) of {ratings.height} systems"
     return text + "."
 
 
