@@ -8,6 +8,7 @@ minus the grand mean).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -141,3 +142,69 @@ def test_a_pooled_position_bias_shows_the_range_over_judges() -> None:
 def test_missing_ratings_say_why_in_the_headline() -> None:
     part = {"interval_ratio_reason": "the comparison graph is not connected; its components are [['a'], ['b']]"}
     assert PAIRWISE.sentence(part, HeadlineContext()) == "no Bradley-Terry ratings: the comparison graph is not connected"
+
+
+
+@pytest.fixture(scope="module")
+def samples_summary(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path]:
+    """Every real sample log ingested, fitted and published as a new user would (figures off); its summary."""
+    import orjson
+
+    from jurymeter.io.ingest import ingest
+    from jurymeter.io.sources import discover_sources
+    from jurymeter.io.store import Store
+    from jurymeter.io.validate import ValidationOptions
+    from jurymeter.pipeline.cache import run_fits
+    from jurymeter.pipeline.config import load_config
+    from jurymeter.pipeline.jobs import plan_fits
+    from jurymeter.pipeline.publish import publish_run
+    from samples import SAMPLES
+
+    root = tmp_path_factory.mktemp("samples-run")
+    store = Store(str(root / "store"))
+    paths = [p for folder in ("mt_bench", "arena_hard", "alpaca_eval") for p in sorted((SAMPLES / folder).iterdir())
+             if p.suffix in (".jsonl", ".json") and p.name != "PROVENANCE.json"]
+    ingested = ingest(store, discover_sources([str(p) for p in paths]), ValidationOptions()).to_json()
+    config_path = root / "jm.toml"
+    config_path.write_text(f'store = "{store.url}"\nlanding = ""\n[fit]\nn_boot = 20\n')
+    config = load_config(config_path, environ={})
+    plan = plan_fits(store, config)
+    outcomes = run_fits(store, plan.jobs, figures=False)
+    publish_run(store, "samples", config=config, started="2026-01-01T02:15:00+00:00", ingest_report=ingested,
+                outcomes=outcomes, timings={}, skipped=plan.skipped)
+    results = Path(store.root) / "results" / "samples"
+    return orjson.loads((results / "summary.json").read_bytes()), results
+
+
+def test_on_the_real_samples_every_null_pairwise_headline_says_why_in_the_summary_and_on_the_page(
+    samples_summary: tuple[dict[str, Any], Path],
+) -> None:
+    import orjson
+
+    summary, results = samples_summary
+    pairwise = [f for f in summary["fits"] if f.get("protocol") == "pairwise" and "pairwise" in f["analyses"]]
+    assert len(pairwise) == 4
+    for fit in pairwise:
+        part = fit["analyses"]["pairwise"]
+        for key in ("slot_a_advantage", "max_reversal_rate", "interval_ratio", "fps"):
+            assert (part[key] is None) <= bool(part[f"{key}_reason"]), (fit["item_set"], key)
+        report = orjson.loads((results / "fits" / f"{fit['key']}.json").read_bytes())["analyses"]["pairwise"]
+        if part["interval_ratio"] is None:  # the reason of the fit's JSON, said on its page
+            assert part["interval_ratio_reason"] == report["bradley_terry"]["reason"]
+            page = next((results / "report" / "fits").glob(
+                f"{fit['item_set'].replace('.', '-').replace('/', '-')}__all__all__pairwise__*.html")).read_text()
+            assert "No Bradley-Terry ratings: " in page
+    alpaca = next(f for f in pairwise if f["item_set"] == "alpaca-eval")["analyses"]["pairwise"]
+    assert alpaca["slot_a_advantage"] == 0.0  # the value from the few known-order judgments stays
+    unknown, games = alpaca["position_order_unknown"], alpaca["position_judgments"]
+    assert 2 * unknown > games
+    assert alpaca["slot_a_advantage_reason"] == f"order unknown for {unknown:,} of {games:,} judgments"
+    line = next(h for h in summary["headlines"]["fits"] if h["item_set"] == "alpaca-eval")["sentence"]
+    assert line.startswith(f"position bias not estimable: order unknown for {unknown:,} of {games:,} judgments")
+    assert "0.0" not in line
+    # MT-Bench's two judges: the pooled value with the range over judges (issue 24, point 5).
+    mt = next(f for f in pairwise if f["item_set"] == "mt-bench")
+    judges = orjson.loads((results / "fits" / f"{mt['key']}.json").read_bytes())["analyses"]["pairwise"]["judges"]
+    values = [j["slot_a_advantage"] for j in judges.values() if j["slot_a_advantage"] is not None]
+    line = next(h for h in summary["headlines"]["fits"] if h["item_set"] == "mt-bench" and h["protocol"] == "pairwise")
+    assert f"(judges {min(values):+.1f} to {max(values):+.1f};" in line["sentence"]

@@ -389,6 +389,8 @@ class PairwiseHeadline(TypedDict):
     position_order_unknown: int | None
     slot_a_advantage_reason: str | None
     interval_ratio_reason: str | None
+    max_reversal_rate_reason: str | None
+    fps_reason: str | None
 
 
 class PairwiseSummary(SummaryPart[PairwiseResult]):
@@ -408,6 +410,8 @@ class PairwiseSummary(SummaryPart[PairwiseResult]):
         # A "<key>_reason" says why the "<key>" headline is not estimable (the Fits tables show it in the cell).
         Headline("slot_a_advantage_reason", "why no slot-A advantage", "text", table=False),
         Headline("interval_ratio_reason", "why no Bradley-Terry ratings", "text", table=False),
+        Headline("max_reversal_rate_reason", "why no reversal rate", "text", table=False),
+        Headline("fps_reason", "why no family preference score", "text", table=False),
     )
 
     # What the run history follows across published runs (pipeline.history, issue 16 point 4).
@@ -486,6 +490,11 @@ class PairwiseSummary(SummaryPart[PairwiseResult]):
                 None if position is None else position.n_games - position.n_order_known,
                 result.reasons.get("position") if position is None else position.slot_a_advantage.reason),
             "interval_ratio_reason": result.reasons.get("bradley_terry") if result.bradley_terry is None else None,
+            "max_reversal_rate_reason": None if reversal.len() else (
+                result.reasons.get("position") if position is None else position.reversal_rate.reason
+                or "no judge saw a pair in both presentation orders"),
+            "fps_reason": (result.reasons.get("family_preference") or "not estimable on these data")
+            if result.family is None or _finite(result.family.fps) is None else None,
         }
 
     def sentence(self, part: Mapping[str, Any], context: HeadlineContext) -> str | None:
@@ -500,6 +509,8 @@ class PairwiseSummary(SummaryPart[PairwiseResult]):
             if low is not None and low != part["max_reversal_rate"]:
                 clause += f" (judges {100 * low:.0f}% to {100 * part['max_reversal_rate']:.0f}%)"
             clauses.append(clause)
+        elif part.get("max_reversal_rate_reason"):
+            clauses.append(f"order reversals not estimable: {part['max_reversal_rate_reason']}")
         if part.get("interval_ratio") is not None:
             clauses.append(f"prompt-clustered rating intervals {part['interval_ratio']:.2f}x the battle ones")
         elif part.get("interval_ratio_reason"):

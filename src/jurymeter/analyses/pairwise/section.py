@@ -113,6 +113,9 @@ def pairwise_section(page: SectionBuilder) -> None:
     lifts = page.rows("family_lifts")
     if support.height or lifts.height:
         _subsection(page, "Family preference", _family_lead(lifts, summary))
+    elif summary.get("fps_reason"):  # the section is there, with why it has no numbers (issue 24, point 4)
+        page.add("<h4>Family preference</h4>")
+        page.add(f'<p class="note">No family preference score: {_e(summary["fps_reason"])}.</p>')
     page.figure("family-support", lambda: _figure_support(support, title),
                 "Family support matrix: mean support (0\u20131, 0.5 = even) a judge family gives candidates of "
                 "each family; the diagonal is same-family support ([Awuni2026] figure 2).")
