@@ -429,11 +429,18 @@ def _keep(tmp_path: Path, name: str, inspection: Inspection) -> list[Path]:
 # ------------------------------------------------------------------ tests
 
 
+# What a reader reads: the page's text and its glossary line (issue 24, point 6).
+WORDS = r"""
+(() => ({text: document.body.innerText,
+         glossary: (document.getElementById('glossary') || {innerText: ''}).innerText}))()
+"""
+
+
 def _inspect_every_page(browser: Chromium, run: PublishedRun, tmp_path: Path, name: str) -> dict[str, Inspection]:
     """Each page of a run inspected; screenshots kept as ``<name>-<page>-1400.png`` (before any assertion)."""
     seen = {}
     for page in run.pages:
-        inspection = inspect_page(browser, page)
+        inspection = inspect_page(browser, page, WORDS)
         label = "index" if page.name == "index.html" else f"fit-{len(seen):02d}"
         _keep(tmp_path, f"{name}-{label}-{WIDTH}", inspection)
         seen[page.name if label == "index" else f"fits/{page.name}"] = inspection
@@ -460,6 +467,41 @@ def _assert_clean(inspections: dict[str, Inspection], run: PublishedRun) -> None
         assert text.count("Not fitted:") == sections, f"{page}: a page without a table must say why each analysis was not fitted"
 
 
+def _assert_words(inspections: dict[str, Inspection], run: PublishedRun) -> None:
+    """What the pages say, as a reader sees it (issue 24, points 1, 4 and 6): every symbol a page uses is
+    explained in its glossary line before its first use; no count of tie groups beside pairs told
+    apart; a headline that is not estimable is never a number (its cell says "not estimable")."""
+    import re
+
+    import orjson
+
+    from jurymeter.render.html import GLOSSARY
+
+    for page, inspection in inspections.items():
+        text, glossary = inspection.measures["probe"]["text"], inspection.measures["probe"]["glossary"]
+        start = text.find(glossary) if glossary else -1
+        rest = text.replace(glossary, "") if glossary else text
+        for term, marks, meaning in GLOSSARY:
+            uses = [rest.find(m) for m in marks if m in rest]
+            if not uses:
+                continue
+            assert f"{term}: {meaning}" in glossary, f"{page}: {term} is used but not explained"
+            first = min(text.find(m, start + len(glossary)) for m in marks if m in rest)
+            assert 0 <= start < first, f"{page}: {term} is used before the glossary line"
+        assert not re.search(r"\b\d+ tie groups?\b", text), f"{page}: a count of tie groups"
+    summary = orjson.loads((run.report.parent / "summary.json").read_bytes())
+    index = inspections["index.html"].measures["probe"]["text"]
+    reasons = [(part[key[:-len("_reason")]], why) for fit in summary["fits"]
+               for part in (fit.get("analyses") or {}).values()
+               for key, why in part.items() if key.endswith("_reason") and why]
+    assert index.count("not estimable") >= len(reasons)
+    for fit, line in zip(summary["fits"], summary["headlines"]["fits"], strict=True):
+        part = (fit.get("analyses") or {}).get("pairwise") or {}
+        if part.get("slot_a_advantage_reason"):
+            assert "position bias not estimable: " + part["slot_a_advantage_reason"] in line["sentence"]
+            assert "position bias 0.0" not in index
+
+
 def test_the_index_and_every_fit_page_of_a_demo_run_load_clean_with_every_figure_drawn_and_no_overflow(
     browser: Chromium, published_run: PublishedRun, tmp_path: Path
 ) -> None:
@@ -471,6 +513,7 @@ def test_the_index_and_every_fit_page_of_a_demo_run_load_clean_with_every_figure
     assert len(inspections) == 5
     assert len(published_run.figures) == 28
     _assert_clean(inspections, published_run)
+    _assert_words(inspections, published_run)
 
 
 def test_the_index_and_every_fit_page_of_a_real_sample_run_load_clean(
@@ -483,6 +526,15 @@ def test_the_index_and_every_fit_page_of_a_real_sample_run_load_clean(
     # A page for every fit that did not fail (a failed fit's error is an alert on the index).
     assert len(inspections) == 1 + sum(f["status"] != "failed" for f in summary["fits"]) >= 5
     _assert_clean(inspections, samples_run)
+    _assert_words(inspections, samples_run)
+    # AlpacaEval's order is unknown for most judgments: said, not a 0.0 (issue 24, point 4).
+    alpaca = next(f for f in summary["fits"] if f["item_set"] == "alpaca-eval")
+    assert alpaca["analyses"]["pairwise"]["slot_a_advantage_reason"].startswith("order unknown for ")
+    # Each pairwise fit page without ratings shows the Ratings header with the reason.
+    for page, inspection in inspections.items():
+        text = inspection.measures["probe"]["text"]
+        if "Pairwise judging" in text and "rating_elo" not in text and page != "index.html":
+            assert "No Bradley-Terry ratings: " in text, page
 
 
 HOSTILE = '<img src=x onerror="console.error(\'escaped-not\')">&amp;"\'$x^2$'

@@ -107,7 +107,22 @@ def test_headline_numbers_equal_the_fits_own_json(run: Path) -> None:
             apart = sum(abs(a - b) >= g["mdd95"] for k, a in enumerate(means) for b in means[k + 1:])
             first = sum(max(means) - m < g["mdd95"] for m in means)
             n = len(means)
-            assert f"{n} systems: {first} could rank first, {apart} of {n * (n - 1) // 2} pairs can be told apart" in said
+            assert f"{n} systems: " in said
+            assert f"{apart} of {n * (n - 1) // 2} pairs can be told apart" in said
+            # The systems named as could-rank-first are those whose rank range in the fit's JSON includes 1.
+            named = {r["system_id"] for r in g["leaderboard"] if r["rank_low"] == 1}
+            assert len(named) == first
+            best = max(g["leaderboard"], key=lambda r: r["mean"])["system_id"]
+            if first == 1:
+                assert f"{best} ranks first" in said
+            elif first < n:
+                shown = said.split(f"{n} systems: ", 1)[1].split(" could rank first", 1)[0]
+                if " more" in shown:  # the first NAMED_TOP by mean, then a count
+                    assert set(shown.split(" and ", 1)[0].split(", ")) < named
+                    assert shown.endswith(f" and {first - 5} more")
+                else:
+                    assert set(shown.split(", ")) == named
+            assert "tie group" not in said
             assert f"one judge's ceiling {g['ceiling']:.2f}" in said
             if g["judges_needed"] is not None:
                 assert f"{g['judges_needed']} judges reach E\u03c1\u00b2 {g['target']:g} at 30 items" in said

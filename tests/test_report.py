@@ -351,11 +351,15 @@ def test_summary_leaderboard_and_tables(run) -> None:
     summary = page.text_by_id["summary"]
     assert "1 fitted, 1 reused, 1 failed" in summary
     assert all(v in summary for v in ("1,000", "990", "7", "3", "balanced"))
-    # The tie sentence names the MDD to 3 significant digits.
+    # The leaderboard's sentence names the systems that could rank first and the MDD to 3 significant
+    # digits; the rank ranges are the one statement: no count of tie groups (issue 24, point 1).
     board = tables["leaderboard"].filter(pl.col("item_set") == REAL_FIT[0]).sort("rank")
     mdd = board["mdd95"][0]
     real = page.text_by_id[f"fit-{fit_token(REAL_FIT)}"]
-    assert f"differ by less than the MDD ({mdd:.3g} points) and should not be ranked against each other" in real
+    first = ", ".join(board.filter(pl.col("rank_low") == 1)["system_id"].to_list())
+    assert f"{first} could rank first (rank range from 1)" in real
+    assert f"told apart when their means differ by at least the MDD ({mdd:.3g} points)" in real
+    assert "tie group" not in real
     # Rows are shaded by group parity, with a border where a new group starts.
     section = rendered.text().split('id="fit-sim-chat', 1)[1].split("<h4>Variance components", 1)[0]
     classes = re.findall(r'<tr class="([^"]+)"><td class="n">(\d+)</td>', section)

@@ -11,7 +11,9 @@ fit's section holds the section of every analysis, in registry order, that
 has rows for that fit or a summary entry. A headline whose key starts with
 ``dropped_`` (what a fit left out: counts, and ids as text) is not a column:
 under each Fits table, one note per fit that dropped anything says it
-(:func:`jurymeter.analyses.base.dropped_line`).
+(:func:`jurymeter.analyses.base.dropped_line`). A headline ``<key>_reason`` that is
+not null says why ``<key>`` is not estimable: its cell says "not estimable", with
+the reason as its tooltip, and never a number.
 
 Safety. Every string that comes from data (ids, names, error messages, run
 ids) is HTML-escaped with ``html.escape(..., quote=True)`` wherever it lands,
@@ -62,6 +64,7 @@ from jurymeter.render.html import (
     _num,
     _slug,
     _table,
+    glossary_html,
 )
 
 
@@ -181,10 +184,8 @@ def render_report(
     pages, downloads = _fit_pages(tables, fits, run_id, used, drawn)
     used.update(index.figures)
     headlines = summary.get("headlines") or run_headlines(summary, index.alerts)
-    body = "\n".join(
+    sections = "\n".join(
         [
-            f"<h1>jurymeter run {_e(run_id)}</h1>",
-            _lead_line(summary),
             _alerts_section(headlines.get("alerts") or []),
             _headlines_section(fits, headlines, tables),
             index.since_last_run,
@@ -196,6 +197,8 @@ def render_report(
             index.history,
         ]
     )
+    # The symbols the page uses, explained before their first use (issue 24, point 6).
+    body = "\n".join([f"<h1>jurymeter run {_e(run_id)}</h1>", _lead_line(summary), glossary_html(sections), sections])
     page, csv = _with_downloads(_document(f"jurymeter run {run_id}", body), "index.html")
     downloads.update(csv)
     return RenderedReport(html=page, figures=used, pages=pages, downloads=downloads)
@@ -215,9 +218,10 @@ def _fit_pages(
         if not _has_page(tables, fit, entry):
             continue
         path = fit_page_path(fit)
+        section = _fit_section(tables, fit, entry, used, drawn)
         body = "\n".join([
             f'<p class="nav"><a href="../index.html">\u2190 run {_e(run_id)}: every fit</a></p>',
-            _fit_section(tables, fit, entry, used, drawn),
+            glossary_html(section), section,
         ])
         page, csv = _with_downloads(_document(f"jurymeter {_page_label(fit)} (run {run_id})", body), path)
         pages[path], downloads = page, {**downloads, **csv}
@@ -492,6 +496,10 @@ def _fit_index(fits: Sequence[tuple[PageFit, dict[str, Any] | None]], tables: Ma
             cells = [link, f'<span class="status-{_e(status)}">{_e(status)}</span>']
             for analysis, h in columns:
                 value = _headline(e, analysis, h.key)
+                why = _headline(e, analysis, f"{h.key}_reason")
+                if why:  # a number that is not estimable says so, and why, in its cell (issue 24, point 4)
+                    cells.append(f'<abbr title="{_e(why)}">not estimable</abbr>')
+                    continue
                 cells.append(_e(_num(value) if h.kind == "number" else ("" if value is None else value)))
             rows.append(cells)
         header = ["fit (item set / universe / population)", "status", *(_e(h.label) for _, h in columns)]

@@ -46,7 +46,43 @@ figure{margin:1rem 0}figure img{max-width:100%;height:auto;border:1px solid #eee
 figcaption{font-size:.85rem;color:#555}code{font-size:.85em}
 p.lead{font-size:1rem;margin:.3rem 0 .6rem}caption{caption-side:top;text-align:left;font-size:.85rem;color:#555;padding:.2rem 0}p.nav{font-size:.9rem}p.csv{margin:-.3rem 0 .8rem;font-size:.8rem}
 #alerts ul{margin:.3rem 0;padding-left:1.2rem}
+p.glossary dfn{font-style:normal;font-weight:600}
 """
+
+# The symbols a maintainer may not know (issue 24, point 6): the words that mark a use on a page, and
+# what the symbol means, with its unit. Order: as a fit's page first uses them.
+GLOSSARY: tuple[tuple[str, tuple[str, ...], str], ...] = (
+    ("E\u03c1\u00b2", ("E\u03c1\u00b2", "E rho^2", "erho2"),
+     "expected generalizability coefficient, 0\u20131: the share of the variance of system means that is "
+     "real system difference, at the observed judges and items (0.80 is the conventional bar for a ranking)"),
+    ("\u03a6", ("\u03a6",),
+     "dependability, 0\u20131: like E\u03c1\u00b2 but for a system's absolute score, so the judges' and "
+     "items' own levels count as error too"),
+    ("MDD", ("MDD",),
+     "minimum detectable difference (MDD95): the smallest difference of two system means the design tells "
+     "apart at 95 %, in score points"),
+    ("ceiling", ("ceiling",),
+     "the E\u03c1\u00b2 one judge (or a fixed panel) reaches with unlimited items: a judge's disagreement "
+     "with the others does not shrink as items are added"),
+    ("logit", ("logit",),
+     "log odds, ln(p / (1 \u2212 p)): 0 is even odds; +1 turns 50 % into 73 %"),
+    ("slot-A advantage", ("slot-A advantage", "slot A", "Slot-A advantage"),
+     "a system's win rate when shown first minus its win rate when shown second, in percentage points "
+     "(0: the judge ignores the order)"),
+)
+
+
+def glossary_html(body: str) -> str:
+    """One line explaining each symbol of :data:`GLOSSARY` that ``body`` uses; ``""`` when it uses none.
+
+    The pages put it before their first section, so each symbol is explained
+    before (or at) its first use on the page.
+    """
+    used = [(term, meaning) for term, marks, meaning in GLOSSARY if any(m in body for m in marks)]
+    if not used:
+        return ""
+    said = "; ".join(f"<dfn>{_e(term)}</dfn>: {_e(meaning)}" for term, meaning in used)
+    return f'<p class="note glossary" id="glossary"><strong>Symbols on this page.</strong> {said}.</p>'
 
 
 def figure_file_name(fit: FitName, kind: str) -> str:

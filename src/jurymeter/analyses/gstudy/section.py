@@ -109,7 +109,7 @@ def _leaderboard(page: SectionBuilder) -> None:
         "rank-intervals", lambda: rank_interval_figure(rows, title),
         "Each system's rank range (bar) and point rank (dot), best first: the range spans every system "
         "it cannot be told apart from (a mean at least the MDD above it counts as clearly better, at "
-        "least the MDD below as clearly worse); colours mark the tie groups. Two systems whose bars "
+        "least the MDD below as clearly worse); a colour changes where a neighbour is at least the MDD below. Two systems whose bars "
         "overlap should not be ranked against each other: more items or judges narrow the bars.",
     )
 
@@ -167,7 +167,7 @@ def _section_lead(summary: Mapping[str, Any], estimates: Mapping[str, float | No
     if _finite(mdd):
         text += f" and two systems must differ by {_num(mdd)} score points (MDD95) to be told apart"
     if float(erho2) >= CONVENTIONAL_THRESHOLD:
-        return text + f": at or above the conventional {CONVENTIONAL_THRESHOLD}, trust the order between tie groups."
+        return text + f": at or above the conventional {CONVENTIONAL_THRESHOLD}, trust the order of systems whose rank ranges do not overlap."
     return text + f": below the conventional {CONVENTIONAL_THRESHOLD}, size the panel with the D-study before trusting the order."
 
 
@@ -267,17 +267,19 @@ def _leaderboard_html(rows: pl.DataFrame, entry: Mapping[str, Any]) -> str:
     groups = rows["tie_group"].to_list()
     if any(g is None for g in groups):  # no MDD (docs/gstudy.md, Boundaries): ranks only
         parts.append(
-            f"<p>{rows.height} systems ranked by mean (points). No rank ranges or tie groups: the minimum "
+            f"<p>{rows.height} systems ranked by mean (points). No rank ranges: the minimum "
             "detectable difference cannot be estimated from these data, so no difference between two "
             "systems can be called detectable.</p>"
         )
     else:
-        n_groups = len(set(groups))
+        # The rank ranges are the one statement (issue 24, point 1): a count of tie groups (runs of
+        # neighbours closer than the MDD) reads as "all tied" beside pairs the MDD tells apart.
+        top = [str(r["system_id"]) for r in rows.iter_rows(named=True) if r.get("rank_low") == 1]
         parts.append(
-            f"<p>{rows.height} systems in {n_groups} tie group{'s' if n_groups != 1 else ''}. "
-            f"Neighbours in one group differ by less than the MDD ({_e(_num(mdd))} points) "
-            "and should not be ranked against each other. A system's rank range spans every system "
-            "it cannot be told apart from (means less than the MDD apart).</p>"
+            f"<p>{rows.height} systems; {_e(', '.join(top))} could rank first (rank range from 1). "
+            f"Two systems are told apart when their means differ by at least the MDD ({_e(_num(mdd))} points); "
+            "a system's rank range spans every system it cannot be told apart from. Shading alternates "
+            "where a neighbour is at least the MDD below the one above it.</p>"
         )
     has_range = "rank_low" in rows.columns and "rank_high" in rows.columns
     cells, classes, previous = [], [], None
@@ -287,10 +289,9 @@ def _leaderboard_html(rows: pl.DataFrame, entry: Mapping[str, Any]) -> str:
         classes.append(f"{shade} group-start" if previous is not None and group != previous else shade)
         previous = group
         span = [_e(_range_text(r["rank_low"], r["rank_high"]))] if has_range else []
-        cells.append([_e(r["rank"]), *span, _e(r["system_id"]), _e(_num(r["mean"])),
-                      _e("\u2014" if group is None else group)])
-    header = ["rank", *(["rank range"] if has_range else []), "system", "mean (points)", "tie group"]
-    numeric = [True, *([True] if has_range else []), False, True, True]
+        cells.append([_e(r["rank"]), *span, _e(r["system_id"]), _e(_num(r["mean"]))])
+    header = ["rank", *(["rank range"] if has_range else []), "system", "mean (points)"]
+    numeric = [True, *([True] if has_range else []), False, True]
     parts.append(_table(header, cells, numeric=numeric, row_classes=classes))
     parts.append(_missing_rows_html(entry))
     return "\n".join(parts)

@@ -20,6 +20,8 @@ class ToldApart(TypedDict):
     pairs: int | None
     pairs_apart: int | None
     top_candidates: int | None
+    top_systems: str | None
+    best_system: str | None
 
 
 class DroppedSummary(TypedDict):
@@ -86,6 +88,9 @@ class GStudySummary(SummaryPart[GStudyResult]):
         Headline("pairs", "pairs of systems", "count", table=False),
         Headline("pairs_apart", "pairs told apart", "count", table=False),
         Headline("top_candidates", "systems that could rank first", "count", table=False),
+        # Their names (issue 24, point 1): the systems whose rank range includes 1, best mean first.
+        Headline("top_systems", "systems that could rank first", "text", table=False),
+        Headline("best_system", "highest mean", "text", table=False),
     )
     # What the run history follows across published runs (pipeline.history, issue 16 point 4).
     tracked = (
@@ -113,18 +118,12 @@ class GStudySummary(SummaryPart[GStudyResult]):
     def sentence(self, part: Mapping[str, Any], context: HeadlineContext) -> str | None:
         """Which systems can be told apart, the MDD, what one judge and more judges reach, the judges' offsets."""
         clauses = []
-        systems, groups = part.get("systems"), part.get("groups")
-        pairs, apart, top = part.get("pairs"), part.get("pairs_apart"), part.get("top_candidates")
-        if systems is not None and pairs is not None and apart is not None and top is not None:
-            clause = (f"{systems} systems: {top} could rank first, {apart} of {pairs} pairs can be told apart"
-                      if systems > 1 else f"{systems} system")
-            if groups is not None and 1 < groups < systems:
-                clause += f" ({groups} groups separated by at least the MDD)"
-            elif groups is not None and groups == systems and systems > 1:
-                clause += " (every neighbour separated by at least the MDD)"
+        systems = part.get("systems")
+        clause = told_apart_text(part)
+        if clause is not None:
             clauses.append(clause)
         elif systems is not None:
-            clauses.append(f"{systems} systems")
+            clauses.append(f"{systems} system{'' if systems == 1 else 's'}")
         if part.get("mdd95") is not None:
             clauses.append(f"MDD {part['mdd95']:.2f} {context.points()}")
         if part.get("erho2") is not None:
@@ -142,6 +141,41 @@ class GStudySummary(SummaryPart[GStudyResult]):
             clauses.append(f"most lenient judge {part.get('lenient_judge')} {part['lenient_offset']:+.2f}, "
                            f"harshest {part.get('harsh_judge')} {part['harsh_offset']:+.2f} points")
         return "; ".join(clauses) or None
+
+
+# More systems than this that could rank first: the first ones named, then a count.
+NAMED_TOP = 5
+
+
+def told_apart_text(part: Mapping[str, Any]) -> str | None:
+    """Which systems could rank first, by name, and how many pairs the MDD tells apart (issue 24, point 1).
+
+    From a G-study summary entry (``top_systems``, ``best_system``, ``pairs``,
+    ``pairs_apart``, ``systems``); ``None`` without an MDD. The wording follows
+    the rank ranges (``docs/results.md``, "Rank ranges"): the systems that
+    could rank first are those within the MDD of the best mean, so no two of
+    them are told apart, and every other system is at least the MDD below the
+    best one. ``None`` when the entry has no names (an older summary).
+    """
+    systems, pairs, apart = part.get("systems"), part.get("pairs"), part.get("pairs_apart")
+    top, best, count = part.get("top_systems"), part.get("best_system"), part.get("top_candidates")
+    if systems is None or count is None or None in (pairs, apart, top, best):
+        return None
+    systems, count = int(systems), int(count)
+    if systems == 1:
+        return f"1 system ({best})"
+    pairs_said = f"{apart} of {pairs} pairs can be told apart"
+    rest = systems - count
+    if count == 1:
+        return f"{systems} systems: {best} ranks first, at least the MDD above each of the other {rest}; {pairs_said}"
+    shown = str(top)
+    if count > NAMED_TOP:  # the first ones by mean, then a count (a name holding ", " only shortens the list)
+        shown = ", ".join(str(top).split(", ")[:NAMED_TOP]) + f" and {count - NAMED_TOP} more"
+    if rest == 0:
+        return f"{systems} systems: none can be told apart from the best ({best}): any could rank first; {pairs_said}"
+    both = "both" if count == 2 else f"all {count}"
+    return (f"{systems} systems: {shown} could rank first and cannot be told apart ({both} within the MDD of "
+            f"{best}); the other {rest} are at least the MDD below {best}; {pairs_said}")
 
 
 def dropped_summary(report: Mapping[str, Any]) -> DroppedSummary:
@@ -200,13 +234,16 @@ def _told_apart(board: list[LeaderboardRow]) -> ToldApart:
     """
     mdd = board[0].get("mdd95") if board else None
     if mdd is None:
-        return {"pairs": None, "pairs_apart": None, "top_candidates": None}
+        return {"pairs": None, "pairs_apart": None, "top_candidates": None, "top_systems": None, "best_system": None}
     means = [float(row["mean"]) for row in board]
     apart = sum(1 for a in range(len(means)) for b in range(a + 1, len(means)) if abs(means[a] - means[b]) >= mdd)
     return {
         "pairs": len(means) * (len(means) - 1) // 2,
         "pairs_apart": apart,
         "top_candidates": sum(1 for row in board if row.get("rank_low") == 1),
+        "top_systems": ", ".join(str(row["system_id"]) for row in sorted(board, key=lambda r: r["rank"])
+                                 if row.get("rank_low") == 1),
+        "best_system": str(min(board, key=lambda r: r["rank"])["system_id"]),
     }
 
 

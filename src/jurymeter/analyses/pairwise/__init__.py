@@ -38,6 +38,7 @@ from jurymeter.analyses.base import (
     TablesPart,
     Tracked,
 )
+from jurymeter.analyses.pairwise.headline import position_null_reason, position_text
 from jurymeter.errors import JurymeterError, NotApplicableError
 
 if TYPE_CHECKING:
@@ -381,6 +382,15 @@ class PairwiseHeadline(TypedDict):
     max_reversal_rate: float | None
     interval_ratio: float | None
     fps: float | None
+    slot_a_judge_low: float | None
+    slot_a_judge_high: float | None
+    min_reversal_rate: float | None
+    position_judgments: int | None
+    position_order_unknown: int | None
+    slot_a_advantage_reason: str | None
+    interval_ratio_reason: str | None
+    max_reversal_rate_reason: str | None
+    fps_reason: str | None
 
 
 class PairwiseSummary(SummaryPart[PairwiseResult]):
@@ -391,6 +401,17 @@ class PairwiseSummary(SummaryPart[PairwiseResult]):
         Headline("max_reversal_rate", "largest AB/BA reversal rate", doc="0-1: the largest share of a judge's pairs, seen in both orders, whose winner flips with the order"),
         Headline("interval_ratio", "prompt/battle interval width", doc="prompt-bootstrap over battle-bootstrap Bradley-Terry interval width (above 1: the usual intervals are too narrow)"),
         Headline("fps", "family preference score", doc="mean support for a same-family candidate minus other families' (0-1 scale)"),
+        # The sentence's spreads over judges and reasons for missing numbers (issue 24, points 4 and 5).
+        Headline("slot_a_judge_low", "lowest judge slot-A advantage (points)", table=False),
+        Headline("slot_a_judge_high", "highest judge slot-A advantage (points)", table=False),
+        Headline("min_reversal_rate", "smallest AB/BA reversal rate", table=False),
+        Headline("position_judgments", "judgments", "count", table=False),
+        Headline("position_order_unknown", "judgments of unknown order", "count", table=False),
+        # A "<key>_reason" says why the "<key>" headline is not estimable (the Fits tables show it in the cell).
+        Headline("slot_a_advantage_reason", "why no slot-A advantage", "text", table=False),
+        Headline("interval_ratio_reason", "why no Bradley-Terry ratings", "text", table=False),
+        Headline("max_reversal_rate_reason", "why no reversal rate", "text", table=False),
+        Headline("fps_reason", "why no family preference score", "text", table=False),
     )
 
     # What the run history follows across published runs (pipeline.history, issue 16 point 4).
@@ -452,22 +473,48 @@ class PairwiseSummary(SummaryPart[PairwiseResult]):
     def summarize(self, result: PairwiseResult) -> PairwiseHeadline:
         position = result.position
         reversal = result.judges["reversal_rate"].drop_nulls()
+        advantage = result.judges["slot_a_advantage"].drop_nulls().drop_nans()
+        slot_a = None if position is None else _finite(position.slot_a_advantage.value)
         return {
-            "slot_a_advantage": None if position is None else _finite(position.slot_a_advantage.value),
+            "slot_a_advantage": slot_a,
             "max_reversal_rate": _finite(float(reversal.max())) if reversal.len() else None,  # type: ignore[arg-type]
             "interval_ratio": None if result.bradley_terry is None else _finite(result.bradley_terry.width_ratio),
             "fps": None if result.family is None else _finite(result.family.fps),
+            "slot_a_judge_low": _finite(float(advantage.min())) if advantage.len() else None,  # type: ignore[arg-type]
+            "slot_a_judge_high": _finite(float(advantage.max())) if advantage.len() else None,  # type: ignore[arg-type]
+            "min_reversal_rate": _finite(float(reversal.min())) if reversal.len() else None,  # type: ignore[arg-type]
+            "position_judgments": None if position is None else position.n_games,
+            "position_order_unknown": None if position is None else position.n_games - position.n_order_known,
+            "slot_a_advantage_reason": position_null_reason(
+                slot_a, None if position is None else position.n_games,
+                None if position is None else position.n_games - position.n_order_known,
+                result.reasons.get("position") if position is None else position.slot_a_advantage.reason),
+            "interval_ratio_reason": result.reasons.get("bradley_terry") if result.bradley_terry is None else None,
+            "max_reversal_rate_reason": None if reversal.len() else (
+                result.reasons.get("position") if position is None else position.reversal_rate.reason
+                or "no judge saw a pair in both presentation orders"),
+            "fps_reason": (result.reasons.get("family_preference") or "not estimable on these data")
+            if result.family is None or _finite(result.family.fps) is None else None,
         }
 
     def sentence(self, part: Mapping[str, Any], context: HeadlineContext) -> str | None:
-        """Position bias, order reversals, how much wider honest intervals are, same-family preference."""
+        """Position bias and order reversals with their range over judges, interval widths, family preference."""
         clauses = []
-        if part.get("slot_a_advantage") is not None:
-            clauses.append(f"position bias {part['slot_a_advantage']:.1f} points (slot A's win rate over slot B's)")
+        position = position_text(part)
+        if position is not None:
+            clauses.append(position)
         if part.get("max_reversal_rate") is not None:
-            clauses.append(f"up to {100 * part['max_reversal_rate']:.0f}% of verdicts flip when the order flips")
+            clause = f"up to {100 * part['max_reversal_rate']:.0f}% of verdicts flip when the order flips"
+            low = part.get("min_reversal_rate")
+            if low is not None and low != part["max_reversal_rate"]:
+                clause += f" (judges {100 * low:.0f}% to {100 * part['max_reversal_rate']:.0f}%)"
+            clauses.append(clause)
+        elif part.get("max_reversal_rate_reason"):
+            clauses.append(f"order reversals not estimable: {part['max_reversal_rate_reason']}")
         if part.get("interval_ratio") is not None:
             clauses.append(f"prompt-clustered rating intervals {part['interval_ratio']:.2f}x the battle ones")
+        elif part.get("interval_ratio_reason"):
+            clauses.append(f"no Bradley-Terry ratings: {str(part['interval_ratio_reason']).split(';', 1)[0]}")
         if part.get("fps") is not None:
             clauses.append(f"same-family preference {part['fps']:+.3f}")
         return "; ".join(clauses) or None

@@ -23,6 +23,7 @@ import polars as pl
 from matplotlib.colors import CenteredNorm, Normalize
 from matplotlib.figure import Figure
 
+from jurymeter.analyses.pairwise.headline import position_text
 from jurymeter.render.figures import draw as _draw
 from jurymeter.render.figures import judge_interval_figure, rank_interval_figure
 from jurymeter.render.figures import labelled_rows_figure as _horizontal
@@ -80,6 +81,9 @@ def pairwise_section(page: SectionBuilder) -> None:
     if judges.height:
         _subsection(page, "Judges and position bias", _judges_lead(judges))
     page.add(_judges_html(judges))
+    position = position_text(summary)
+    if position is not None and "not estimable" in position:  # the reason where the number would be
+        page.add(f'<p class="note">{_e(position[0].upper() + position[1:])}.</p>')
     page.figure("position-bias", lambda: _figure_position(judges, title),
                 "Slot-A advantage per judge: win rate of a system shown first minus the same system "
                 "shown second, in percentage points, with its 95% prompt-bootstrap interval ([Anand2026] table 3).")
@@ -93,6 +97,9 @@ def pairwise_section(page: SectionBuilder) -> None:
                 "Cohen's kappa (\u22121 to 1, 0 = chance) between judges on the judgments they share (A / B / tie).")
     if ratings.height:
         _subsection(page, "Ratings", _ratings_lead(ratings))
+    elif summary.get("interval_ratio_reason"):  # the section is there, with why it has no numbers (issue 24, point 4)
+        page.add("<h4>Ratings</h4>")
+        page.add(f'<p class="note">No Bradley-Terry ratings: {_e(summary["interval_ratio_reason"])}.</p>')
     page.add(_ratings_html(ratings, summary))
     page.figure("ratings", lambda: _figure_ratings(ratings, title),
                 "Bradley-Terry ratings (Elo scale) with 95% intervals: a prompt bootstrap that resamples "
@@ -106,6 +113,9 @@ def pairwise_section(page: SectionBuilder) -> None:
     lifts = page.rows("family_lifts")
     if support.height or lifts.height:
         _subsection(page, "Family preference", _family_lead(lifts, summary))
+    elif summary.get("fps_reason"):  # the section is there, with why it has no numbers (issue 24, point 4)
+        page.add("<h4>Family preference</h4>")
+        page.add(f'<p class="note">No family preference score: {_e(summary["fps_reason"])}.</p>')
     page.figure("family-support", lambda: _figure_support(support, title),
                 "Family support matrix: mean support (0\u20131, 0.5 = even) a judge family gives candidates of "
                 "each family; the diagonal is same-family support ([Awuni2026] figure 2).")
@@ -188,9 +198,11 @@ def _ratings_lead(ratings: pl.DataFrame) -> str:
     text = ("Bradley-Terry ratings in Elo points (400/ln 10 per logit) with 95 % intervals: systems whose "
             "prompt-bootstrap intervals overlap cannot be told apart, so report the prompt bootstrap, not the "
             "battle bootstrap")
-    if "tie_group" in ratings.columns and ratings["tie_group"].null_count() < ratings.height:
-        groups = ratings["tie_group"].drop_nulls().n_unique()
-        text += f" ({ratings.height} systems in {groups} tie group{'s' if groups != 1 else ''})"
+    if "rank_low" in ratings.columns and ratings["rank_low"].null_count() < ratings.height:
+        # Named from the rank ranges, the one statement of who can be told apart (issue 24, point 1).
+        first = ratings.filter(pl.col("rank_low") == 1).sort("rank")["system_id"].to_list()
+        if first:
+            text += f"; {', '.join(str(s) for s in first)} could rank first (rank range from 1) of {ratings.height} systems"
     return text + "."
 
 
