@@ -85,3 +85,17 @@ def test_demo_runs_the_flow_and_quarantines_exactly_the_injected_faults(tmp_path
     assert [row[3] for row in second] == ["reused"] * 4
     assert [row[:3] + row[4:] for row in second] == [row[:3] + row[4:] for row in first]
     assert all(cell not in ("-", "n/a") for row in second for cell in row[4:])
+
+    # Progress (issue 24, point 8): a line as each fit is sent and as it comes back, and the
+    # lines' own clock (seconds since the run began) never more than 10 s apart.
+    labels = [f"{f['protocol']} {f['item_set']} / {f['universe']} / {f['population']}" for f in summary["fits"]]
+    lines = [line for line in result.stdout.splitlines() if line.startswith("[")]
+    for label in labels:
+        assert sum(line.startswith("[") and "] fit started (" in line and line.endswith(label) for line in lines) == 1
+        assert sum("] fit fitted in " in line and line.endswith(label) for line in lines) == 1
+        assert any("] fit reused, inputs unchanged" in line and line.endswith(label) for line in again.stdout.splitlines())
+    clock = [float(line[1:line.index(" s]")]) for line in lines]
+    assert clock == sorted(clock)
+    assert max(b - a for a, b in zip([0.0, *clock], clock, strict=False)) <= 10.0
+    last_fit = max(i for i, line in enumerate(result.stdout.splitlines()) if "] fit fitted in " in line)
+    assert result.stdout.splitlines().index(next(line for line in result.stdout.splitlines() if line.startswith("report: "))) > last_fit

@@ -919,6 +919,59 @@ def test_printing_a_run_with_no_fits_says_what_to_do(capsys: pytest.CaptureFixtu
     assert "drop judgment dumps into in" in text
 
 
+def test_progress_says_each_fit_sent_and_back_and_breaks_every_silence(
+    small_store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The run's progress lines (issue 24, point 8), on a clock the test moves: a start and an end
+    line per fit, reused fits said once, and a "still ..." line once nothing was said for 5 s."""
+    from jurymeter.cli.run import QUIET_SECONDS, RunProgress
+    from jurymeter.pipeline.cache import FitOutcome
+
+    jobs = plan_fits(small_store, load_config(None, overrides={"store": small_store.url}, environ={})).jobs[:2]
+    now = [100.0]
+    progress = RunProgress("starting", clock=lambda: now[0])  # no thread: not entered
+    assert progress.quiet_line() is None
+    now[0] += QUIET_SECONDS
+    assert progress.quiet_line() == "still starting"
+    progress.fit_started(jobs[0], 3)
+    progress.fit_done(FitOutcome(jobs[1], "reused", None, None, None, None, 0.0))
+    now[0] += 2 * QUIET_SECONDS
+    assert progress.quiet_line() == f"still fitting (1 of 3 fits done; running {jobs[0].protocol} {jobs[0].name} (10 s))"
+    progress.fit_done(FitOutcome(jobs[0], "fitted", None, None, None, None, 12.25))
+    progress.fit_started(jobs[1], 3)
+    progress.fit_done(FitOutcome(jobs[1], "failed", None, None, None, "boom", 0.5))
+    now[0] += QUIET_SECONDS
+    assert progress.quiet_line() == "still publishing the results and the report (3 of 3 fits done; running none)"
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == [
+        f"[   5.0 s] fit started (1 sent of 3): {jobs[0].protocol} {jobs[0].name}",
+        f"[   5.0 s] fit reused, inputs unchanged (1 done of 3): {jobs[1].protocol} {jobs[1].name}",
+        f"[  15.0 s] fit fitted in 12.2 s (2 done of 3): {jobs[0].protocol} {jobs[0].name}",
+        f"[  15.0 s] fit started (2 sent of 3): {jobs[1].protocol} {jobs[1].name}",
+        f"[  15.0 s] fit failed in 0.5 s (3 done of 3): {jobs[1].protocol} {jobs[1].name}",
+    ]
+
+
+def test_progress_heartbeat_thread_prints_while_a_run_is_quiet(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import jurymeter.cli.run as cli_run
+
+    monkeypatch.setattr(cli_run, "QUIET_SECONDS", 0.05)
+    monkeypatch.setattr(cli_run, "HEARTBEAT_POLL", 0.01)
+    beat = threading.Event()
+    with cli_run.RunProgress("waiting") as progress:
+        original = progress.say
+
+        def say(line: str) -> None:
+            original(line)
+            beat.set()
+
+        monkeypatch.setattr(progress, "say", say)
+        assert beat.wait(10)
+    assert "] still waiting" in capsys.readouterr().out
+
+
 # ------------------------------------------------------------------ the temporary Prefect server
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -16,7 +19,6 @@ from jurymeter.cli.common import (
     StorageOpt,
     StoreOpt,
     open_store,
-    progress_bar,
     run_command,
 )
 from jurymeter.cli.plans import simulate_dump_to
@@ -25,9 +27,9 @@ from jurymeter.pipeline.config import DEFAULT_HOME, DaskConfig
 from jurymeter.render.text import err, fmt, out, safe_text
 
 if TYPE_CHECKING:
+    from jurymeter.pipeline.cache import FitOutcome
     from jurymeter.pipeline.config import RunConfig
-
-    pass
+    from jurymeter.pipeline.jobs import FitJob
 
 
 def run(
@@ -102,7 +104,18 @@ def check_run(config_path: Path | None, overrides: dict[str, Any]) -> tuple[RunC
     return settings, ingested
 
 
-def _run_flow(config_path: Path | None, overrides: dict[str, Any], force: bool) -> dict[str, Any]:
+def _run_flow(
+    config_path: Path | None, overrides: dict[str, Any], force: bool, progress: RunProgress | None = None
+) -> dict[str, Any]:
+    if progress is None:
+        with RunProgress() as progress:
+            return _run_flow_with(progress, config_path, overrides, force)
+    return _run_flow_with(progress, config_path, overrides, force)
+
+
+def _run_flow_with(
+    progress: RunProgress, config_path: Path | None, overrides: dict[str, Any], force: bool
+) -> dict[str, Any]:
     settings, ingested = check_run(config_path, overrides)  # fail fast, before Prefect starts
     from jurymeter.orchestration.runtime import run_environment
 
@@ -111,6 +124,7 @@ def _run_flow(config_path: Path | None, overrides: dict[str, Any], force: bool) 
     where = f"Dask scheduler {dask.address}" if dask.address else f"a LocalCluster of {dask.workers} workers"
     out.print(f"starting: Prefect's API and {where}"
               + ("" if ingested is not None else "; ingesting the landing folder meanwhile"), markup=False)
+    progress.stage("starting Prefect's API and Dask" + ("" if ingested is not None else ", ingesting"))
 
     def ingest_meanwhile() -> None:  # the ingest needs neither the Prefect server nor Dask
         from jurymeter.orchestration.flow import hand_over_ingest, start_ingest_early
@@ -128,18 +142,114 @@ def _run_flow(config_path: Path | None, overrides: dict[str, Any], force: bool) 
 
         overrides = {**overrides, "dask.address": address}
 
-        progress = progress_bar("fits")
+        def on_ingest(ingest: dict[str, Any] | None) -> None:
+            print_ingest_line(ingest)
+            progress.stage("planning the fits")
 
-        def on_fit(outcome: Any) -> None:
-            progress.advance(task_id)
-            if outcome.status == "failed":
-                err.print(f"fit failed: {safe_text(outcome.job.name)}: {safe_text(outcome.error)}", markup=False)
-
-        with progress, listening(on_fit, print_ingest_line):
-            task_id = progress.add_task("fits", total=None)
+        with listening(progress.fit_done, on_ingest, progress.fit_started):
             summary = nightly(str(config_path) if config_path else None, force, overrides)
     print_run_summary(summary, ingest_printed=True)
     return summary
+
+
+# A line at least this often while a run works (issue 24: never more than 10 s of silence);
+# the heartbeat thread looks this often whether it is due.
+QUIET_SECONDS = 5.0
+HEARTBEAT_POLL = 0.5
+
+
+class RunProgress:
+    """The run's progress lines on stdout: each fit sent to Dask and each fit back (with its
+    seconds), and a "still ..." line whenever nothing was said for :data:`QUIET_SECONDS`.
+
+    Every line starts with the seconds since the run began (``[  12.3 s]``), so a log shows
+    where the time went. Lines, not a bar: they read the same on a terminal, in CI and in a
+    log file. The fits' lines come from the flow's listeners
+    (:func:`jurymeter.orchestration.flow.listening`), called in this process as each fit's
+    future is submitted and as it completes.
+    """
+
+    def __init__(self, stage: str = "checking the configuration", clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._began = clock()
+        self._last = self._began
+        self._stage = stage
+        self._lock = threading.Lock()
+        self._running: dict[str, float] = {}  # "protocol item set / universe / population" -> when it was sent
+        self._n_fits = 0
+        self._sent = 0
+        self._done = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> RunProgress:
+        self._thread = threading.Thread(target=self._beat, name="jurymeter-progress", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def say(self, line: str) -> None:
+        """Print ``line`` after the run's elapsed seconds."""
+        with self._lock:
+            now = self._clock()
+            self._last = now
+            out.print(f"[{now - self._began:6.1f} s] {line}", markup=False, highlight=False)
+
+    def stage(self, what: str) -> None:
+        """What the run does now: the "still ..." lines say it."""
+        with self._lock:
+            self._stage = what
+
+    def fit_started(self, job: FitJob, n_fits: int) -> None:
+        """A fit was sent to Dask (the flow's ``on_start`` listener)."""
+        with self._lock:
+            self._n_fits = n_fits
+            self._running[_fit_label(job)] = self._clock()
+            self._stage = "fitting"
+            self._sent += 1
+            sent = self._sent
+        self.say(f"fit started ({sent} sent of {n_fits}): {_fit_label(job)}")
+
+    def fit_done(self, outcome: FitOutcome) -> None:
+        """A fit came back, was reused or failed (the flow's listener)."""
+        label = _fit_label(outcome.job)
+        with self._lock:
+            self._running.pop(label, None)
+            self._done += 1
+            if self._n_fits and self._done >= self._n_fits:
+                self._stage = "publishing the results and the report"
+            done = f"{self._done} done" + (f" of {self._n_fits}" if self._n_fits else "")
+        if outcome.status == "reused":
+            self.say(f"fit reused, inputs unchanged ({done}): {label}")
+            return
+        self.say(f"fit {outcome.status} in {outcome.seconds:.1f} s ({done}): {label}")
+        if outcome.status == "failed":
+            err.print(f"fit failed: {safe_text(outcome.job.name)}: {safe_text(outcome.error)}", markup=False)
+
+    def quiet_line(self) -> str | None:
+        """The "still ..." line if nothing was said for :data:`QUIET_SECONDS`, else ``None``."""
+        with self._lock:
+            now = self._clock()
+            if now - self._last < QUIET_SECONDS:
+                return None
+            running = ", ".join(f"{label} ({now - sent:.0f} s)" for label, sent in self._running.items())
+            fits = f" ({self._done} of {self._n_fits} fits done; running {running or 'none'})" if self._n_fits else ""
+            return f"still {self._stage}{fits}"
+
+    def _beat(self) -> None:
+        while not self._stop.wait(HEARTBEAT_POLL):
+            line = self.quiet_line()
+            if line is not None:
+                self.say(line)
+
+
+def _fit_label(job: FitJob) -> str:
+    """A fit in the progress lines: its protocol, item set, universe and population (escaped)."""
+    return f"{job.protocol} {safe_text(job.name)}"
 
 
 def print_ingest_line(ingest: dict[str, Any] | None) -> None:
@@ -313,6 +423,13 @@ three-judges = ["judge-a", "judge-b", "judge-c"]
 [fit]
 universes = ["all", "three-judges"]
 n_boot = 800
+
+# The demo's one size that differs from a nightly run's: each sequential resample is a GLMM
+# refit (0.1-0.15 CPU-s on the demo's judges), and at the default 200 (+ 200 predictive-check
+# sets) per judge they were 90 % of the demo's fits. 20 keeps every table and figure of the
+# analysis; its intervals are rougher (docs/demo.md).
+[fit.sequential]
+n_boot = 20
 """
 
 
@@ -324,10 +441,12 @@ def _demo(workdir: Path, seed: int) -> None:
     except OSError as exc:  # a file in the way, no permission: the user's folder, said in one line
         msg = f"--workdir {workdir}: cannot make the folder ({exc.strerror or type(exc).__name__})"
         raise ConfigError(msg) from None
-    simulate_dump_to(landing, seed, None, None, None, 12)
-    config_path = workdir / "jurymeter.toml"
-    config_path.write_text(
-        DEMO_CONFIG.format(store=workdir / "store", landing=landing, home=workdir / ".jurymeter")
-    )
-    out.print(f"config: {safe_text(config_path)}", markup=False)
-    _run_flow(config_path, {}, False)
+    with RunProgress("simulating the dump") as progress:
+        simulate_dump_to(landing, seed, None, None, None, 12)
+        config_path = workdir / "jurymeter.toml"
+        config_path.write_text(
+            DEMO_CONFIG.format(store=workdir / "store", landing=landing, home=workdir / ".jurymeter")
+        )
+        out.print(f"config: {safe_text(config_path)}", markup=False)
+        progress.stage("checking the configuration")
+        _run_flow(config_path, {}, False, progress)

@@ -158,15 +158,18 @@ def plan(config: RunConfig) -> Plan:
 
 _listeners: list[Callable[[FitOutcome], None]] = []
 _ingest_listeners: list[Callable[[dict[str, Any] | None], None]] = []
+_start_listeners: list[Callable[[FitJob, int], None]] = []
 
 
 @contextlib.contextmanager
 def listening(
     callback: Callable[[FitOutcome], None],
     on_ingest: Callable[[dict[str, Any] | None], None] | None = None,
+    on_start: Callable[[FitJob, int], None] | None = None,
 ) -> Iterator[None]:
-    """Call ``callback`` in this process as each fit finishes (the CLI's progress bar), and
-    ``on_ingest`` when the landing ingest is done (the CLI prints its line then, not after the fits).
+    """Call ``callback`` in this process as each fit finishes (the CLI's progress lines),
+    ``on_ingest`` when the landing ingest is done (the CLI prints its line then, not after the fits),
+    and ``on_start(job, n_fits)`` as each fit is sent to Dask (``n_fits``: the run's fits, reused included).
 
     Listeners, not flow parameters: Prefect records parameters, and a
     function is not a value it can record.
@@ -174,17 +177,26 @@ def listening(
     _listeners.append(callback)
     if on_ingest is not None:
         _ingest_listeners.append(on_ingest)
+    if on_start is not None:
+        _start_listeners.append(on_start)
     try:
         yield
     finally:
         _listeners.remove(callback)
         if on_ingest is not None:
             _ingest_listeners.remove(on_ingest)
+        if on_start is not None:
+            _start_listeners.remove(on_start)
 
 
 def _tell(outcome: FitOutcome) -> None:
     for callback in list(_listeners):
         callback(outcome)
+
+
+def _tell_start(job: FitJob, n_fits: int) -> None:
+    for callback in list(_start_listeners):
+        callback(job, n_fits)
 
 
 @task(cache_policy=NO_CACHE)
@@ -201,11 +213,12 @@ def fit_all(jobs: list[FitJob], config: RunConfig, force: bool) -> list[FitOutco
         completed: _AsCompleted = as_completed
         with dask_client(config.dask) as client:
             started = {k: time.perf_counter() for k in todo}
-            futures = {
-                client.submit(fit_and_tabulate, jobs[k], config.report, cluster_map,
-                              key=f"fit-{jobs[k].key()}-{k}", retries=config.dask.retries, pure=False): k
-                for k in todo
-            }
+            futures: dict[distributed.Future[Any], int] = {}
+            for k in todo:
+                futures[client.submit(fit_and_tabulate, jobs[k], config.report, cluster_map,
+                                      key=f"fit-{jobs[k].key()}-{k}", retries=config.dask.retries,
+                                      pure=False)] = k
+                _tell_start(jobs[k], len(jobs))
             for future in completed(list(futures), loop=client.loop):
                 k = futures[future]
                 seconds = time.perf_counter() - started[k]
