@@ -475,7 +475,7 @@ def _assert_words(inspections: dict[str, Inspection], run: PublishedRun) -> None
 
     import orjson
 
-    from jurymeter.render.html import GLOSSARY
+    from jurymeter.render.text import GLOSSARY
 
     for page, inspection in inspections.items():
         text, glossary = inspection.measures["probe"]["text"], inspection.measures["probe"]["glossary"]

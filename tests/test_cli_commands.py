@@ -206,3 +206,23 @@ def test_pairwise_prints_groups_that_agree_with_the_rank_ranges(capsys: pytest.C
     assert group == {"top": "1", "next": "2", "third": "2"}  # not the tie groups 1, 1, 2
     assert any(x.startswith("top and next: rating intervals overlap") for x in lines)
     assert not any(x.startswith("next and third") for x in lines)  # one group: nothing to explain
+
+
+def test_every_symbol_is_explained_in_the_help_of_the_app_and_of_each_analysis_command() -> None:
+    """Issue 24 point 6: Eρ², Φ, MDD, ceiling, logit and slot-A advantage explained in --help too."""
+    import re
+
+    from typer.testing import CliRunner
+
+    from jurymeter.analyses import registered
+    from jurymeter.cli import app
+    from jurymeter.render.text import GLOSSARY
+
+    commands = [[]] + [[a.name] for a in registered() if a.command is not None]
+    assert len(commands) > 1
+    for args in commands:
+        result = CliRunner().invoke(app, [*args, "--help"], env={"COLUMNS": "100"})
+        assert result.exit_code == 0, result.output
+        text = re.sub(r"\s+", " ", re.sub(r"[│╭╮╰╯─]", " ", result.output))
+        for term, _, meaning in GLOSSARY:
+            assert f"{term}: {meaning}." in text, (args, term)

@@ -34,7 +34,7 @@ from jurymeter.cli.common import (
     run_config,
 )
 from jurymeter.errors import ConfigError, DesignError
-from jurymeter.render.text import VERBOSE, err, print_json, safe_text
+from jurymeter.render.text import VERBOSE, err, glossary_help, print_json, safe_text
 
 if TYPE_CHECKING:
     from jurymeter.analyses.base import Analysis
@@ -49,7 +49,8 @@ def add_analysis_commands(app: typer.Typer) -> None:
     for analysis in registered():
         command = command_of(analysis.command)
         if command is not None:
-            app.command(name=analysis.name, help=command.help)(analysis_command(analysis, command))
+            app.command(name=analysis.name, help=command.help, epilog=glossary_help())(
+                analysis_command(analysis, command))
 
 
 def _shared(name: str, annotation: Any, default: Any = None) -> inspect.Parameter:

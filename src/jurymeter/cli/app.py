@@ -26,9 +26,11 @@ import typer
 
 from jurymeter.cli import check, ingest, plans, quarantine, run, store
 from jurymeter.cli.analyses import add_analysis_commands
+from jurymeter.render.text import glossary_help
 
 app = typer.Typer(
     help="How far to trust a leaderboard scored by LLM judges.",
+    epilog=glossary_help(),  # the symbols the pages and the commands print, explained once
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from jurymeter.errors import ReportError
+from jurymeter.render.text import GLOSSARY
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -48,29 +49,6 @@ p.lead{font-size:1rem;margin:.3rem 0 .6rem}caption{caption-side:top;text-align:l
 #alerts ul{margin:.3rem 0;padding-left:1.2rem}
 p.glossary dfn{font-style:normal;font-weight:600}
 """
-
-# The symbols a maintainer may not know (issue 24, point 6): the words that mark a use on a page, and
-# what the symbol means, with its unit. Order: as a fit's page first uses them.
-GLOSSARY: tuple[tuple[str, tuple[str, ...], str], ...] = (
-    ("E\u03c1\u00b2", ("E\u03c1\u00b2", "E rho^2", "erho2"),
-     "expected generalizability coefficient, 0\u20131: the share of the variance of system means that is "
-     "real system difference, at the observed judges and items (0.80 is the conventional bar for a ranking)"),
-    ("\u03a6", ("\u03a6",),
-     "dependability, 0\u20131: like E\u03c1\u00b2 but for a system's absolute score, so the judges' and "
-     "items' own levels count as error too"),
-    ("MDD", ("MDD",),
-     "minimum detectable difference (MDD95): the smallest difference of two system means the design tells "
-     "apart at 95 %, in score points"),
-    ("ceiling", ("ceiling",),
-     "the E\u03c1\u00b2 one judge (or a fixed panel) reaches with unlimited items: a judge's disagreement "
-     "with the others does not shrink as items are added"),
-    ("logit", ("logit",),
-     "log odds, ln(p / (1 \u2212 p)): 0 is even odds; +1 turns 50 % into 73 %"),
-    ("slot-A advantage", ("slot-A advantage", "slot A", "Slot-A advantage"),
-     "a system's win rate when shown first minus its win rate when shown second, in percentage points "
-     "(0: the judge ignores the order)"),
-)
-
 
 def glossary_html(body: str) -> str:
     """One line explaining each symbol of :data:`GLOSSARY` that ``body`` uses; ``""`` when it uses none.

@@ -175,3 +175,31 @@ def print_notes(notes: list[str]) -> None:
             out.print(note, markup=False)
         return
     out.print(f"{len(notes)} note{'s' if len(notes) != 1 else ''}: --verbose lists them", markup=False)
+
+
+# The symbols a maintainer may not know (issue 24, point 6): (term, the words that mark a use of it,
+# what it means with its unit), in the order a fit's page first uses them. One list for both: the pages' glossary line (render.html.glossary_html) and the commands' --help.
+GLOSSARY: tuple[tuple[str, tuple[str, ...], str], ...] = (
+    ("E\u03c1\u00b2", ("E\u03c1\u00b2", "E rho^2", "erho2"),
+     "expected generalizability coefficient, 0\u20131: the share of the variance of system means that is "
+     "real system difference, at the observed judges and items (0.80 is the conventional bar for a ranking)"),
+    ("\u03a6", ("\u03a6",),
+     "dependability, 0\u20131: like E\u03c1\u00b2 but for a system's absolute score, so the judges' and "
+     "items' own levels count as error too"),
+    ("MDD", ("MDD",),
+     "minimum detectable difference (MDD95): the smallest difference of two system means the design tells "
+     "apart at 95 %, in score points"),
+    ("ceiling", ("ceiling",),
+     "the E\u03c1\u00b2 one judge (or a fixed panel) reaches with unlimited items: a judge's disagreement "
+     "with the others does not shrink as items are added"),
+    ("logit", ("logit",),
+     "log odds, ln(p / (1 \u2212 p)): 0 is even odds; +1 turns 50 % into 73 %"),
+    ("slot-A advantage", ("slot-A advantage", "slot A", "Slot-A advantage"),
+     "a system's win rate when shown first minus its win rate when shown second, in percentage points "
+     "(0: the judge ignores the order)"),
+)
+
+
+def glossary_help() -> str:
+    """The symbols of :data:`GLOSSARY` explained, one paragraph each, for a command's ``--help`` epilog."""
+    return "\n\n".join(f"{term}: {meaning}." for term, _, meaning in GLOSSARY)
