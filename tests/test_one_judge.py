@@ -286,7 +286,8 @@ def test_gstudy_json_on_the_mt_bench_single_judge_sample(samples: tuple[Store, P
     for key in ("ceiling", "judges_needed", "ensembles.2", "p_ceiling_at_least_0_8"):
         assert "one judge" in report["null_reasons"][key], key
     text = CliRunner().invoke(app, ["gstudy", "--store", store.url, "--config", str(config), "--item-set",
-                                    "mt-bench", "--universe", "gpt4", "--population", "turbo35", "--boot", "40"])
+                                    "mt-bench", "--universe", "gpt4", "--population", "turbo35", "--boot", "40",
+                                    "--verbose"])  # the notes, listed (folded into a count by default)
     assert text.exit_code == 0, text.output
     assert "design s x i (block s x i x j): one judge (gpt-4)" in " ".join(text.output.split())
 

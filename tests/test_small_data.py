@@ -242,7 +242,7 @@ def test_the_cli_and_the_nightly_path_print_and_publish_small_data_without_warni
     ingest(store, discover_sources([str(source)]), ValidationOptions())
     shown = subprocess.run(
         [sys.executable, "-W", "error::RuntimeWarning", "-m", "jurymeter.cli", "gstudy", "--item-set", "small",
-         "--store", store.url, "--boot", "200"],
+         "--store", store.url, "--boot", "200", "--verbose"],  # the notes listed: each null says why
         capture_output=True, text=True, timeout=300,
     )
     assert shown.returncode == 0, shown.stderr
