@@ -169,16 +169,19 @@ matrix = _matrix
 RANK_LEGEND_GROUPS = 8
 
 
-def rank_interval_figure(rows: pl.DataFrame, title: str, *, label: str = "system_id") -> Figure | None:
-    """Each system's rank range as a horizontal bar with its point rank, best first, coloured by tie group.
+FIRST_LABEL = "could rank first"
+BELOW_LABEL = "cannot rank first"
 
-    ``rows`` holds ``label``, ``rank``, ``rank_low``, ``rank_high`` and
-    optionally ``tie_group`` (the pointwise leaderboard, Bradley-Terry's
-    ratings). The x axis is the rank (1 = best, integer ticks); one row per
+
+def rank_interval_figure(rows: pl.DataFrame, title: str, *, label: str = "system_id") -> Figure | None:
+    """Each system's rank range as a horizontal bar with its point rank, best first, coloured by whether it
+    could rank first (its range includes rank 1).
+
+    ``rows`` holds ``label``, ``rank``, ``rank_low`` and ``rank_high`` (the
+    pointwise leaderboard, Bradley-Terry's ratings). The x axis is the rank (1 = best, integer ticks); one row per
     system, the figure's height growing with their count (3 to 60 systems
     stay legible at 1400 px) and its left margin with the longest label.
-    Groups take the Okabe-Ito colours in turn (neighbouring groups differ);
-    the legend names the groups when there are at most eight. ``None``
+    The two kinds take the first two Okabe-Ito colours, and the legend names them. ``None``
     without a row that has a range (no MDD, no bootstrap).
     """
     from matplotlib.ticker import MultipleLocator
@@ -193,8 +196,10 @@ def rank_interval_figure(rows: pl.DataFrame, title: str, *, label: str = "system
     rank = ordered["rank"].cast(pl.Float64).to_numpy()
     low = ordered["rank_low"].cast(pl.Float64).to_numpy()
     high = ordered["rank_high"].cast(pl.Float64).to_numpy()
-    groups = ordered["tie_group"].to_list() if "tie_group" in ordered.columns else [None] * ordered.height
-    order = list(dict.fromkeys(g for g in groups if g is not None))
+    # Coloured by what the rank ranges say (issue 24: the rank ranges are the one statement): whether a
+    # system could rank first, not by tie groups, whose runs can contradict the ranges beside them.
+    groups = [FIRST_LABEL if v <= 1.0 else BELOW_LABEL for v in low]
+    order = [g for g in (FIRST_LABEL, BELOW_LABEL) if g in groups]
     colour_of = {g: OKABE_ITO[k % len(OKABE_ITO)] for k, g in enumerate(order)}
     n_ranks = int(max(float(high.max()), float(rank.max())))
 
@@ -216,7 +221,7 @@ def rank_interval_figure(rows: pl.DataFrame, title: str, *, label: str = "system
         if legend:
             from matplotlib.patches import Patch
 
-            handles = [Patch(color=colour_of[g], label=f"tie group {g}") for g in order]
+            handles = [Patch(color=colour_of[g], label=g) for g in order]
             ax.legend(handles=[*handles, *ax.get_legend_handles_labels()[0]], fontsize=8, loc="upper left",
                       bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, frameon=False)
         ax.set_yticks(y, labels)
