@@ -165,7 +165,7 @@ def main() -> None:
                         + ("within 5%" if min(t / b, tc / bc) <= GOAL else "**NOT within 5%**"))
     text = (
         f"## Ingest clean-path regression ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})\n\n"
-        f"Command: `{command_line('bench/ingest_regress.py')}`\n\n"
+        f"Command: `{command_line('ingest_regress.py')}`\n\n"
         + facts_block(facts)
         + f"- baseline: `{args.baseline}`; {args.repeat} interleaved runs each, medians; "
         f"{args.records:,} canonical records (MT-Bench: {max(1, args.records // 4):,} judgment lines)\n\n"
