@@ -1,0 +1,236 @@
+"""Mergeable cell statistics of pointwise item sets: what the G-study fits read instead of the records.
+
+Per (system_id, item_id, judge_id, generation, replicate) cell of one item set:
+``records`` (rows), ``count`` (non-null scores), ``sum`` and ``sumsq`` of the
+score (float64; a cell holds one record unless the item set is flagged in
+``_rated_cells.json``, so each sum is a score itself and exact). Layout::
+
+    cells/protocol=pointwise/item_set=<enc>/part-<sid>-cells.parquet  one committed source's cells
+    cells/protocol=pointwise/item_set=<enc>/merged.json               the merged table: levels, sources
+    cells/protocol=pointwise/item_set=<enc>/merged-<token>.npz        its dense arrays
+
+A source's cell file is written at its commit, from its final parts (after the
+duplicate pass rewrote them), just before its marker: it carries the source id
+as a data part does, so it counts only once the marker exists, and
+``Store.remove_uncommitted`` removes it otherwise. Committed parts never change
+(the duplicate pass rewrites only the new source's parts), so a committed
+source's cells never change either and statistics merge by addition.
+
+The merged table is the sum of the cell files of the sources it names, as
+dense arrays over the sorted levels of each key (the layout the fits' one-scan
+sums have: ``stats.block_cells.CellSums``). A read (:func:`item_set_cells`)
+adds the cell files of sources committed since to it, cost O(new cells +
+cells), and rewrites it (arrays under a new token first, then ``merged.json``
+in one atomic step) when it added any. A store without cell files (written
+before them) builds each source's file from its parts on first need. Where the
+cells would be too sparse for dense arrays, or a key is null, there is no
+merged table (``None``): the fit scans the records.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from jurymeter.errors import StoreError
+from jurymeter.io.schema import Protocol
+from jurymeter.io.store import CELLS_ROOT, Store
+
+CELL_KEYS = ("system_id", "item_id", "judge_id", "generation", "replicate")
+MERGED_FILE = "merged.json"
+CELLS_FORMAT = 1
+# Dense arrays hold every cell of the levels' full cross; beyond this many per
+# record (plus a constant) the merged table is not kept (the fits' own dense
+# limit, ``stats.block_cells.DENSE_CELLS_PER_RECORD``, is the same).
+CELLS_PER_RECORD = 4
+
+
+@dataclass(frozen=True)
+class DenseCells:
+    """The merged cell statistics of one item set, dense over the sorted levels of :data:`CELL_KEYS`.
+
+    ``counts`` (int32: non-null scores), ``sums`` and ``sumsq`` (float64) have
+    one axis per key; ``records`` counts every record (null scores included),
+    ``null_scores`` those without a score, ``most_records`` the most records of
+    any cell (above 1 only in an item set with several ratings of a cell).
+    """
+
+    levels: list[list[Any]]
+    counts: np.ndarray
+    sums: np.ndarray
+    sumsq: np.ndarray
+    records: int
+    null_scores: int
+    most_records: int
+    sources: tuple[str, ...]
+
+
+def cells_dir(protocol: Protocol, item_set: str) -> str:
+    """The folder of an item set's cell statistics (its data partition's path under ``cells/``)."""
+    return CELLS_ROOT + Store.partition_dir(protocol, item_set)[len("data") :]
+
+
+def cell_file(protocol: Protocol, item_set: str, sid: str) -> str:
+    return f"{cells_dir(protocol, item_set)}/part-{sid}-cells.parquet"
+
+
+def part_cells(store: Store, paths: list[str]) -> pl.DataFrame:
+    """The cells of some pointwise parts: records, non-null scores, sum and sum of squares per cell."""
+    score = pl.col("score").cast(pl.Float64)
+    return (
+        store.scan_files(paths, [*CELL_KEYS, "score"], "pointwise")
+        .group_by(CELL_KEYS)
+        .agg(pl.len().cast(pl.Int64).alias("records"), score.count().cast(pl.Int64).alias("count"),
+             score.sum().alias("sum"), (score * score).sum().alias("sumsq"))
+        .collect()
+    )
+
+
+def _write_frame(store: Store, relpath: str, frame: pl.DataFrame) -> None:
+    """Parquet in one atomic step (``write_bytes``): a reader never sees half a cell file."""
+    sink = io.BytesIO()
+    frame.write_parquet(sink, compression="zstd")
+    store.write_bytes(relpath, sink.getvalue())
+
+
+def write_source_cells(store: Store, sid: str, protocol: Protocol | None, parts: list[tuple[str | None, str]]) -> None:
+    """Write one source's cell files, one per pointwise item set of its final ``parts`` (at its commit).
+
+    Called by the ingest just before the source's marker; ``parts`` are
+    ``(item_set, relpath)`` as staged, after the duplicate pass.
+    """
+    if protocol != "pointwise":
+        return
+    by_set: dict[str, list[str]] = {}
+    for item_set, relpath in parts:
+        if item_set is not None:
+            by_set.setdefault(item_set, []).append(store.path(relpath))
+    for item_set, paths in by_set.items():
+        _write_frame(store, cell_file(protocol, item_set, sid), part_cells(store, paths))
+
+
+def _source_cells(store: Store, protocol: Protocol, item_set: str, sid: str, parts: dict[str, list[str]]) -> pl.DataFrame:
+    """A committed source's cells: its cell file, or built from its parts and written (a store older than them)."""
+    relpath = cell_file(protocol, item_set, sid)
+    try:
+        return store.read_parquet(store.path(relpath))
+    except FileNotFoundError:
+        pass
+    frame = part_cells(store, parts[sid])
+    with contextlib.suppress(StoreError):  # a read-only store: built again next time
+        _write_frame(store, relpath, frame)
+    return frame
+
+
+def _read_merged(store: Store, folder: str) -> DenseCells | None:
+    """The merged table as last written, or ``None`` (none yet, unreadable, or its arrays gone: rebuilt)."""
+    try:
+        meta = store.read_json(f"{folder}/{MERGED_FILE}")
+        if meta.get("format") != CELLS_FORMAT:
+            return None
+        with store.fs.open(store.path(f"{folder}/merged-{meta['token']}.npz"), "rb") as handle:
+            arrays = np.load(handle)
+            counts, sums, sumsq = arrays["counts"], arrays["sums"], arrays["sumsq"]
+    except (FileNotFoundError, StoreError, KeyError, ValueError, OSError):
+        return None
+    return DenseCells(levels=meta["levels"], counts=counts, sums=sums, sumsq=sumsq, records=int(meta["records"]),
+                      null_scores=int(meta["null_scores"]), most_records=int(meta["most_records"]),
+                      sources=tuple(meta["sources"]))
+
+
+def _write_merged(store: Store, folder: str, cells: DenseCells) -> None:
+    """Arrays under a new token, then ``merged.json`` (atomic), then older arrays removed (best effort)."""
+    token = uuid.uuid4().hex[:12]
+    sink = io.BytesIO()
+    np.savez(sink, counts=cells.counts, sums=cells.sums, sumsq=cells.sumsq)
+    with contextlib.suppress(StoreError):  # a read-only store: merged again next time
+        store.write_bytes(f"{folder}/merged-{token}.npz", sink.getvalue())
+        store.write_json(f"{folder}/{MERGED_FILE}", {
+            "format": CELLS_FORMAT, "token": token, "levels": cells.levels, "sources": sorted(cells.sources),
+            "records": cells.records, "null_scores": cells.null_scores, "most_records": cells.most_records,
+        })
+        # A reader that read the old merged.json and finds its arrays gone rebuilds (never reads wrong arrays).
+        old = [p for p in store.fs.find(store.path(folder))
+               if p.rsplit("/", 1)[-1].startswith("merged-") and not p.endswith(f"merged-{token}.npz")]
+        store.remove(old)
+
+
+def merge_cells(base: DenseCells | None, frames: list[pl.DataFrame], sources: tuple[str, ...]) -> DenseCells | None:
+    """``base`` plus the cells of ``frames`` (added cell by cell), over the union of their levels.
+
+    ``None`` when a key is null or the full cross of the levels would exceed
+    :data:`CELLS_PER_RECORD` cells a record (plus a million).
+    """
+    new = pl.concat(frames) if frames else pl.DataFrame()
+    if new.height and any(new.get_column(c).null_count() for c in CELL_KEYS):
+        return None
+    levels: list[list[Any]] = []
+    for axis, column in enumerate(CELL_KEYS):
+        found = new.get_column(column) if new.height else pl.Series(column, [], dtype=pl.Int64)
+        old = pl.Series(column, base.levels[axis] if base is not None else [], dtype=found.dtype)
+        levels.append(pl.concat([old, found]).unique().sort().to_list())
+    records = (base.records if base is not None else 0) + (int(new.get_column("records").sum()) if new.height else 0)
+    shape = tuple(len(v) for v in levels)
+    if not records or int(np.prod(shape)) > CELLS_PER_RECORD * records + 1_000_000:
+        return None
+    counts, sums, sumsq = np.zeros(shape, dtype=np.int32), np.zeros(shape), np.zeros(shape)
+    if base is not None:
+        where = np.ix_(*(_positions(v, o) for v, o in zip(levels, base.levels, strict=True)))
+        counts[where], sums[where], sumsq[where] = base.counts, base.sums, base.sumsq
+    most = base.most_records if base is not None else 0
+    nulls = base.null_scores if base is not None else 0
+    if new.height:
+        index = tuple(
+            new.get_column(c).replace_strict(v, list(range(len(v))), return_dtype=pl.Int64).to_numpy()
+            for c, v in zip(CELL_KEYS, levels, strict=True)
+        )
+        flat = np.ravel_multi_index(index, shape)
+        np.add.at(counts.reshape(-1), flat, new.get_column("count").to_numpy().astype(np.int32))
+        np.add.at(sums.reshape(-1), flat, new.get_column("sum").to_numpy())
+        np.add.at(sumsq.reshape(-1), flat, new.get_column("sumsq").to_numpy())
+        rows = np.zeros(int(np.prod(shape)), dtype=np.int64)
+        np.add.at(rows, flat, new.get_column("records").to_numpy())
+        most = max(most, int(rows.max()))
+        if base is not None:  # a cell of both: its records add up (counts are records when no score is null)
+            most = max(most, int((rows.reshape(shape)[where] + base.counts).max()))
+        nulls += int((new.get_column("records") - new.get_column("count")).sum())
+    return DenseCells(levels=levels, counts=counts, sums=sums, sumsq=sumsq, records=records, null_scores=nulls,
+                      most_records=most, sources=sources)
+
+
+def _positions(levels: list[Any], old: list[Any]) -> np.ndarray:
+    """Where each of ``old`` levels is among ``levels`` (their union)."""
+    index = {v: k for k, v in enumerate(levels)}
+    return np.array([index[v] for v in old], dtype=np.int64)
+
+
+def item_set_cells(store: Store, protocol: Protocol, item_set: str) -> DenseCells | None:
+    """The merged cell statistics of every committed record of ``item_set``, brought up to date.
+
+    ``None`` when the item set has no committed records or its cells cannot be
+    dense (:func:`merge_cells`): the caller scans the records.
+    """
+    parts: dict[str, list[str]] = {}
+    for f in store.data_files(protocol, item_set):
+        parts.setdefault(f.source_id, []).append(f.path)
+    if not parts or protocol != "pointwise":
+        return None
+    folder = cells_dir(protocol, item_set)
+    base = _read_merged(store, folder)
+    if base is not None and not set(base.sources) <= set(parts):
+        base = None  # names a source no longer committed: rebuilt from the cell files
+    covered = set(base.sources) if base is not None else set()
+    new = sorted(set(parts) - covered)
+    if not new:
+        return base
+    frames = [_source_cells(store, protocol, item_set, sid, parts) for sid in new]
+    merged = merge_cells(base, frames, tuple(sorted(covered | set(new))))
+    if merged is not None:
+        _write_merged(store, folder, merged)
+    return merged
