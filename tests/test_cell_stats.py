@@ -110,8 +110,10 @@ def _brute_force_cells(store: Store) -> pl.DataFrame:
 
 
 def _check_merged(store: Store) -> None:
-    dense = item_set_cells(store, "pointwise", "night")
+    assert item_set_cells(store, "pointwise", "night") is not None  # merged up to date
+    dense = cell_stats._read_merged(store, cell_stats.cells_dir("pointwise", "night"), squares=True)
     assert dense is not None
+    assert dense.sumsq is not None
     truth = _brute_force_cells(store)
     assert dense.records == truth["records"].sum()
     assert dense.null_scores == 0
