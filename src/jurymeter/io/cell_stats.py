@@ -119,6 +119,8 @@ def _source_cells(store: Store, protocol: Protocol, item_set: str, sid: str, par
     """A committed source's cells: its cell file, or built from its parts and written (a store older than them)."""
     relpath = cell_file(protocol, item_set, sid)
     try:
+        if not store.is_s3:  # polars' reader: 0.5 s for 10M cells against pyarrow's 3 s
+            return pl.read_parquet(store.path(relpath))
         return store.read_parquet(store.path(relpath))
     except FileNotFoundError:
         pass
