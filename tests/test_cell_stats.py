@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import orjson
 import polars as pl
 import pytest
 
@@ -195,3 +196,15 @@ def test_several_ratings_of_a_cell_fall_back_to_the_records(tmp_path: Path) -> N
     assert fit_cells.cell_chunks(_job(store), ("average",)) is None
     result = fit_and_tabulate(_job(store))
     assert result.error is None
+
+
+def test_cells_too_sparse_for_dense_arrays_are_said_once_and_the_records_scanned(tmp_path: Path) -> None:
+    store = Store(str(tmp_path / "store"))
+    n = 1100  # a diagonal: 1100 x 1100 cells of one record each, above 4 a record plus a million
+    run_ingest(store, write_jsonl(tmp_path / "a.jsonl", [
+        {**_record(0, k, 0, 0, 0, float(k % 9)), "system_id": f"s{k}"} for k in range(n)]))
+    assert item_set_cells(store, "pointwise", "night") is None
+    folder = Path(store.path(cell_stats.cells_dir("pointwise", "night")))
+    meta = orjson.loads((folder / cell_stats.MERGED_FILE).read_bytes())
+    assert meta == {"format": 1, "dense": False, "sources": sorted(store.committed())}
+    assert fit_cells.cell_chunks(_job(store), ("average",)) is None

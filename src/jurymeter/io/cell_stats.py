@@ -7,6 +7,7 @@ score (float64; a cell holds one record unless the item set is flagged in
 
     cells/protocol=pointwise/item_set=<enc>/part-<sid>-cells.parquet  one committed source's cells
     cells/protocol=pointwise/item_set=<enc>/merged.json               the merged table: levels, sources
+                                                                      (or ``"dense": false``: none for them)
     cells/protocol=pointwise/item_set=<enc>/merged-<token>.npz        its dense arrays
 
 A source's cell file is written at its commit, from its final parts (after the
@@ -243,6 +244,8 @@ def item_set_cells(store: Store, protocol: Protocol, item_set: str) -> DenseCell
     if not parts or protocol != "pointwise":
         return None
     folder = cells_dir(protocol, item_set)
+    if _known_not_dense(store, folder, set(parts)):
+        return None
     base = _read_merged(store, folder, squares=False)
     if base is not None and set(base.sources) == set(parts):
         return base  # up to date: the fit reads counts and sums only
@@ -257,4 +260,17 @@ def item_set_cells(store: Store, protocol: Protocol, item_set: str) -> DenseCell
     merged = merge_cells(base, frames, tuple(sorted(covered | set(new))))
     if merged is not None:
         _write_merged(store, folder, merged)
+    else:  # said once, so the next fit does not merge every cell file again to find it out
+        with contextlib.suppress(StoreError):
+            store.write_json(f"{folder}/{MERGED_FILE}", {"format": CELLS_FORMAT, "dense": False,
+                                                         "sources": sorted(parts)})
     return merged
+
+
+def _known_not_dense(store: Store, folder: str, sources: set[str]) -> bool:
+    """Whether ``merged.json`` says these very sources make no dense table (sparse cells, a null key)."""
+    try:
+        meta = store.read_json(f"{folder}/{MERGED_FILE}")
+    except (FileNotFoundError, StoreError, ValueError):
+        return False
+    return isinstance(meta, dict) and meta.get("dense") is False and set(meta.get("sources", ())) == sources

@@ -52,19 +52,26 @@ def fit_cells(dense: DenseCells, judges: tuple[str, ...] | None, systems: tuple[
     where the scan would not take the dense path (no record; too sparse).
     """
     counts, sums, levels = dense.counts, dense.sums, [list(v) for v in dense.levels]
+    cut = False
     for axis, wanted in ((0, systems), (2, judges)):
         if wanted is not None:
+            cut = True
             keep = np.isin(np.array(levels[axis], dtype=object), np.array(list(wanted), dtype=object))
             counts, sums = counts.compress(keep, axis=axis), sums.compress(keep, axis=axis)
             levels[axis] = [v for v, k in zip(levels[axis], keep, strict=True) if k]
     if not facet:
-        counts, sums = counts.sum(axis=3, dtype=np.int32), sums.sum(axis=3)
+        if counts.shape[3] == 1:  # one generation: a view, no sum
+            counts, sums = counts[:, :, :, 0], sums[:, :, :, 0]
+        else:
+            counts, sums = counts.sum(axis=3, dtype=np.int32), sums.sum(axis=3)
         levels = [levels[0], levels[1], levels[2], levels[4]]
     records = int(counts.sum())
     if not records:
         return None
-    present = counts > 0
-    for axis in range(counts.ndim):
+    # Every level of the merged table has a score (a level of null scores only makes
+    # ``null_scores`` non-zero, and the fit scans the records), so only a cut can empty one.
+    present = counts > 0 if cut else np.ones((), dtype=bool)
+    for axis in range(counts.ndim if cut else 0):
         others = tuple(k for k in range(counts.ndim) if k != axis)
         keep = np.asarray(present.any(axis=others))
         if not keep.all():
