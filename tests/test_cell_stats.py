@@ -3,7 +3,7 @@
 | contract | independent reference |
 | --- | --- |
 | after every night of a random sequence (new records, exact re-deliveries, conflicting duplicates, quarantined records, a re-ingested file), the merged cell table holds every committed record's cell: records, count, sum, sum of squares, zero elsewhere | a polars group-by of every committed record (``Store.scan``) |
-| the G-study (balanced and Henderson) and CyclicJudge reports from the cells equal those of the full record scan to 1e-10, every number, for every judge universe tried | the same fit with the cell path switched off (the records scanned, ``stats.blocks.fit_chunks``) |
+| the G-study (balanced and Henderson) and CyclicJudge reports from the cells equal those of the full record scan to 1e-10, every number: generations averaged and as a facet, a judge universe, a system population | the same fit with the cell path switched off (the records scanned, ``stats.blocks.fit_chunks``) |
 | a store without cell files builds them on first need; an uncommitted source's cell file is removed by ``remove_uncommitted``; an item set with several ratings of one cell falls back to the records | the file listing; the fit's own record path |
 """
 
@@ -59,8 +59,9 @@ def _night(rng: np.random.Generator, stored: dict[tuple[int, ...], float], night
     return [out[k] for k in order]
 
 
-def _job(store: Store, judges: tuple[str, ...] | None = None, generations: str = "average") -> FitJob:
-    settings = FitSettings(judges=judges, n_boot=40, seed=3, generations=generations)
+def _job(store: Store, judges: tuple[str, ...] | None = None, generations: str = "average",
+         systems: tuple[str, ...] | None = None) -> FitJob:
+    settings = FitSettings(judges=judges, systems=systems, n_boot=40, seed=3, generations=generations)
     return FitJob(store=store.url, storage_options=(), item_set="night", universe="all", population="all",
                   settings=settings, analyses=(("gstudy", GStudyOptions()), ("cyclic", CyclicOptions())), inputs=())
 
@@ -82,7 +83,7 @@ def _close(cells: Any, scan: Any, path: str = "") -> list[str]:
 
 
 def _fit_both(store: Store, monkeypatch: pytest.MonkeyPatch, judges: tuple[str, ...] | None,
-             generations: str = "average") -> tuple[dict, dict]:
+             generations: str = "average", systems: tuple[str, ...] | None = None) -> tuple[dict, dict]:
     taken: list[bool] = []
     real = fit_cells.cell_chunks
 
@@ -92,9 +93,9 @@ def _fit_both(store: Store, monkeypatch: pytest.MonkeyPatch, judges: tuple[str, 
         return found
 
     monkeypatch.setattr(fit_cells, "cell_chunks", spy)
-    by_cells = fit_and_tabulate(_job(store, judges, generations))
+    by_cells = fit_and_tabulate(_job(store, judges, generations, systems))
     monkeypatch.setattr(fit_cells, "cell_chunks", lambda job, modes: None)
-    by_scan = fit_and_tabulate(_job(store, judges, generations))
+    by_scan = fit_and_tabulate(_job(store, judges, generations, systems))
     monkeypatch.setattr(fit_cells, "cell_chunks", real)
     assert taken == [True], "the fit did not read the cell statistics"
     assert (by_cells.error, by_scan.error) == (None, None)
@@ -142,8 +143,9 @@ def test_nights_of_cells_equal_the_full_record_scan(tmp_path: Path, monkeypatch:
         assert report.sources[0].status == "ingested"
         assert report.sources[0].quarantined >= 2
         _check_merged(store)
-        for judges, generations in ((None, "average"), (("j0", "j2"), "average"), (None, "facet")):
-            by_cells, by_scan = _fit_both(store, monkeypatch, judges, generations)
+        for judges, generations, systems in ((None, "average", None), (("j0", "j2"), "average", None),
+                                             (None, "facet", None), (None, "average", ("s0", "s1", "s3"))):
+            by_cells, by_scan = _fit_both(store, monkeypatch, judges, generations, systems)
             assert _close(by_cells, by_scan) == []
             gstudy = by_scan["analyses"]["gstudy"]
             assert generations == "facet" or "skipped" not in gstudy, gstudy  # facet: may have no common generation

@@ -50,6 +50,10 @@ CELLS_FORMAT = 1
 # record (plus a constant) the merged table is not kept (the fits' own dense
 # limit, ``stats.block_cells.DENSE_CELLS_PER_RECORD``, is the same).
 CELLS_PER_RECORD = 4
+# Nor beyond this many cells at all: a merge holds three arrays of them (20 bytes a
+# cell), and a fit the counts and sums; larger item sets are read in item chunks
+# from their records (``stats.blocks.CHUNK_CELLS``), whose memory does not grow so.
+MAX_CELLS = 64_000_000
 
 
 @dataclass(frozen=True)
@@ -173,7 +177,7 @@ def merge_cells(base: DenseCells | None, frames: list[pl.DataFrame], sources: tu
     """``base`` plus the cells of ``frames`` (added cell by cell), over the union of their levels.
 
     ``None`` when a key is null or the full cross of the levels would exceed
-    :data:`CELLS_PER_RECORD` cells a record (plus a million).
+    :data:`CELLS_PER_RECORD` cells a record (plus a million), or :data:`MAX_CELLS`.
     """
     new = pl.concat(frames) if frames else pl.DataFrame()
     if new.height and any(new.get_column(c).null_count() for c in CELL_KEYS):
@@ -185,7 +189,8 @@ def merge_cells(base: DenseCells | None, frames: list[pl.DataFrame], sources: tu
         levels.append(pl.concat([old, found]).unique().sort().to_list())
     records = (base.records if base is not None else 0) + (int(new.get_column("records").sum()) if new.height else 0)
     shape = tuple(len(v) for v in levels)
-    if not records or int(np.prod(shape)) > CELLS_PER_RECORD * records + 1_000_000:
+    size = int(np.prod(shape))
+    if not records or size > CELLS_PER_RECORD * records + 1_000_000 or size > MAX_CELLS:
         return None
     counts, sums, sumsq = np.zeros(shape, dtype=np.int32), np.zeros(shape), np.zeros(shape)
     if base is not None:
@@ -195,7 +200,6 @@ def merge_cells(base: DenseCells | None, frames: list[pl.DataFrame], sources: tu
     most = base.most_records if base is not None else 0
     nulls = base.null_scores if base is not None else 0
     if new.height:
-        size = int(np.prod(shape))
         flat = new.select(_flat_index(levels)).to_series().to_numpy()
 
         def added(column: str) -> np.ndarray:  # bincount: one pass, unlike np.add.at
