@@ -192,9 +192,14 @@ def test_several_ratings_of_a_cell_fall_back_to_the_records(tmp_path: Path) -> N
     store = Store(str(tmp_path / "store"))
     rows = [{**_record(s, i, j, 0, 0, float(1 + (s + i + j) % 7)), "batch_id": "b1"}
             for s in range(3) for i in range(5) for j in range(2)]
-    again = [{**row, "batch_id": "b2", "score": row["score"] + 1} for row in rows[:6]]
+    again = [{**row, "batch_id": batch, "score": row["score"] + k} for row in rows[:6]
+             for k, batch in enumerate(("b2", "b3"), start=1)]  # two more ratings of a cell in one source
     run_ingest(store, write_jsonl(tmp_path / "a.jsonl", rows))
     run_ingest(store, write_jsonl(tmp_path / "b.jsonl", again))
+    _check_merged(store)  # its cell file from the group-by: three records in each of those cells
+    dense = item_set_cells(store, "pointwise", "night")
+    assert dense is not None
+    assert dense.most_records == 3
     assert fit_cells.cell_chunks(_job(store), ("average",)) is None
     result = fit_and_tabulate(_job(store))
     assert result.error is None
