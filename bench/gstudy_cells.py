@@ -66,6 +66,7 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, default=Path("/work/bench25"))
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--sizes", default="100,2000,10,5", help="systems,items,judges,replicates")
+    parser.add_argument("--rebuild", action="store_true", help="ingest the store again (its ingest time reported)")
     parser.add_argument("--no-append", action="store_true")
     opts = parser.parse_args()
     sizes = tuple(int(v) for v in opts.sizes.split(","))
@@ -73,7 +74,7 @@ def main() -> None:
     logs = work / f"logs-cells-{dt.datetime.now(dt.UTC).strftime('%Y%m%dT%H%M%S')}"
     logs.mkdir(parents=True, exist_ok=True)
     started = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    built = build_store(work, sizes, 0, False)  # type: ignore[arg-type]
+    built = build_store(work, sizes, 0, opts.rebuild)  # type: ignore[arg-type]
     store = built["store"]
 
     from jurymeter.io.cell_stats import cells_dir
@@ -107,7 +108,8 @@ def main() -> None:
         f"- machine: {facts['nproc']} CPUs ({facts['cpu']}), {facts['ram']} RAM, {facts['os']}; Python "
         f"{facts['python']}, sha256 of src/jurymeter/*.py {facts['src_digest']}",
         f"- store: {built['records']:,} pointwise records ({' x '.join(map(str, sizes))}), "
-        f"{'reused' if built['reused'] else 'built'} in {store}; cell files and merged table {size:.0f} MiB",
+        f"{'reused' if built['reused'] else 'built'} in {store} (ingested in {built['ingest_seconds']:.1f} s, "
+        f"the cell file written at its commit included); cell files and merged table {size:.0f} MiB",
         f"- each process timed from outside, interleaved, {opts.repeats} runs; CPU = the process's CPU time "
         "(median); other CPU-s = CPU-seconds the rest of the machine used meanwhile (median)",
         f"- the first fit after the ingest (merges the source's cell file, writes the merged table): "
