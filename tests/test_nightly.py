@@ -148,9 +148,11 @@ def fitted(small_store: Store):
 def test_a_fit_read_in_item_chunks_gives_the_report_of_one_scan_and_of_a_scan_per_block(
     small_store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import jurymeter.pipeline.fit_cells as fit_cells
     import jurymeter.stats.blocks as blocks
     from jurymeter.analyses import analysis
 
+    monkeypatch.setattr(fit_cells, "cell_chunks", lambda job, modes: None)  # the records' scans, chunked
     presence = blocks._presence
     scans: list[int] = []
 
@@ -197,9 +199,11 @@ def test_a_fit_whose_blocks_assumed_no_hole_and_meet_one_starts_over_with_the_bl
     import dataclasses
 
     import jurymeter.pipeline.fit as fit_module
+    import jurymeter.pipeline.fit_cells as fit_cells
     import jurymeter.stats.blocks as blocks
     from jurymeter.analyses import analysis
 
+    monkeypatch.setattr(fit_cells, "cell_chunks", lambda job, modes: None)  # the records' scans (a hole cut in them)
     job = plan_fits(small_store, _config(small_store)).jobs[0]
     # The G-study alone: generations averaged, so the cells (system, item, judge,
     # replicate) hold a record per generation and a hole leaves more records than cells.

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from jurymeter.errors import SourceError, StoreError, StrictModeError
+from jurymeter.io.cell_stats import write_source_cells
 from jurymeter.io.duplicates import resolve_duplicates
 from jurymeter.io.ingest_report import UNREADABLE, IngestReport, SourceReport
 from jurymeter.io.prefetch import prefetch
@@ -254,6 +255,7 @@ def _ingest_source(
             f"({', '.join(f'{k}: {v}' for k, v in result.reasons.items())}); source not committed"
         )
         raise StrictModeError(msg)
+    write_source_cells(store, sid, protocol, staged.parts)  # from the final parts; invisible until the marker
     store.write_json(f"ingested/{sha}.json", _marker(source, sha, sid, protocol, run_id, options, result, staged))
     return result
 

@@ -8,6 +8,8 @@ Layout under the store root (a folder or ``s3://bucket/prefix``)::
     data/protocol=systems/part-<sid>-<seq>.parquet     (metadata tables)
     data/protocol=judges/part-<sid>-<seq>.parquet
     quarantine/part-<sid>-<seq>.parquet        rejected records with reasons
+    cells/protocol=pointwise/item_set=<enc>/part-<sid>-cells.parquet, merged.json, merged-<token>.npz
+                                               cell statistics (io/cell_stats.py)
     ingested/<sha256>.json                     commit marker of one source file
     runs/<run_id>.json                         per-run reconciliation manifest
     _lock                                      write lock (local stores)
@@ -49,6 +51,8 @@ MARKER_FILE = "jurymeter-store.json"
 DEFAULT_STORE = "jurymeter-store"
 SOURCE_ID_LENGTH = 16
 STAGING = "_staging"
+# Per-source cell statistics of pointwise item sets (``io/cell_stats.py``), named by source id as parts are.
+CELLS_ROOT = "cells"
 # In a partition folder whose name is digested (a long item-set name): the full name.
 ITEM_SET_FILE = "_item_set.json"
 # In a partition folder: written when an ingest stores a second rating of one (system,
@@ -277,9 +281,10 @@ class Store(StoreLocks):
         """
         stale = [p for p, _ in self._files("data", committed_only=False)]
         stale += [p for p, _ in self._files("quarantine", committed_only=False)]
+        stale += [p for p, _ in self._files(CELLS_ROOT, committed_only=False)]
         keep = set(self.committed())
         doomed = [p for p in stale if _sid_of(p) not in keep]
-        doomed += [p for p in self._list("ingested") + self._list("runs") if ".tmp-" in p]
+        doomed += [p for p in self._list("ingested") + self._list("runs") + self._list(CELLS_ROOT) if ".tmp-" in p]
         self.remove(doomed)
         if not self.is_s3:
             shutil.rmtree(self.path(STAGING), ignore_errors=True)

@@ -166,6 +166,7 @@ def run_fit(job: FitJob, *, scan_cells: int | None = None, mapper: Mapper = map)
     from the blocks decided on the real presence. The analyses' own imports
     run in a thread meanwhile (:func:`import_meanwhile`).
     """
+    from jurymeter.pipeline.fit_cells import cell_chunks
     from jurymeter.stats.blocks import (  # imported before the thread starts
         BlocksChanged,
         fit_chunks,
@@ -175,7 +176,8 @@ def run_fit(job: FitJob, *, scan_cells: int | None = None, mapper: Mapper = map)
     importing = import_meanwhile(tuple(m for a, _ in analyses for m in a.compute_modules))
     scope = fit_scope(job, mapper)
     modes = tuple(dict.fromkeys(m for a, o in analyses for m in a.modes(job.settings, o)))
-    chunked = fit_chunks(scope.records, modes, scan_cells=scan_cells) if modes else None
+    # The store's merged cell statistics where they carry what the records' scan would (pipeline/fit_cells.py).
+    chunked = cell_chunks(job, modes) or (fit_chunks(scope.records, modes, scan_cells=scan_cells) if modes else None)
     if chunked is not None:
         chunked.read_first()  # a scan more while the imports run; a hole there is met before any analysis starts
     if importing is not None:

@@ -97,6 +97,7 @@ __all__ = [
     "GenerationMode",
     "averaged_cells",
     "balanced_block",
+    "chunks_of_sums",
     "fit_blocks",
     "fit_chunks",
 ]
@@ -321,10 +322,7 @@ def fit_chunks(
     levels, n = found
     n_items = len(levels[1])
     cells = int(np.prod([len(v) for v in levels]))
-    per_item = cells // n_items
-    chunk_budget = CHUNK_CELLS if chunk_cells is None else chunk_cells
-    step = max(1, chunk_budget // per_item)
-    chunks = [(lo, min(lo + step, n_items)) for lo in range(0, n_items, step)]
+    chunks = _item_chunks(levels, chunk_cells)
     one_scan = len(chunks) == 1 or (scan_cells is not None and max(cells, n) <= scan_cells)
     whole = _sum_cells(lazy, keys, levels, n, (0, n_items)) if one_scan else None
     # With at least as many records as cells, every cell may hold one: decide the
@@ -337,6 +335,34 @@ def fit_chunks(
     else:
         has = _presence(lazy, keys, levels, chunks)
     return FitChunks(lazy, keys, levels, n, _plans(has, modes, levels, keys, n), chunks, whole, speculative)
+
+
+def _item_chunks(levels: list[list[object]], chunk_cells: int | None) -> list[tuple[int, int]]:
+    """Item ranges of at most ``chunk_cells`` cells (default :data:`CHUNK_CELLS`), items in sorted order."""
+    n_items = len(levels[1])
+    per_item = int(np.prod([len(v) for v in levels])) // n_items
+    step = max(1, (CHUNK_CELLS if chunk_cells is None else chunk_cells) // per_item)
+    return [(lo, min(lo + step, n_items)) for lo in range(0, n_items, step)]
+
+
+def chunks_of_sums(
+    whole: CellSums, modes: tuple[GenerationMode, ...] = ("average",), *, chunk_cells: int | None = None
+) -> FitChunks:
+    """:func:`fit_chunks` of records whose per-cell sums and counts are ``whole`` (no record is read).
+
+    ``whole`` holds what :func:`fit_chunks`'s one scan sums (the store's merged
+    cell statistics, ``io/cell_stats.py``): keyed by :data:`FACET_KEYS` when
+    ``modes`` has ``"facet"``, else :data:`AVERAGE_KEYS`, over the sorted levels
+    present. The blocks are decided on its presence and the chunks cut from it,
+    as for a one-scan read, so the layouts and arrays are those of the records'.
+    """
+    keys = FACET_KEYS if "facet" in modes else AVERAGE_KEYS
+    if whole.keys != keys:
+        msg = f"cell sums keyed by {whole.keys}, the modes {modes} need {keys}"
+        raise ValueError(msg)
+    plans = _plans(whole.counts > 0, modes, whole.levels, keys, whole.records)
+    return FitChunks(pl.LazyFrame(), keys, whole.levels, whole.records, plans, _item_chunks(whole.levels, chunk_cells),
+                     whole)
 
 
 def fit_blocks(
