@@ -4,7 +4,9 @@ For every source file, ``records read = accepted + quarantined + duplicates
 dropped`` holds and is written into the source's commit marker and the run's
 manifest. One source is one transaction (see :mod:`jurymeter.io.store`):
 
-1. hash the file; a file whose content is already committed is skipped;
+1. compute its content key (BLAKE3: :func:`~jurymeter.io.source_files.content_key`);
+   a file whose content is already committed is skipped (a store's older
+   SHA-256 markers are compared by SHA-256 only for a file of one's size);
 2. stream it in bounded batches: parse, validate, write accepted rows as
    (invisible) parts per partition and rejected rows to quarantine parts;
 3. find duplicates among the new rows and against committed rows of the same
@@ -35,9 +37,9 @@ from jurymeter.io.schema import (
     ID_LIKE_COLUMNS,
     Protocol,
 )
-from jurymeter.io.source_files import DOCUMENT_FORMATS, SourceFile, content_sha256
+from jurymeter.io.source_files import DOCUMENT_FORMATS, SourceFile, content_key, content_sha256
 from jurymeter.io.staging import Staged, quarantine_frame, validate_stage
-from jurymeter.io.store import Store
+from jurymeter.io.store import BLAKE3_PREFIX, Store
 from jurymeter.io.streaming import Census, eligible, stream_source
 from jurymeter.io.validate import ValidationOptions
 
@@ -83,6 +85,7 @@ def ingest(
     with store.lock(timeout=lock_timeout):
         report.removed_uncommitted = len(store.remove_uncommitted())
         seen: dict[str, str] = {}
+        old_keys = sha256_keys_by_size(store)
         sizes: set[int] | None = None  # of the committed sources and those of this run so far
         for source in sources:
             if source.unreadable is not None:  # discovery could not read it: never opened here
@@ -90,7 +93,8 @@ def ingest(
             else:
                 if source.adapter is not None and not store.is_s3 and sizes is None:
                     sizes = {int(m.get("size", -1)) for m in store.markers()}
-                result = _one_source(store, source, options, report.run_id, strict, block_bytes, seen, sizes)
+                result = _one_source(store, source, options, report.run_id, strict, block_bytes, seen, sizes,
+                                     old_keys)
                 if source.adapter is not None and sizes is not None:
                     sizes.add(source.size)
             report.sources.append(result)
@@ -107,7 +111,7 @@ def _unreadable(source: SourceFile, reason: str) -> SourceReport:
     # The report names the file: "<url>: why" and "cannot read <url>: why" say it once.
     prefix = f"{source.url}: "
     reason = reason[len(prefix):] if reason.startswith(prefix) else reason.replace(f" {prefix}", ": ", 1)
-    return SourceReport(source=source.url, sha256="", status=UNREADABLE, format=source.adapter or "canonical",
+    return SourceReport(source=source.url, content_key="", status=UNREADABLE, format=source.adapter or "canonical",
                         note=reason.splitlines()[0] if reason else "cannot read")
 
 
@@ -138,6 +142,7 @@ def _one_source(
     block_bytes: int,
     seen: dict[str, str],
     sizes: set[int] | None,
+    old_keys: dict[int, set[str]],
 ) -> SourceReport:
     """One source's transaction; a read failure leaves nothing of it and is its report."""
     # The fast path's census, or an adapter's reading, runs beside the hash (two
@@ -150,7 +155,8 @@ def _one_source(
         early = AdapterRead(source, options)
     before = set(seen)
     try:
-        return _hash_and_ingest(store, source, census, options, run_id, strict, block_bytes, seen, early)
+        return _hash_and_ingest(store, source, census, options, run_id, strict, block_bytes, seen, old_keys,
+                                early)
     except Exception as exc:
         if not _is_read_failure(exc):
             # A store failure (disk full, S3) stops the ingest: this source's parts have no
@@ -159,14 +165,47 @@ def _one_source(
         # This source's staged parts have no commit marker: remove them now, so the
         # store is as before it (the sources before it are committed, so keep theirs).
         store.remove_uncommitted()
-        for sha in set(seen) - before:  # a later copy of its content is not "already ingested"
-            del seen[sha]
+        for key in set(seen) - before:  # a later copy of its content is not "already ingested"
+            del seen[key]
         return _unreadable(source, str(exc) or type(exc).__name__)
     finally:
         if census is not None:
             census.cancel()
         if early is not None:
             early.close()
+
+
+def sha256_keys_by_size(store: Store) -> dict[int, set[str]]:
+    """The store's SHA-256 markers (written before BLAKE3 content keys) by their source's size.
+
+    One listing; a marker is read only in a store that has SHA-256 markers, so a
+    store of BLAKE3 markers only costs no read here. A marker without a size
+    (none was written so) would match no file and is left out.
+    """
+    out: dict[int, set[str]] = {}
+    for key in store.committed().values():
+        if key.startswith(BLAKE3_PREFIX):
+            continue
+        size = (store.marker(key) or {}).get("size")
+        if isinstance(size, int):
+            out.setdefault(size, set()).add(key)
+    return out
+
+
+def committed_as(store: Store, source: SourceFile, key: str, old_keys: dict[int, set[str]]) -> str | None:
+    """The content key ``source`` is committed under (its own, or an old SHA-256 marker's), or ``None``.
+
+    A file of the size of an old marker is hashed by SHA-256 too, and only
+    then: a re-delivery into a store of the earlier format is found without
+    hashing every new file twice.
+    """
+    if store.marker(key) is not None:
+        return key
+    if source.size in old_keys:
+        sha = content_sha256(source)
+        if sha in old_keys[source.size]:
+            return sha
+    return None
 
 
 def _hash_and_ingest(
@@ -178,29 +217,31 @@ def _hash_and_ingest(
     strict: bool,
     block_bytes: int,
     seen: dict[str, str],
+    old_keys: dict[int, set[str]],
     early: AdapterRead | None = None,
 ) -> SourceReport:
-    """Ingest one source unless its content (by SHA-256) is in the store or earlier in this run."""
-    sha = content_sha256(source)
-    marker = store.marker(sha)
-    if marker is not None or sha in seen:
-        first = seen.get(sha) or (marker or {}).get("source", "?")
-        seen.setdefault(sha, source.url)
+    """Ingest one source unless its content (by content key) is in the store or earlier in this run."""
+    key = BLAKE3_PREFIX + content_key(source)
+    found = key if key in seen else committed_as(store, source, key, old_keys)
+    if found is not None:
+        marker = store.marker(found)
+        first = seen.get(key) or (marker or {}).get("source", "?")
+        seen.setdefault(key, source.url)
         return SourceReport(
             source=source.url,
-            sha256=sha,
+            content_key=found,
             status="already_ingested",
             protocol=(marker or {}).get("protocol"),
             note=f"same content as {first}, already in the store: nothing to do",
         )
-    seen[sha] = source.url
-    return _ingest_source(store, source, sha, options, run_id, strict, block_bytes, census, early)
+    seen[key] = source.url
+    return _ingest_source(store, source, key, options, run_id, strict, block_bytes, census, early)
 
 
 def _ingest_source(
     store: Store,
     source: SourceFile,
-    sha: str,
+    key: str,
     options: ValidationOptions,
     run_id: str,
     strict: bool,
@@ -208,9 +249,9 @@ def _ingest_source(
     census: Census | None = None,
     early: AdapterRead | None = None,
 ) -> SourceReport:
-    sid = store.source_id(sha)
+    sid = store.source_id(key)
     staged = Staged(sid)
-    result = SourceReport(source=source.url, sha256=sha, status="ingested")
+    result = SourceReport(source=source.url, content_key=key, status="ingested")
     reasons: Counter[str] = Counter()
     watched = frozenset(options.column_map.get(c, c) for c in ID_LIKE_COLUMNS)
     # ingest() started a census exactly for the sources the fast path may try (eligible).
@@ -254,13 +295,13 @@ def _ingest_source(
             f"({', '.join(f'{k}: {v}' for k, v in result.reasons.items())}); source not committed"
         )
         raise StrictModeError(msg)
-    store.write_json(f"ingested/{sha}.json", _marker(source, sha, sid, protocol, run_id, options, result, staged))
+    store.write_json(f"ingested/{key}.json", _marker(source, key, sid, protocol, run_id, options, result, staged))
     return result
 
 
 def _marker(
     source: SourceFile,
-    sha: str,
+    key: str,
     sid: str,
     protocol: Protocol | None,
     run_id: str,
@@ -268,9 +309,14 @@ def _marker(
     result: SourceReport,
     staged: Staged,
 ) -> dict[str, Any]:
-    """The source's commit marker: what was read from it and where its parts are (step 4)."""
+    """The source's commit marker: what was read from it and where its parts are (step 4).
+
+    ``content_key`` is the marker's name (``b3-<BLAKE3 hex>``) and ``algorithm``
+    its hash; a marker without them (written before) is keyed by ``sha256``.
+    """
     return {
-        "sha256": sha,
+        "content_key": key,
+        "algorithm": "blake3",
         "source_id": sid,
         "source": source.url,
         "size": source.size,
