@@ -121,16 +121,15 @@ def content_key(source: SourceFile, chunk: int = 8 * 1024 * 1024) -> str:
 
     The store's content key (``docs/schema.md``, "Content keys"): BLAKE3 is a
     cryptographic hash, so a crafted file cannot pass for an ingested one, and
-    its tree mode hashes on every core (``max_threads=AUTO``): a 3 GiB file
-    costs a fraction of SHA-256's one-core pass (``bench/RESULTS.md``). A
-    local file is memory-mapped (the library reads it in parallel); any other
-    (S3) is streamed in ``chunk`` blocks.
+    its tree mode hashes a block on every core (``max_threads=AUTO``). Local
+    files are streamed in ``chunk`` blocks too, like S3 objects: memory-mapping
+    (``update_mmap``) was no faster on a 3.09 GiB file (2.43 s against 2.23 s,
+    2.0 CPU-s each) and put the whole file into the process's resident memory
+    (3.4 GB peak RSS: ``bench/RESULTS.md``, 2026-12-02).
     """
     import blake3
 
     digest = blake3.blake3(max_threads=blake3.blake3.AUTO)
-    if _is_local(source):
-        return _hashed(source, lambda: digest.update_mmap(source.path), digest)
     return _hashed(source, lambda: _stream_into(source, digest, chunk), digest)
 
 
@@ -138,11 +137,6 @@ def content_sha256(source: SourceFile, chunk: int = 8 * 1024 * 1024) -> str:
     """SHA-256 of the file's bytes as stored: the key of markers written before BLAKE3 (compared only then)."""
     digest = hashlib.sha256()
     return _hashed(source, lambda: _stream_into(source, digest, chunk), digest)
-
-
-def _is_local(source: SourceFile) -> bool:
-    protocols = source.fs.protocol
-    return "file" in (protocols if isinstance(protocols, tuple) else (protocols,))
 
 
 def _stream_into(source: SourceFile, digest: Any, chunk: int) -> None:
