@@ -310,6 +310,20 @@ class Store(StoreLocks):
                     self.write_json(path[len(self.root) + 1 :], manifest)
         return doomed
 
+    def remove_parts_of(self, sid: str) -> list[str]:
+        """Delete the parts of the uncommitted source ``sid`` (its read failed): the store as before it.
+
+        Unlike :meth:`remove_uncommitted`, the parts other sources are staging
+        meanwhile (a mapped ingest's workers) stay. Call only under :meth:`lock`.
+        """
+        if sid in self.committed():
+            msg = f"source {sid} of {self.url} is committed: its parts are the store's"
+            raise ValueError(msg)
+        doomed = [p for p, found in self._files("data", committed_only=False) + self._files(
+            "quarantine", committed_only=False) if found == sid]
+        self.remove(doomed)
+        return doomed
+
     def staging_area(self, sid: str) -> str:
         """A fresh local folder for output that may still be thrown away (local stores).
 
