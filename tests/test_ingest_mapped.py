@@ -164,6 +164,60 @@ def test_without_a_reachable_cluster_every_step_is_staged_here(tmp_path: Path, s
     _same(_committed(tmp_path / "fallback"), _committed(serial_dir))
 
 
+def test_an_early_landing_ingest_maps_over_the_cluster_once_it_is_up(
+    tmp_path: Path, serial, cluster: str, monkeypatch: pytest.MonkeyPatch  # type: ignore[no-untyped-def]
+) -> None:
+    import threading
+
+    import jurymeter.orchestration.flow as flow
+    from jurymeter.pipeline.config import load_config
+
+    folder, serial_dir, summary = serial
+    kinds: list[str] = []
+    real = flow.cluster_stage_map
+    monkeypatch.setattr(flow, "cluster_stage_map", lambda scheduler: _recording(real(scheduler), kinds))
+    up = threading.Event()
+
+    def starting_cluster() -> str:  # what run_environment hands: waits for the LocalCluster it starts
+        assert up.wait(60)
+        return cluster
+
+    config = load_config(None, environ={}, overrides={"store": str(tmp_path / "store"), "landing": str(folder)})
+    flow.start_ingest_early(config, starting_cluster)
+    up.set()
+    report = flow.ingest_landing.fn(config)
+    assert report is not None
+    assert [(s["source"], s["status"], s["read"], s["accepted"], s["quarantined"], s["duplicates_dropped"])
+            for s in report["sources"]] == summary
+    assert kinds == ["StagedSource"] * 5
+    _same(_committed(tmp_path / "store"), _committed(serial_dir))
+    assert not flow._schedulers
+
+
+def test_a_lost_workers_step_is_staged_again_here(tmp_path: Path, serial) -> None:  # type: ignore[no-untyped-def]
+    """A step whose worker died after writing a part: that part goes, the source is staged here, the same store."""
+    folder, serial_dir, summary = serial
+
+    def losing(function, tasks):  # type: ignore[no-untyped-def]
+        for task in tasks:
+            if task.source.url.endswith("b-second.jsonl"):
+                store = Store(task.settings.store_url)
+                staged = function(task)  # the lost attempt wrote its parts ...
+                assert staged.staged is not None
+                store.write_parquet("data/protocol=pointwise/item_set=set-a/"
+                                    f"part-{staged.staged.sid}-99999.parquet",  # ... and one more
+                                    pl.read_parquet(store.path(staged.staged.parts[0][1])))
+                yield RuntimeError("worker lost")  # what a KilledWorker future gives
+            else:
+                yield function(task)
+
+    report = _ingest(tmp_path / "lost", folder, losing)
+    assert [(s.source, s.status, s.read, s.accepted, s.quarantined, s.duplicates_dropped)
+            for s in report.sources] == summary
+    _same(_committed(tmp_path / "lost"), _committed(serial_dir))
+    assert not list((tmp_path / "lost").rglob("part-*-99999.parquet"))
+
+
 MAPPED_SCRIPT = """\
 import sys
 from distributed import LocalCluster

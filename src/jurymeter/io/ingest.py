@@ -106,6 +106,10 @@ class StagedSource:
     failure: str | None = None
 
 
+class NotMapped(Exception):
+    """A stage step a :data:`StageMap` did not run (no cluster reachable): the ingest stages it itself."""
+
+
 # Runs the stage steps on a cluster (orchestration.tasks.cluster_stage_map): each task's result, or the
 # exception it raised, in the tasks' order, each once it is done; closing it waits for every task to end.
 StageMap = Callable[[Callable[[StageTask], StagedSource], list[StageTask]], Generator[Any, None, None]]
@@ -224,8 +228,9 @@ def mapped_stages(
             staged = next(results) if k in mapped else None
             if isinstance(staged, JurymeterError):
                 raise staged
-            if not isinstance(staged, StagedSource):  # not mapped, or its worker was lost
-                staged = _restage(store, StageTask(settings, source, frozen, keys.get(k)), frozenset(seen))
+            if not isinstance(staged, StagedSource):  # not mapped, not run (NotMapped), or its worker was lost
+                lost = staged is not None and not isinstance(staged, NotMapped)
+                staged = _restage(store, StageTask(settings, source, frozen, keys.get(k)), frozenset(seen), lost)
             yield staged
     finally:
         results.close()
@@ -247,9 +252,11 @@ def stage_task(task: StageTask) -> StagedSource:
     return stage_source(task, Store(task.settings.store_url, task.settings.storage_options), frozenset())
 
 
-def _restage(store: Store, task: StageTask, seen: frozenset[str]) -> StagedSource:
-    """Stage a source here: one not mapped, or one whose worker was lost (its parts, if any, removed first)."""
+def _restage(store: Store, task: StageTask, seen: frozenset[str], lost: bool) -> StagedSource:
+    """Stage a source here: one not mapped, or one whose worker was ``lost`` (its parts, if any, removed first)."""
     key = task.key
+    if not lost:
+        return stage_source(task, store, seen)
     if key is None and task.source.unreadable is None:
         with contextlib.suppress(Exception):  # unreadable: stage_source says why
             key = BLAKE3_PREFIX + content_key(task.source)

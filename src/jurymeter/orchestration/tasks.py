@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Callable, Generator, Iterable
 from typing import Any
 
-from jurymeter.io.ingest import StagedSource, StageMap, StageTask
+from jurymeter.io.ingest import NotMapped, StagedSource, StageMap, StageTask
 
 
 def cluster_map(function: Callable[[Any], Any], tasks: Iterable[Any]) -> list[Any]:
@@ -34,10 +34,6 @@ def cluster_map(function: Callable[[Any], Any], tasks: Iterable[Any]) -> list[An
         futures = client.map(function, list(tasks), pure=False)
         results: list[Any] = client.gather(futures)
     return results
-
-
-class NotMapped(Exception):
-    """A stage step the cluster did not run (no scheduler, no connection): the ingest stages it itself."""
 
 
 def cluster_stage_map(scheduler: Callable[[], str]) -> StageMap:
