@@ -231,6 +231,9 @@ def mapped_stages(
             if not isinstance(staged, StagedSource):  # not mapped, not run (NotMapped), or its worker was lost
                 lost = staged is not None and not isinstance(staged, NotMapped)
                 staged = _restage(store, StageTask(settings, source, frozen, keys.get(k)), frozenset(seen), lost)
+            # Other processes wrote parts: listings this process cached (s3fs keeps them) are stale,
+            # and the commit lists and reads them (duplicates against the committed rows).
+            store.fs.invalidate_cache()
             yield staged
     finally:
         results.close()
