@@ -70,7 +70,7 @@ def assert_reconciled(store: Store, report: IngestReport) -> None:
         )
         if source.status != "ingested":
             continue
-        sid = store.source_id(source.sha256)
+        sid = store.source_id(source.content_key)
         stored = sum(
             store.read_parquet(f.path).height for f in store.data_files() if f.source_id == sid
         )

@@ -94,7 +94,7 @@ def test_a_cancelled_file_read_stops_at_its_next_block(tmp_path: Path) -> None:
 
 def test_a_new_adapter_source_is_read_while_it_is_hashed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     events: list[str] = []
-    hash_of = ingest_module.content_sha256
+    hash_of = ingest_module.content_key
     made = ingest_module.AdapterRead
 
     def hashing(source: Any) -> str:
@@ -105,7 +105,7 @@ def test_a_new_adapter_source_is_read_while_it_is_hashed(tmp_path: Path, monkeyp
         events.append("read")
         return made(*args)
 
-    monkeypatch.setattr(ingest_module, "content_sha256", hashing)
+    monkeypatch.setattr(ingest_module, "content_key", hashing)
     monkeypatch.setattr(ingest_module, "AdapterRead", reading)
     store = Store(str(tmp_path / "store"))
     [source] = discover_sources([str(SINGLE)])
@@ -135,7 +135,7 @@ def test_a_speculative_read_of_a_committed_source_is_stopped_and_leaves_nothing(
     spill = tmp_path / "tmp"
     spill.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(spill))
-    hash_of = ingest_module.content_sha256
+    hash_of = ingest_module.content_key
     seen_spilling: list[bool] = []
 
     def hashing(source: Any) -> str:
@@ -148,7 +148,7 @@ def test_a_speculative_read_of_a_committed_source_is_stopped_and_leaves_nothing(
             time.sleep(0.001)
         return sha
 
-    monkeypatch.setattr(ingest_module, "content_sha256", hashing)
+    monkeypatch.setattr(ingest_module, "content_key", hashing)
     [again] = ingest(store, [source], ValidationOptions()).sources
     assert again.status == "already_ingested"
     assert seen_spilling == [True]

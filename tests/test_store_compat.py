@@ -6,17 +6,21 @@
 | a G-study fits on it; its system means are the plain means of the source's scores | the 12 scores of ``sources/pointwise.jsonl`` summed by hand |
 | re-ingesting every source it was built from is ``already_ingested``, and adds no data, marker or quarantine file | the file listing before and after |
 | a new batched log ingests into it under the new key: a re-delivered rating is a duplicate, another batch's rating of the same output is kept | hand-written records |
+| content keys: a file of an old marker's size but other bytes is ingested (under a BLAKE3 marker); a store of BLAKE3 markers re-ingests as a no-op without SHA-256; the key is the BLAKE3 of the file's bytes as stored (gzip: the compressed bytes) | the ``blake3`` package called on the bytes in the test; a SHA-256 that fails if called |
 """
 
 from __future__ import annotations
 
+import gzip
 import shutil
 from pathlib import Path
 
+import blake3
 import orjson
 import pytest
 from typer.testing import CliRunner
 
+import jurymeter.io.ingest as ingest_module
 from ingest_util import run_ingest, write_jsonl
 from jurymeter.cli.app import app
 from jurymeter.io.store import STORE_FORMAT, Store
@@ -89,3 +93,53 @@ def test_a_new_batched_log_joins_the_old_store(old_store: Store, tmp_path: Path)
     (source,) = report.sources
     assert (source.accepted, source.quarantined, source.duplicates_dropped) == (1, 0, 2)
     assert old_store.scan("pointwise", "fixture").collect().height == 13
+
+
+def _marker_names(store: Store) -> set[str]:
+    return {p.name for p in (Path(store.root) / "ingested").glob("*.json")}
+
+
+def test_a_file_of_an_old_markers_size_with_other_bytes_is_ingested(old_store: Store, tmp_path: Path) -> None:
+    text = (FIXTURE / "sources" / "pointwise.jsonl").read_bytes()
+    changed = text.replace(b'"score": 7', b'"score": 9', 1)
+    assert len(changed) == len(text)
+    assert changed != text
+    path = tmp_path / "pointwise.jsonl"
+    path.write_bytes(changed)
+    before = _marker_names(old_store)
+    (source,) = run_ingest(old_store, path).sources
+    assert source.status == "ingested"
+    assert (source.accepted, source.quarantined, source.duplicates_dropped) == (0, 1, 11)  # i1's 7 now a 9
+    digest = blake3.blake3(changed).hexdigest()
+    assert source.content_key == f"b3-{digest}"
+    assert _marker_names(old_store) - before == {f"b3-{digest}.json"}
+    marker = orjson.loads((Path(old_store.root) / "ingested" / f"b3-{digest}.json").read_bytes())
+    assert (marker["content_key"], marker["algorithm"]) == (f"b3-{digest}", "blake3")
+
+
+def test_a_blake3_store_reingests_without_sha256(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = Store(str(tmp_path / "store"))
+    first = run_ingest(store, *SOURCES, INSPECT)
+    assert [s.status for s in first.sources] == ["ingested"] * 5
+    before = _files(store)
+
+    def no_sha256(*args: object) -> str:
+        raise AssertionError("SHA-256 computed for a store of BLAKE3 markers")
+
+    monkeypatch.setattr(ingest_module, "content_sha256", no_sha256)
+    again = run_ingest(store, *SOURCES, INSPECT)
+    assert [s.status for s in again.sources] == ["already_ingested"] * 5
+    assert _files(store) == before
+
+
+def test_the_content_key_is_the_blake3_of_the_bytes_as_stored(tmp_path: Path) -> None:
+    plain = FIXTURE / "sources" / "pointwise.jsonl"
+    packed = tmp_path / "packed.jsonl.gz"
+    packed.write_bytes(gzip.compress(b"".join(
+        line.replace(b'"fixture"', b'"packed"') + b"\n" for line in plain.read_bytes().splitlines())))
+    store = Store(str(tmp_path / "store"))
+    report = run_ingest(store, plain, packed)
+    expected = [f"b3-{blake3.blake3(p.read_bytes()).hexdigest()}" for p in (plain, packed)]
+    assert [s.content_key for s in report.sources] == expected
+    assert _marker_names(store) == {f"{key}.json" for key in expected}
+    assert sorted(store.committed()) == sorted(key[3:19] for key in expected)  # the source ids

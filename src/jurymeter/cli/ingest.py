@@ -192,7 +192,7 @@ def print_quarantine_examples(store: Store, report: IngestReport, store_args: st
         return
     shown = quarantined[:EXAMPLE_SOURCES]
     try:
-        rows = first_quarantined(store, [s.sha256 for s in shown], EXAMPLES_PER_SOURCE)
+        rows = first_quarantined(store, [s.content_key for s in shown], EXAMPLES_PER_SOURCE)
     except Exception as exc:  # the sources are committed: a failed read-back must not cost the ingest's exit status
         err.print(f"note: the quarantined records could not be read back ({type(exc).__name__}: "
                   f"{safe_text(str(exc).splitlines()[0] if str(exc) else '')}); jurymeter quarantine lists them",

@@ -126,13 +126,13 @@ def _run_flow_with(
               + ("" if ingested is not None else "; ingesting the landing folder meanwhile"), markup=False)
     progress.stage("starting Prefect's API and Dask" + ("" if ingested is not None else ", ingesting"))
 
-    def ingest_meanwhile() -> None:  # the ingest needs neither the Prefect server nor Dask
+    def ingest_meanwhile(scheduler: Callable[[], str]) -> None:  # the ingest needs no Prefect server
         from jurymeter.orchestration.flow import hand_over_ingest, start_ingest_early
 
         if ingested is not None:
             hand_over_ingest(settings, ingested)
         else:
-            start_ingest_early(settings)
+            start_ingest_early(settings, scheduler)  # its stage steps go to the cluster once it is up
 
     with run_environment(
         settings.home, dask.address, dask.workers, dask.threads_per_worker,

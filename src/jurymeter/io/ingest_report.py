@@ -11,7 +11,7 @@ class SourceReport:
     """Reconciliation of one source file."""
 
     source: str
-    sha256: str
+    content_key: str  # its marker's name (io.store: "b3-<BLAKE3>", or the SHA-256 of a source committed before)
     status: str  # "ingested" | "already_ingested" | "unreadable" (nothing of it committed; ``note`` says why)
     protocol: str | None = None
     format: str = "canonical"  # or the log adapter that read it (io.adapters)

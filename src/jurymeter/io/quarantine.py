@@ -1,7 +1,7 @@
 """The committed quarantine, read back: which sources hold rejected records, and the records themselves.
 
 A quarantine part counts only when its source is committed: the commit marker
-(``ingested/<sha256>.json``) is written last, so a crashed ingest's parts are
+(``ingested/<content key>.json``) is written last, so a crashed ingest's parts are
 never read. The store-wide counts (``store info``, judge health) scan the parts
 a listing finds with a committed source id and read no marker; the record
 listings read the markers of the sources that quarantined anything and scan
@@ -23,7 +23,7 @@ from typing import Any
 import polars as pl
 
 from jurymeter.io.schema import QUARANTINE_SCHEMA
-from jurymeter.io.store import SOURCE_ID_LENGTH, Store
+from jurymeter.io.store import SOURCE_ID_LENGTH, Store, marker_key
 
 # The columns a user reads, in the order they are shown.
 QUARANTINE_COLUMNS = ("source", "line", "reason", "message", "raw", "protocol", "judge_id")
@@ -37,8 +37,8 @@ class QuarantinedSource:
     ----------
     source
         The source's URL as it was ingested (the quarantine's ``source`` column).
-    sha256
-        The source's SHA-256 (its marker's name).
+    content_key
+        The source's content key (its marker's name: ``b3-<BLAKE3>``, or an old marker's SHA-256).
     parts
         Store paths of its quarantine parts, as listings give them, in write order.
     reasons
@@ -46,7 +46,7 @@ class QuarantinedSource:
     """
 
     source: str
-    sha256: str
+    content_key: str
     parts: tuple[str, ...]
     reasons: dict[str, int] | None
 
@@ -64,24 +64,24 @@ def _source_of(store: Store, marker: dict[str, Any]) -> QuarantinedSource:
     reasons = counts.get("reasons") if isinstance(counts, dict) else None
     return QuarantinedSource(
         source=str(marker.get("source", "?")),
-        sha256=str(marker.get("sha256", "")),
+        content_key=marker_key(marker),
         parts=tuple(store.path(p) for p in marker.get("quarantine_parts") or ()),
         reasons={str(k): int(v) for k, v in reasons.items()} if isinstance(reasons, dict) else None,
     )
 
 
-def committed_sources(store: Store, sha256s: Iterable[str] | None = None) -> list[QuarantinedSource]:
-    """Every committed source (or those of ``sha256s`` that are committed), sorted by URL.
+def committed_sources(store: Store, keys: Iterable[str] | None = None) -> list[QuarantinedSource]:
+    """Every committed source (or those of content ``keys`` that are committed), sorted by URL.
 
     Reads every named source's marker. Sources without quarantined records are
     included (their ``parts`` are empty), so a caller can tell "no such source"
     from "nothing quarantined".
     """
-    if sha256s is None:
+    if keys is None:
         markers = store.markers()
     else:
-        markers = [m for sha in dict.fromkeys(sha256s) if (m := store.marker(sha)) is not None]
-    return sorted((_source_of(store, m) for m in markers), key=lambda s: (s.source, s.sha256))
+        markers = [m for key in dict.fromkeys(keys) if (m := store.marker(key)) is not None]
+    return sorted((_source_of(store, m) for m in markers), key=lambda s: (s.source, s.content_key))
 
 
 def quarantined_sources(store: Store) -> list[QuarantinedSource]:
@@ -206,14 +206,14 @@ def list_quarantine(store: Store, *, sources: Sequence[QuarantinedSource] | None
                              by_source={s.source: by_source[s.source] for s in chosen if s.source in by_source})
 
 
-def first_quarantined(store: Store, sha256s: Iterable[str], per_source: int = 5) -> pl.DataFrame:
-    """The first ``per_source`` committed quarantined records (by line) of each source in ``sha256s``.
+def first_quarantined(store: Store, keys: Iterable[str], per_source: int = 5) -> pl.DataFrame:
+    """The first ``per_source`` committed quarantined records (by line) of each source of content ``keys``.
 
     What ``jurymeter ingest`` shows after its table: each source's scans read
     its keys and then ``per_source`` records, so a source with millions of
     rejects costs little.
     """
-    frames = [first_rows(store, [s], limit=per_source) for s in committed_sources(store, sha256s) if s.parts]
+    frames = [first_rows(store, [s], limit=per_source) for s in committed_sources(store, keys) if s.parts]
     if not frames:
         return scan_quarantine(store, []).collect()
     return pl.concat(frames)

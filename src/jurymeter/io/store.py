@@ -10,14 +10,16 @@ Layout under the store root (a folder or ``s3://bucket/prefix``)::
     quarantine/part-<sid>-<seq>.parquet        rejected records with reasons
     cells/protocol=pointwise/item_set=<enc>/part-<sid>-cells.parquet, merged.json, merged-<token>.npz
                                                cell statistics (io/cell_stats.py)
-    ingested/<sha256>.json                     commit marker of one source file
+    ingested/b3-<blake3>.json                  commit marker of one source file
+    ingested/<sha256>.json                     (a marker written before BLAKE3 content keys)
     runs/<run_id>.json                         per-run reconciliation manifest
     _lock                                      write lock (local stores)
     _lock.json                                 write lock (S3 stores)
     _staging/<sid>-<uuid>/...                  the streaming path's output before it is
                                                proven (local stores; never read)
 
-``<sid>`` is the first 16 hex digits of the source file's SHA-256. A file under
+``<sid>`` is the first 16 hex digits of the source file's content key (BLAKE3;
+SHA-256 for sources committed before it: :func:`source_id`). A file under
 ``data/`` or ``quarantine/`` is part of the store only if ``ingested/`` holds the
 marker of its source: the marker is written last, in one atomic step, so a crash
 at any moment leaves each source either wholly in the store or not at all, and
@@ -62,6 +64,22 @@ ITEM_SET_FILE = "_item_set.json"
 # can leave it behind with no such rating stored: it then costs the fits one check.
 # Stores written before the key held those columns could not hold such ratings.
 RATED_CELLS_FILE = "_rated_cells.json"
+# A content key is its marker's name: "b3-" and the 64 hex digits of the file's BLAKE3,
+# or (sources committed before BLAKE3) the 64 hex digits of its SHA-256 alone. The
+# prefix keeps the two apart: no SHA-256 marker's name starts with "b3-".
+BLAKE3_PREFIX = "b3-"
+_HEX = frozenset("0123456789abcdef")
+
+
+def is_content_key(name: str) -> bool:
+    """Whether ``name`` is a content key (a marker's name without ``.json``): ``b3-<64 hex>`` or ``<64 hex>``."""
+    digits = name.removeprefix(BLAKE3_PREFIX)
+    return len(digits) == 64 and set(digits) <= _HEX
+
+
+def marker_key(marker: dict[str, Any]) -> str:
+    """The content key a commit marker was written under: its ``content_key``, or an old marker's ``sha256``."""
+    return str(marker.get("content_key") or marker.get("sha256", ""))
 
 
 def default_store_url() -> str:
@@ -164,24 +182,25 @@ class Store(StoreLocks):
         return relpath
 
     @staticmethod
-    def source_id(sha256: str) -> str:
-        return sha256[:SOURCE_ID_LENGTH]
+    def source_id(key: str) -> str:
+        """A source's id: the first 16 hex digits of its content key (either algorithm's)."""
+        return key.removeprefix(BLAKE3_PREFIX)[:SOURCE_ID_LENGTH]
 
     def committed(self) -> dict[str, str]:
-        """Source id -> SHA-256 of every committed source."""
+        """Source id -> content key (its marker's name) of every committed source."""
         names = self._list("ingested")
         out = {}
         for name in names:
             base = name.rsplit("/", 1)[-1]
-            if base.endswith(".json") and len(base) == 64 + 5:
-                sha = base[:-5]
-                out[self.source_id(sha)] = sha
+            if base.endswith(".json") and is_content_key(base[:-5]):
+                key = base[:-5]
+                out[self.source_id(key)] = key
         return out
 
-    def marker(self, sha256: str) -> dict[str, Any] | None:
-        """The commit marker of a source, or ``None`` if it was never committed."""
+    def marker(self, key: str) -> dict[str, Any] | None:
+        """The commit marker of the source of content key ``key``, or ``None`` if it was never committed."""
         try:
-            marker: dict[str, Any] = self.read_json(f"ingested/{sha256}.json")
+            marker: dict[str, Any] = self.read_json(f"ingested/{key}.json")
         except FileNotFoundError:
             return None
         return marker
@@ -294,6 +313,20 @@ class Store(StoreLocks):
                 if manifest.get("status") == "running":
                     manifest["status"] = "interrupted"
                     self.write_json(path[len(self.root) + 1 :], manifest)
+        return doomed
+
+    def remove_parts_of(self, sid: str) -> list[str]:
+        """Delete the parts of the uncommitted source ``sid`` (its read failed): the store as before it.
+
+        Unlike :meth:`remove_uncommitted`, the parts other sources are staging
+        meanwhile (a mapped ingest's workers) stay. Call only under :meth:`lock`.
+        """
+        if sid in self.committed():
+            msg = f"source {sid} of {self.url} is committed: its parts are the store's"
+            raise ValueError(msg)
+        doomed = [p for p, found in self._files("data", committed_only=False) + self._files(
+            "quarantine", committed_only=False) if found == sid]
+        self.remove(doomed)
         return doomed
 
     def staging_area(self, sid: str) -> str:

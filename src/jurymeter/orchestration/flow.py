@@ -24,8 +24,9 @@ from prefect import Task, flow, task
 from prefect.cache_policies import NO_CACHE
 from prefect.utilities.annotations import quote
 
+from jurymeter.io.ingest import StageMap
 from jurymeter.io.store import Store
-from jurymeter.orchestration.tasks import cluster_map
+from jurymeter.orchestration.tasks import cluster_map, cluster_stage_map
 from jurymeter.pipeline.cache import FitOutcome, record, reuse
 from jurymeter.pipeline.config import DaskConfig, RunConfig, load_config
 from jurymeter.pipeline.fit import fit_and_tabulate, one_line
@@ -97,12 +98,28 @@ def dask_client(settings: DaskConfig) -> Iterator[distributed.Client]:
 
 
 def _ingest(config: RunConfig) -> dict[str, Any] | None:
-    """The landing ingest (:func:`jurymeter.pipeline.landing.ingest_landing`); a seam tests patch."""
-    return _ingest_landing(config)
+    """The landing ingest (:func:`jurymeter.pipeline.landing.ingest_landing`); a seam tests patch.
+
+    Its stage steps go to the run's Dask cluster when there is one (the
+    configured scheduler, or the LocalCluster ``jurymeter run`` is starting:
+    :func:`start_ingest_early`), and are committed here in order.
+    """
+    return _ingest_landing(config, _stage_map(config))
+
+
+def _stage_map(config: RunConfig) -> StageMap | None:
+    """The landing ingest's stage steps on the cluster's workers, or ``None`` (staged in this process)."""
+    address = config.dask.address
+    if address:
+        return cluster_stage_map(lambda: address)
+    scheduler = _schedulers.get(_ingest_key(config))
+    return None if scheduler is None else cluster_stage_map(scheduler)
 
 
 # Ingests begun before the flow (start_ingest_early), by the configuration they ingest for.
 _early_ingests: dict[str, Future[dict[str, Any] | None]] = {}
+# The scheduler (once started) of the cluster a run is starting, by the configuration of its early ingest.
+_schedulers: dict[str, Callable[[], str]] = {}
 
 
 def _ingest_key(config: RunConfig) -> str:
@@ -110,7 +127,7 @@ def _ingest_key(config: RunConfig) -> str:
     return replace(config, dask=DaskConfig()).digest()
 
 
-def start_ingest_early(config: RunConfig) -> None:
+def start_ingest_early(config: RunConfig, scheduler: Callable[[], str] | None = None) -> None:
     """Begin the landing ingest in a thread now; the flow's ingest task takes its result.
 
     ``jurymeter run`` calls it while Prefect's temporary server starts (6-8 s,
@@ -118,18 +135,26 @@ def start_ingest_early(config: RunConfig) -> None:
     Prefect and no Dask. The task then waits for this ingest instead of
     starting one; if it failed, the task's retries run the ingest themselves.
     Nothing changes for a flow started any other way (a deployment).
+    ``scheduler`` gives the address of the LocalCluster the run is starting
+    (it waits for it): the ingest's stage steps go to its workers once it is
+    up (:func:`_stage_map`).
     """
     import threading
 
     future: Future[dict[str, Any] | None] = Future()
+    key = _ingest_key(config)
+    if scheduler is not None:
+        _schedulers[key] = scheduler
 
     def work() -> None:
         try:
             future.set_result(_ingest(config))
         except BaseException as exc:  # handed to the task that claims it
             future.set_exception(exc)
+        finally:
+            _schedulers.pop(key, None)
 
-    _early_ingests[_ingest_key(config)] = future
+    _early_ingests[key] = future
     # A daemon: if the run fails before the flow claims it, the process may exit
     # mid-ingest, which the store's commit markers make harmless (a rerun redoes it).
     threading.Thread(target=work, name="jurymeter-early-ingest", daemon=True).start()

@@ -324,15 +324,17 @@ def run_environment(
     threads_per_worker: int,
     *,
     imports: tuple[str, ...] = (),
-    meanwhile: Callable[[], None] | None = None,
+    meanwhile: Callable[[Callable[[], str]], None] | None = None,
 ) -> Iterator[str]:
     """Prefect API and Dask scheduler for one run, started side by side; yields the scheduler address.
 
     Order, so that the slow parts overlap: launch the temporary Prefect server
     (a subprocess), start the LocalCluster in a thread, import ``imports`` (the
     flow's modules: Prefect's client takes seconds to import) here, call
-    ``meanwhile`` (work that needs neither, such as starting the ingest), and
-    only then wait for the server to answer.
+    ``meanwhile`` (work that needs neither, such as starting the ingest; it is
+    given a function that waits for the cluster and returns its scheduler's
+    address, for work that can use it once it is up), and only then wait for
+    the server to answer.
     """
     import threading
 
@@ -346,6 +348,12 @@ def run_environment(
             ready.append(cluster_stack.enter_context(run_cluster(address, workers, threads_per_worker)))
         except BaseException as exc:  # handed to the caller
             ready.append(exc)
+
+    def cluster_address() -> str:  # the cluster's address once it is up (another thread may wait for it)
+        starter.join()
+        if isinstance(ready[0], BaseException):
+            raise ready[0]
+        return ready[0]
 
     closer = threading.Thread(target=cluster_stack.close, name="jurymeter-cluster-close", daemon=True)
 
@@ -366,7 +374,7 @@ def run_environment(
             for module in imports:
                 importlib.import_module(module)
             if meanwhile is not None:
-                meanwhile()
+                meanwhile(cluster_address)
             url = None if server is None else server.wait(_startup_timeout())  # None: external
         finally:
             starter.join()  # the cluster must be in its stack before the stacks unwind

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from jurymeter.io.ingest import StageMap
 from jurymeter.io.store import Store
 from jurymeter.pipeline.config import RunConfig
 
@@ -29,9 +30,12 @@ def landing_sources(config: RunConfig) -> list[Any]:
         raise
 
 
-def ingest_landing(config: RunConfig) -> dict[str, Any] | None:
+def ingest_landing(config: RunConfig, stage_map: StageMap | None = None) -> dict[str, Any] | None:
     """Ingest every dump in the landing location (already ingested files are no-ops).
 
+    ``stage_map``: the sources' stage steps run on a cluster's workers
+    (:func:`jurymeter.io.ingest.ingest`; the same store as without), taken
+    when more than one dump landed (one gains nothing from a cluster).
     Returns the ingest's report as JSON-ready data with its own duration in
     ``seconds``, or ``None`` when nothing landed.
     """
@@ -44,6 +48,6 @@ def ingest_landing(config: RunConfig) -> dict[str, Any] | None:
     if not sources:
         return None
     options = ValidationOptions(column_map=config.column_map, scale=config.scale, baseline=config.baseline)
-    report = ingest(store, sources, options).to_json()
+    report = ingest(store, sources, options, stage_map=stage_map if len(sources) > 1 else None).to_json()
     report["seconds"] = round(time.perf_counter() - started, 3)  # its own duration, wherever it ran
     return report
