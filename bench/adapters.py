@@ -31,12 +31,18 @@ One run:
    ``ingest()``, the child's CPU time, peak RSS (``os.wait4`` ``ru_maxrss``
    and psutil polling, as ``bench/ingest.py``);
    and, for reference, the floor: the file's SHA-256 alone and one orjson parse
-   of its lines alone (what no ingest of it avoids);
+   of its lines alone (what no ingest of it avoids); (b) again with the
+   source's hash replaced by a hash of its name and size (the adapter's
+   reading, validation and staging without the hash); and (c) issue 25's
+   polars-only baseline: ``scan_ndjson`` of the MT-Bench file with a schema of
+   the needed fields, FastChat's ``[[rating]]`` extracted from the judgment
+   text (scanned, not kept), ``sink_parquet``;
 4. checks that (b) reconciles (read = accepted + quarantined + duplicates, the
    -1 scores quarantined by reason) and that both stores hold the same rows
    (every canonical column and the provenance columns), then reports the median
    ratio (b)/(a) (goal <= 1.5x) and both peak RSS (goal: (b) under the plain
-   ingest's bound, 3 GB), and appends the section to ``bench/RESULTS.md``.
+   ingest's bound, 3 GB), and (b) / (c) with and without the hash (goal <=
+   1.5x), and appends the section to ``bench/RESULTS.md``.
 
 ``--profile`` instead runs (b) once under cProfile (main thread and ingest's
 background threads) and lists the hotspots per function.
@@ -298,6 +304,46 @@ def floor_main(src: str) -> None:
     print(json.dumps(out), flush=True)
 
 
+POLARS_SCHEMA_FIELDS = ("question_id", "model", "judge", "judgment", "score", "turn", "tstamp")
+RATING_PATTERN = r"\[\[(\d+\.?\d*)\]\]"  # FastChat's one_score_pattern (run_judge_single)
+
+
+def polars_main(src: str, out_dir: str) -> None:
+    """The polars-only baseline (issue 25 point 5): ``scan_ndjson`` of the needed fields, the rating, Parquet.
+
+    The schema names only the fields a pointwise record needs (the prompt is
+    skipped by the reader); the judgment text is scanned for FastChat's
+    ``[[rating]]`` and not kept. No validation, replicates, quarantine or
+    transaction: the floor a polars pipeline doing the same parse would have.
+    """
+    import polars as pl
+
+    schema: dict[str, Any] = {"question_id": pl.Int64, "model": pl.String, "judge": pl.List(pl.String), "judgment": pl.String,
+              "score": pl.Int64, "turn": pl.Int64, "tstamp": pl.Float64}
+    os.makedirs(out_dir, exist_ok=True)
+    out = os.path.join(out_dir, "judgments.parquet")
+    t0, c0 = time.perf_counter(), time.process_time()
+    (
+        pl.scan_ndjson(src, schema=schema)
+        .select(
+            pl.format("{}-t{}", "question_id", "turn").alias("item_id"),
+            pl.col("model").alias("system_id"),
+            pl.col("judge").list.get(0).alias("judge_id"),
+            pl.col("judge").list.get(1).alias("judge_prompt"),
+            pl.col("score").cast(pl.Float64),
+            pl.col("judgment").str.extract(RATING_PATTERN, 1).cast(pl.Float64).alias("rating"),
+            pl.from_epoch((pl.col("tstamp") * 1e6).round().cast(pl.Int64), "us").alias("timestamp"),
+            "question_id", "turn", "tstamp",
+        )
+        .sink_parquet(out)
+    )
+    seconds = time.perf_counter() - t0
+    rows = pl.scan_parquet(out).select(pl.len()).collect().item()
+    rated = pl.scan_parquet(out).select(pl.col("rating").is_not_null().sum()).collect().item()
+    print(json.dumps({"seconds": seconds, "cpu_seconds": time.process_time() - c0, "rows": rows, "rated": rated,
+                      "src_digest": src_digest()}), flush=True)
+
+
 def _children_cpu() -> float:
     """CPU-seconds of this process's children that have ended (an ingest's parse workers)."""
     import resource
@@ -311,6 +357,19 @@ def child_main(argv: list[str]) -> None:
     if argv[0] == "floor":
         floor_main(argv[1])
         return
+    if argv[0] == "polars":
+        polars_main(argv[1], argv[2])
+        return
+    if argv[0] == "nohash":  # the ingest with the source's hash replaced by one of its name and size
+        import hashlib
+
+        import jurymeter.io.ingest as ingest_module
+
+        def name_hash(source: Any) -> str:
+            return hashlib.sha256(f"{source.url}:{source.size}".encode()).hexdigest()
+
+        setattr(ingest_module, "content_key", name_hash)  # noqa: B010 (a benchmark's patch, not an API)
+        argv = argv[1:]
     from jurymeter.io.ingest import ingest
     from jurymeter.io.sources import discover_sources
     from jurymeter.io.store import Store
@@ -513,7 +572,9 @@ def bench(
     started: str,
     facts: dict[str, str],
 ) -> None:
-    runs: dict[str, list[dict[str, Any]]] = {"plain": [], "adapter": [], "floor": [], "baseline": []}
+    runs: dict[str, list[dict[str, Any]]] = {
+        "plain": [], "adapter": [], "floor": [], "baseline": [], "nohash": [], "polars": []
+    }
     failures: list[str] = []
     waited = 0.0
     baseline = export_baseline(opts.baseline_rev, work) if opts.baseline_rev else None
@@ -537,6 +598,17 @@ def bench(
                 f"quarantined {r['quarantined']:,} dropped {r['duplicates_dropped']:,} {r['reasons']}",
                 flush=True,
             )
+        for what, args in (
+            ("nohash", ["nohash", str(mt_path), str(work / "store-nohash")]),
+            ("polars", ["polars", str(mt_path), str(work / "store-polars")]),
+        ):
+            shutil.rmtree(work / f"store-{what}", ignore_errors=True)
+            waited += wait_for_quiet(opts.wait_max)
+            print(f"run {k + 1}/{opts.repeats}: {what} ...", flush=True)
+            r = run_child(args, logs, f"{what}-{k}")
+            runs[what].append(r)
+            print(f"  {r['seconds']:.2f} s (CPU {r['cpu_seconds']:.2f} s), peak RSS {fmt_rss(r['peak_rss'])}, "
+                  f"other CPU {r['other_cpu_seconds']:.1f} s", flush=True)
         waited += wait_for_quiet(opts.wait_max)
         print(f"run {k + 1}/{opts.repeats}: the floor (hash and parse of the MT-Bench file alone) ...", flush=True)
         r = run_child(["floor", str(mt_path)], logs, f"floor-{k}")
@@ -614,7 +686,27 @@ def bench(
             f"{fmt_rss(max(r['peak_rss'] for r in floor))} "
             f"| | {_median(floor, 'other_cpu_seconds'):.1f} | {note}; one child for the four rows |"
         )
-    summary = []
+    for label, what, note in (
+        ("(b) without the hash: the same ingest, `content_key` replaced by a hash of the name and size",
+         "nohash", "the adapter's reading, validation and staging (and the commit)"),
+        ("(c) polars only: `scan_ndjson` of the needed fields, `str.extract` of `[[rating]]`, `sink_parquet`",
+         "polars", "issue 25's baseline; no validation, replicates, quarantine, lengths or transaction"),
+    ):
+        rs = runs[what]
+        each = ", ".join(f"{r['seconds']:.2f}" for r in rs)
+        extra = f"; {rs[-1]['rows']:,} rows, {rs[-1]['rated']:,} with a rating" if what == "polars" else ""
+        table.append(
+            f"| {label} | {_median(rs, 'seconds'):.2f} | {each} | {_median(rs, 'cpu_seconds'):.2f} "
+            f"| {_median(rs, 'wall_seconds'):.2f} | {fmt_rss(max(r['peak_rss'] for r in rs))} "
+            f"| {fmt_rss(max(r['anon_rss'] for r in rs))} | {_median(rs, 'other_cpu_seconds'):.1f} | {note}{extra} |"
+        )
+    t_polars, c_polars = _median(runs["polars"], "seconds"), _median(runs["polars"], "cpu_seconds")
+    t_nohash, c_nohash = _median(runs["nohash"], "seconds"), _median(runs["nohash"], "cpu_seconds")
+    summary = [
+        f"- (b) / (c), issue 25's goal <= {GOAL_RATIO}x: whole ingest **{t_adapter / t_polars:.2f}x** wall "
+        f"({c_adapter / c_polars:.2f}x CPU); without the hash **{t_nohash / t_polars:.2f}x** wall "
+        f"({c_nohash / c_polars:.2f}x CPU); the hash alone {_median(runs['floor'], 'hash_seconds'):.2f} s"
+    ]
     if baseline is not None:
         t_before = _median(runs["baseline"], "seconds")
         summary.append(
