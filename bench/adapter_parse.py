@@ -13,7 +13,8 @@ fresh subprocess, interleaved, ``--repeats`` times:
 (b) a polars-only pipeline doing the same work: ``pl.scan_ndjson`` with a
     schema of only the fields the adapter stores (and ``judgment`` for the
     rating), ``str.extract`` of FastChat's ``[[rating]]`` from the judgment,
-    ``write_parquet``.
+    ``write_parquet``; (b2) the same also reading ``user_prompt`` and cutting
+    the answer length out of it, as the adapter does (``response_length``).
 
 Wall time inside the child and its CPU time (``resource.getrusage`` of the
 child itself and of its own children, i.e. the adapter's parse workers). The
@@ -78,8 +79,12 @@ def adapter_child(path: str, profile_out: str | None) -> dict[str, Any]:
     return {"seconds": seconds, "cpu_seconds": cpu, "rows": rows, "malformed": malformed, "rejected": rejected}
 
 
-def polars_child(path: str) -> dict[str, Any]:
-    """(b): scan_ndjson of the needed fields, str.extract of the rating, write_parquet."""
+def polars_child(path: str, lengths: bool = False) -> dict[str, Any]:
+    """(b): scan_ndjson of the needed fields, str.extract of the rating, write_parquet.
+
+    ``lengths`` (b2): also ``user_prompt`` and the graded answer's length cut out of it
+    (characters after the last FastChat answer marker), which the adapter stores too.
+    """
     import polars as pl
 
     schema = {
@@ -91,13 +96,24 @@ def polars_child(path: str) -> dict[str, Any]:
         "turn": pl.Int64,
         "tstamp": pl.Float64,
     }
+    extra: list[pl.Expr] = []
+    if lengths:
+        schema["user_prompt"] = pl.String
+        prompt = pl.col("user_prompt")
+        extra = [
+            pl.when(prompt.str.ends_with("\n[The End of Assistant's Answer]"))
+            .then(prompt.str.split("[The Start of Assistant's Answer]\n").list.last().str.len_chars() - 32)
+            .otherwise(prompt.str.split("\n\n### Assistant A:\n").list.last().str.len_chars() - 53)
+            .alias("response_length")
+        ]
     t0, c0 = time.perf_counter(), _cpu()
     with tempfile.TemporaryDirectory() as out:
         frame = pl.scan_ndjson(path, schema=schema).with_columns(
             pl.col("judgment").str.extract(r"\[\[(\d+\.?\d*)\]\]", 1).cast(pl.Float64).alias("rating"),
             pl.col("judge").list.get(0).alias("judge_id"),
             pl.col("judge").list.get(1).alias("judge_prompt"),
-        ).drop("judgment", "judge")
+            *extra,
+        ).drop("judgment", "judge", *(["user_prompt"] if lengths else []))
         frame.sink_parquet(os.path.join(out, "b.parquet"))
         rows = pl.scan_parquet(os.path.join(out, "b.parquet")).select(pl.len()).collect().item()
     return {"seconds": time.perf_counter() - t0, "cpu_seconds": _cpu() - c0, "rows": rows}
@@ -120,7 +136,7 @@ def run(step: str, path: Path, pythonpath: Path | None = None, profile_out: str 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         step, path, *rest = sys.argv[2:]
-        out = adapter_child(path, rest[0] if rest else None) if step == "adapter" else polars_child(path)
+        out = adapter_child(path, rest[0] if rest else None) if step == "adapter" else polars_child(path, step == "polars-lengths")
         print(json.dumps(out), flush=True)
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -148,7 +164,7 @@ def main() -> None:
         pstats.Stats(out).sort_stats("tottime").print_stats(args.top)
         return
     baseline = export_baseline(args.baseline_rev, args.workdir) if args.baseline_rev else None
-    steps = [("a", "adapter", None), ("b", "polars", None)]
+    steps = [("a", "adapter", None), ("b", "polars", None), ("b2", "polars-lengths", None)]
     if baseline is not None:
         steps.insert(1, ("a0", "adapter", baseline))
     if args.variant_src is not None:
