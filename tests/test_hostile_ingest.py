@@ -657,3 +657,27 @@ def test_a_log_line_that_is_not_text_is_invalid_text_in_the_line_adapters(
             (field + b"\\ud800").decode() in bad["raw"][2]] == [True] * 3
     assert report.reasons.get("invalid_text") == 3
     assert report.accepted == clean_report.accepted  # the other lines as a log without the three
+
+
+@pytest.mark.parametrize("bad_line", [False, True], ids=["fast path", "slow path (a bad line)"])
+def test_text_that_starts_with_the_record_separator_is_text(tmp_path: Path, bad_line: bool) -> None:
+    """An id starting with U+001E (the slow path's in-band mark for booleans, arrays and objects) is stored.
+
+    Found by the generated-dump property: such an id was quarantined as ``wrong_type``
+    in JSON Lines and CSV alike. The mark now travels with the slow path's batches only
+    (``RawBatch.marked``), and natural text starting with it is doubled there.
+    """
+    tokens = [b'"\\u001e"', b'"\\u001e\\u001ex"', b'"\\u001etrue"', b"true", b'"plain"']
+    lines = [line(k, token) for k, token in enumerate(tokens)]
+    if bad_line:
+        lines.insert(2, b"not json")
+    store = Store(str(tmp_path / "store"))
+    (only,) = run_ingest(store, write(tmp_path / "d.jsonl", b"\n".join(lines) + b"\n")).sources
+    assert only.reasons == ({"malformed_line": 1, "wrong_type": 1} if bad_line else {"wrong_type": 1})
+    assert stored_rows(store) == expected_rows([ln for ln in lines if b":true," not in ln])
+    assert {row[1] for row in stored_rows(store)} == {"\x1e", "\x1e\x1ex", "\x1etrue", "plain"}
+    csv_store = Store(str(tmp_path / "csv-store"))
+    text = "item_set,item_id,system_id,judge_id,score\ns,\x1e,a,j,3\ns,\x1e\x1ex,a,j,4\n"
+    (csv_only,) = run_ingest(csv_store, write(tmp_path / "d.csv", text.encode())).sources
+    assert (csv_only.accepted, csv_only.quarantined) == (2, 0)
+    assert {row[1] for row in stored_rows(csv_store)} == {"\x1e", "\x1e\x1ex"}

@@ -402,6 +402,7 @@ def _parse_jsonl_block(
         lines=first_line + kept_idx,
         malformed=malformed,
         raw=lambda rows: _slice_lines(block, starts, kept_idx[rows]),
+        marked=True,
     )
     return batch, n_lines
 
@@ -412,8 +413,11 @@ def _as_text(value: Any) -> str | None:
     The marker keeps the slow path's verdicts equal to the fast path's, where
     such values arrive as boolean, list or struct columns: never an id or number.
     """
-    if value is None or isinstance(value, str):
+    if value is None:
         return value
+    if isinstance(value, str):
+        # Text that itself starts with the mark gets it twice, so it is never read as a non-scalar.
+        return NOT_SCALAR + value if value.startswith(NOT_SCALAR) else value
     if isinstance(value, bool):
         return NOT_SCALAR + ("true" if value else "false")
     if isinstance(value, int | float):

@@ -88,6 +88,9 @@ class RawBatch:
     lines: np.ndarray
     malformed: list[MalformedRecord]
     raw: Callable[[np.ndarray], list[str]]
+    # Set by the slow JSON path only: its text columns carry io.records.NOT_SCALAR marks
+    # (and natural text that starts with the mark has it doubled); no other reader marks.
+    marked: bool = False
 
     @property
     def n_read(self) -> int:

@@ -166,8 +166,8 @@ def _stage_rows(
         keep = np.flatnonzero(frame[REJECT_REASON].is_null().to_numpy())
         frame = frame.drop(REJECT_REASON, REJECT_MESSAGE)[keep]
         batch = RawBatch(frame=frame, lines=batch.lines[keep], malformed=[],
-                         raw=_subset_raw(batch.raw, keep))
-    accepted, rejected = validate_batch(frame, protocol, options)
+                         raw=_subset_raw(batch.raw, keep), marked=batch.marked)
+    accepted, rejected = validate_batch(frame, protocol, options, marked=batch.marked)
     if rejected.height:
         rows = rejected[ROW].to_numpy()
         out.append(

@@ -93,8 +93,12 @@ def apply_column_map(frame: FrameT, column_map: dict[str, str]) -> FrameT:
     return frame.rename(renames) if renames else frame
 
 
-def _text(expr: pl.Expr, dtype: pl.DataType) -> pl.Expr:
-    """A column's values as short text, for messages and for unknown columns."""
+def _text(expr: pl.Expr, dtype: pl.DataType, marked: bool = False) -> pl.Expr:
+    """A column's values as short text, for messages and for unknown columns.
+
+    ``marked``: the values carry the slow JSON path's :data:`NOT_SCALAR` marks
+    (one is taken off); other readers' text is natural and kept whole.
+    """
     text: pl.Expr
     if isinstance(dtype, pl.Struct):
         text = pl.when(expr.is_not_null()).then(expr.struct.json_encode())
@@ -104,7 +108,7 @@ def _text(expr: pl.Expr, dtype: pl.DataType) -> pl.Expr:
     elif dtype == pl.Null:
         text = pl.lit(None, dtype=pl.String)
     elif dtype == pl.String:
-        text = expr.str.strip_prefix(NOT_SCALAR)
+        text = expr.str.strip_prefix(NOT_SCALAR) if marked else expr
     else:
         text = expr.cast(pl.String)
     return text
@@ -152,8 +156,11 @@ def _coerce(
     if not _is_scalar(dtype) and not (target.is_temporal() and dtype.is_temporal()):
         return pl.lit(None, dtype=target), present
     if dtype == pl.String and marked:
-        not_scalar = col.str.starts_with(NOT_SCALAR)
-        value, bad = _coerce_scalar(col, dtype, target, present, timestamp_format)
+        # One mark: a boolean, array or object as text; two: text that itself starts with the mark.
+        doubled = col.str.starts_with(NOT_SCALAR + NOT_SCALAR)
+        not_scalar = col.str.starts_with(NOT_SCALAR) & ~doubled
+        natural = pl.when(doubled).then(col.str.slice(1)).otherwise(col)
+        value, bad = _coerce_scalar(natural, dtype, target, present, timestamp_format)
         return pl.when(not_scalar).then(None).otherwise(value), bad | not_scalar.fill_null(False)
     return _coerce_scalar(col, dtype, target, present, timestamp_format)
 
@@ -262,7 +269,7 @@ def staging_exprs(
     # built for rejected rows only, which keeps the accepted path cheap.
     exprs = [
         *typed,
-        *[_text(pl.col(c), in_frame[c]).alias(c) for c in unknown],
+        *[_text(pl.col(c), in_frame[c], marked).alias(c) for c in unknown],
         *bad_flags,
         *[pl.col(n).alias(f"__raw_{n}") for n in schema.dtypes if n in in_frame],
     ]
@@ -279,7 +286,7 @@ def check_code(checks: list[tuple[pl.Expr, str, _Message]]) -> pl.Expr:
 
 
 def validate_batch(
-    frame: pl.DataFrame, protocol: Protocol, options: ValidationOptions
+    frame: pl.DataFrame, protocol: Protocol, options: ValidationOptions, *, marked: bool = False
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Split raw records into typed accepted rows and rejected rows.
 
@@ -291,6 +298,10 @@ def validate_batch(
         The source's protocol.
     options
         Allowed values.
+    marked
+        ``frame`` comes from the slow JSON path (:attr:`RawBatch.marked`): its
+        text values carry :data:`NOT_SCALAR` marks. Without it, text is taken
+        as written, whatever its first character.
 
     Returns
     -------
@@ -304,7 +315,7 @@ def validate_batch(
     in_frame = dict(frame.schema)
     # Only the slow JSON path marks non-scalars; skip the per-value test without marks.
     text_columns = [c for c in schema.dtypes if in_frame.get(c) == pl.String]
-    marked = bool(text_columns) and bool(
+    marked = marked and bool(text_columns) and bool(
         frame.select(
             pl.any_horizontal(pl.col(c).str.starts_with(NOT_SCALAR).any() for c in text_columns)
         ).item()
@@ -324,7 +335,7 @@ def validate_batch(
             schema={ROW: pl.UInt32, "reason": pl.String, "message": pl.String}
         )
     texts = {
-        n: _text(pl.col(f"__raw_{n}"), in_frame[n]).str.slice(0, _SHOWN_CHARS)
+        n: _text(pl.col(f"__raw_{n}"), in_frame[n], marked).str.slice(0, _SHOWN_CHARS)
         if n in in_frame
         else pl.lit(None, dtype=pl.String)
         for n in schema.dtypes
