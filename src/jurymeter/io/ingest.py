@@ -26,13 +26,10 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, replace
-from typing import Any, cast
+from typing import Any
 
-import numpy as np
-
-from jurymeter.errors import JurymeterError, SourceError, StoreError, StrictModeError
-from jurymeter.io.cell_stats import write_source_cells
-from jurymeter.io.duplicates import resolve_duplicates
+from jurymeter.errors import JurymeterError, SourceError, StoreError
+from jurymeter.io.commit import commit_staged, now, rows_for
 from jurymeter.io.ingest_report import UNREADABLE, IngestReport, SourceReport
 from jurymeter.io.prefetch import prefetch
 from jurymeter.io.records import DEFAULT_BLOCK_BYTES, read_batches
@@ -40,16 +37,11 @@ from jurymeter.io.schema import (
     ID_LIKE_COLUMNS,
     Protocol,
 )
-from jurymeter.io.source_files import BOM, DOCUMENT_FORMATS, SourceFile, content_key, content_sha256
-from jurymeter.io.staging import Staged, quarantine_frame, validate_stage
+from jurymeter.io.source_files import SourceFile, content_key, content_sha256
+from jurymeter.io.staging import Staged, validate_stage
 from jurymeter.io.store import BLAKE3_PREFIX, Store
 from jurymeter.io.streaming import Census, eligible, stream_source
-from jurymeter.io.text import escaped
 from jurymeter.io.validate import ValidationOptions
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 def new_run_id() -> str:
@@ -154,7 +146,7 @@ def ingest(
         committed; earlier sources stay committed).
     """
     store.create()
-    report = IngestReport(run_id=new_run_id(), store=store.url, started=_now())
+    report = IngestReport(run_id=new_run_id(), store=store.url, started=now())
     with store.lock(timeout=lock_timeout):
         report.removed_uncommitted = len(store.remove_uncommitted())
         seen: dict[str, str] = {}  # content key -> the URL of the run's first source of that content
@@ -170,7 +162,7 @@ def ingest(
                     on_source(result)
         finally:
             stages.close()  # a stopped ingest (strict, a store error) waits for the stage steps under way
-        report.finished = _now()
+        report.finished = now()
         store.write_json(f"runs/{report.run_id}.json", {**report.to_json(), "status": "complete"})
     return report
 
@@ -451,102 +443,6 @@ def commit_source(
         return _unreadable(source, str(exc) or type(exc).__name__)
 
 
-def commit_staged(
-    store: Store,
-    source: SourceFile,
-    result: SourceReport,
-    staged: Staged,
-    options: ValidationOptions,
-    run_id: str,
-    strict: bool,
-    block_bytes: int,
-) -> SourceReport:
-    """Commit one staged source: duplicates against the committed rows, the counts, the marker last.
-
-    The one place a source becomes visible (serial or mapped ingest alike),
-    so a step every commit must take goes here, before the marker.
-    """
-    reasons = Counter(result.reasons)
-    protocol = cast("Protocol | None", result.protocol)
-    sid = staged.sid
-    if protocol is not None and staged.parts:
-        dropped, conflicts = resolve_duplicates(store, staged, protocol)
-        result.duplicates_dropped = dropped
-        if conflicts is not None and conflicts.height:
-            raws = _fetch_raw(source, conflicts["line"].to_numpy(), block_bytes)
-            q = quarantine_frame(
-                source,
-                sid,
-                protocol,
-                conflicts["line"].to_numpy(),
-                [raws.get(int(line), "") for line in conflicts["line"]],
-                ["conflicting_duplicate"] * conflicts.height,
-                conflicts["message"],
-            )
-            reasons.update(q["reason"].to_list())
-            relpath = f"quarantine/{staged.next_name()}"
-            store.write_parquet(relpath, q)
-            staged.quarantine_parts.append(relpath)
-    result.reasons = dict(sorted(reasons.items()))
-    result.quarantined = sum(reasons.values())
-    result.accepted = result.read - result.quarantined - result.duplicates_dropped
-    if strict and result.quarantined:
-        msg = (
-            f"--strict: {result.quarantined} record(s) of {source.url} rejected "
-            f"({', '.join(f'{k}: {v}' for k, v in result.reasons.items())}); source not committed"
-        )
-        raise StrictModeError(msg)
-    write_source_cells(store, sid, protocol, staged.parts)  # from the final parts; invisible until the marker
-    key = result.content_key
-    store.write_json(f"ingested/{key}.json",
-                     _marker(source, key, sid, protocol, run_id, options, result, staged))
-    return result
-
-
-def _marker(
-    source: SourceFile,
-    key: str,
-    sid: str,
-    protocol: Protocol | None,
-    run_id: str,
-    options: ValidationOptions,
-    result: SourceReport,
-    staged: Staged,
-) -> dict[str, Any]:
-    """The source's commit marker: what was read from it and where its parts are (step 4).
-
-    ``content_key`` is the marker's name (``b3-<BLAKE3 hex>``) and ``algorithm``
-    its hash; a marker without them (written before) is keyed by ``sha256``.
-    """
-    return {
-        "content_key": key,
-        "algorithm": "blake3",
-        "source_id": sid,
-        "source": source.url,
-        "size": source.size,
-        "format": source.format,
-        "log_format": result.format,
-        "protocol": protocol,
-        "run_id": run_id,
-        "committed": _now(),
-        "options": {
-            "map": options.column_map,
-            "item_set": options.item_set,
-            "scale": list(options.scale) if options.scale else None,
-        },
-        "counts": {
-            "lines": result.lines,
-            "read": result.read,
-            "accepted": result.accepted,
-            "quarantined": result.quarantined,
-            "duplicates_dropped": result.duplicates_dropped,
-            "reasons": result.reasons,
-        },
-        "parts": [p for _, p in staged.parts],
-        "quarantine_parts": staged.quarantine_parts,
-    }
-
-
 def _read_validate_stage(
     store: Store,
     source: SourceFile,
@@ -568,7 +464,7 @@ def _read_validate_stage(
         result.notes = list(read.notes.notes)
         return protocol
     batches = prefetch(
-        read_batches(source, block_bytes=block_bytes, parquet_rows=_rows_for(block_bytes), text_fields=watched)
+        read_batches(source, block_bytes=block_bytes, parquet_rows=rows_for(block_bytes), text_fields=watched)
     )
     try:
         return validate_stage(store, source, staged, options, batches, result, reasons)
@@ -599,45 +495,3 @@ class AdapterRead:
     def close(self) -> None:
         self._cancel.set()
         self.batches.close()
-
-
-
-def _rows_for(block_bytes: int) -> int:
-    """Parquet rows per batch for a byte budget (about 128 bytes a record in JSON)."""
-    return max(1, block_bytes // 128)
-
-
-def _fetch_raw(source: SourceFile, lines: np.ndarray, block_bytes: int) -> dict[int, str]:
-    """Raw text of the given lines, by reading the source again (conflicts only).
-
-    A JSON Lines source's lines are split, not parsed, up to the last one
-    wanted: the text each reader quotes (``records``: the line's bytes with
-    invalid UTF-8 escaped, the byte-order mark left out), at the cost of a
-    read instead of a second parse of the whole file on the commit step.
-    """
-    wanted = set(int(x) for x in lines)
-    if source.adapter is not None or source.format == "jsonl":
-        from jurymeter.io.adapters.reading import FileBytes
-
-        if source.adapter is not None and source.format in DOCUMENT_FORMATS:
-            return {}  # a document has no lines to show; the message names the key
-        found: dict[int, str] = {}
-        last = max(wanted, default=0)
-        for n, data in FileBytes(source).lines():
-            if n in wanted:
-                if source.adapter is not None:
-                    found[n] = data.decode("utf-8", "replace")
-                else:
-                    found[n] = escaped(data.removeprefix(BOM) if n == 1 else data)
-            if n >= last:
-                break
-        return found
-    out: dict[int, str] = {}
-    for batch in read_batches(
-        source, block_bytes=block_bytes, parquet_rows=_rows_for(block_bytes)
-    ):
-        hit = np.flatnonzero(np.isin(batch.lines, list(wanted)))
-        if len(hit):
-            for line, text in zip(batch.lines[hit], batch.raw(hit), strict=True):
-                out[int(line)] = text
-    return out
