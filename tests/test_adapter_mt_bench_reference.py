@@ -14,13 +14,13 @@ earlier output.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 import pytest
 
+from fastchat_reference import answer_length as _answer_length
 from jurymeter.io.ingest import ingest
 from jurymeter.io.sources import discover_sources
 from jurymeter.io.store import Store
@@ -30,29 +30,6 @@ from samples import SAMPLES
 SINGLES = sorted((SAMPLES / "mt_bench").glob("single__*.jsonl"))
 
 pytestmark = pytest.mark.skipif(not SINGLES, reason="the MT-Bench samples are not here")
-
-# fastchat/llm_judge/data/judge_prompts.jsonl: the answer between the markers, the markers exactly once
-# (the multi-turn prompt's "### Assistant A:" twice: the graded second answer follows the second).
-_SINGLE = re.compile(
-    r"(?:(?!\[The Start of Assistant's Answer\]\n).)*\[The Start of Assistant's Answer\]\n"
-    r"((?:(?!\[The Start of Assistant's Answer\]\n).)*)\n\[The End of Assistant's Answer\]",
-    re.DOTALL,
-)
-_MULTI_TURN = re.compile(
-    r"(?:(?!\n\n### Assistant A:\n).)*\n\n### Assistant A:\n(?:(?!\n\n### Assistant A:\n).)*"
-    r"\n\n### Assistant A:\n((?:(?!\n\n### Assistant A:\n|\n\n<\|The End of Assistant A's Conversation "
-    r"with User\|>).)*)\n\n<\|The End of Assistant A's Conversation with User\|>",
-    re.DOTALL,
-)
-
-
-def _answer_length(prompt: str) -> int | None:
-    for pattern in (_SINGLE, _MULTI_TURN):
-        found = pattern.fullmatch(prompt)
-        if found is not None:
-            return len(found.group(1))
-    return None
-
 
 def _expected(path: Path) -> tuple[list[dict[str, Any]], list[tuple[int, str]]]:
     """The rows a store of ``path`` must hold (in line order) and the quarantine's (line, reason)."""

@@ -11,9 +11,7 @@ quarantined line, at its line number, row for row.
 
 from __future__ import annotations
 
-import ast
 import json
-import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,6 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from fastchat_reference import answer_length, fastchat_rating
 from jurymeter.io.adapters import mt_bench_columns
 from jurymeter.io.adapters.base import AdapterNotes, AdapterOptions
 from jurymeter.io.adapters.mt_bench import MT_BENCH
@@ -30,33 +29,6 @@ from samples import SAMPLES as ALL_SAMPLES
 
 SAMPLES = ALL_SAMPLES / "mt_bench"  # the repository's copy of ../shared/samples
 BENCH = Path(__file__).resolve().parents[1] / "bench"
-
-ONE_SCORE = re.compile(r"\[\[(\d+\.?\d*)\]\]")  # fastchat/llm_judge/common.py one_score_pattern
-ONE_SCORE_BACKUP = re.compile(r"\[(\d+\.?\d*)\]")  # one_score_pattern_backup
-SINGLE_V1 = re.compile(r"(?s).*?\[The Start of Assistant's Answer\]\n(.*)\n\[The End of Assistant's Answer\]")
-MULTI_TURN = re.compile(
-    r"(?s).*?\n\n### Assistant A:\n.*?\n\n### Assistant A:\n(.*)\n\n<\|The End of Assistant A's Conversation with User\|>"
-)
-
-
-def fastchat_rating(judgment: str) -> float:
-    """``run_judge_single``'s rating of a judge reply."""
-    match = ONE_SCORE.search(judgment) or ONE_SCORE_BACKUP.search(judgment)
-    return ast.literal_eval(match.groups()[0]) if match else -1
-
-
-def answer_length(prompt: Any) -> int | None:
-    """Characters of the graded answer where the prompt has exactly one template's markers."""
-    if not isinstance(prompt, str):
-        return None
-    match = SINGLE_V1.fullmatch(prompt)
-    if match and prompt.count("[The Start of Assistant's Answer]\n") == 1:
-        return len(match.group(1))
-    match = MULTI_TURN.fullmatch(prompt)
-    if match and prompt.count("\n\n### Assistant A:\n") == 2 and "<|The End of Assistant A's" not in match.group(1):
-        return len(match.group(1))
-    return None
-
 
 def _text_ok(value: Any) -> bool:
     """Whether every string in a JSON value is Unicode text (no lone surrogate)."""
