@@ -109,13 +109,6 @@ def part_cells(store: Store, paths: list[str]) -> pl.DataFrame:
     )
 
 
-def _write_frame(store: Store, relpath: str, frame: pl.DataFrame) -> None:
-    """Parquet in one atomic step (``write_bytes``): a reader never sees half a cell file."""
-    sink = io.BytesIO()
-    frame.write_parquet(sink, compression="zstd")
-    store.write_bytes(relpath, sink.getvalue())
-
-
 def write_source_cells(store: Store, sid: str, protocol: Protocol | None, parts: list[tuple[str | None, str]]) -> None:
     """Write one source's cell files, one per pointwise item set of its final ``parts`` (at its commit).
 
@@ -129,7 +122,7 @@ def write_source_cells(store: Store, sid: str, protocol: Protocol | None, parts:
         if item_set is not None:
             by_set.setdefault(item_set, []).append(store.path(relpath))
     for item_set, paths in by_set.items():
-        _write_frame(store, cell_file(protocol, item_set, sid), part_cells(store, paths))
+        store.write_parquet_atomic(cell_file(protocol, item_set, sid), part_cells(store, paths))
 
 
 def _source_cells(store: Store, protocol: Protocol, item_set: str, sid: str, parts: dict[str, list[str]]) -> pl.DataFrame:
@@ -143,7 +136,7 @@ def _source_cells(store: Store, protocol: Protocol, item_set: str, sid: str, par
         pass
     frame = part_cells(store, parts[sid])
     with contextlib.suppress(StoreError):  # a read-only store: built again next time
-        _write_frame(store, relpath, frame)
+        store.write_parquet_atomic(relpath, frame)
     return frame
 
 

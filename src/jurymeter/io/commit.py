@@ -19,6 +19,7 @@ from jurymeter.errors import StrictModeError
 from jurymeter.io.cell_stats import write_source_cells
 from jurymeter.io.duplicates import resolve_duplicates
 from jurymeter.io.ingest_report import SourceReport
+from jurymeter.io.key_values import write_source_values
 from jurymeter.io.records import read_batches
 from jurymeter.io.schema import Protocol
 from jurymeter.io.source_files import BOM, DOCUMENT_FORMATS, SourceFile
@@ -84,6 +85,8 @@ def commit_staged(
         )
         raise StrictModeError(msg)
     write_source_cells(store, sid, protocol, staged.parts)  # from the final parts; invisible until the marker
+    if protocol is not None:
+        write_source_values(store, sid, protocol, staged.key_values, {s for s, _ in staged.parts if s is not None})
     key = result.content_key
     store.write_json(f"ingested/{key}.json",
                      _marker(source, key, sid, protocol, run_id, options, result, staged))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from jurymeter.io.key_values import backfill_sources, candidate_sources, distinct_values
 from jurymeter.io.schema import (
     RATING_KEY,
     SCHEMAS,
@@ -55,7 +56,16 @@ def resolve_duplicates(
     for item_set, relpath in staged.parts:
         by_set.setdefault(item_set, []).append(store.path(relpath))
     for item_set, new_paths in by_set.items():
-        old_paths = [f.path for f in store.data_files(protocol, item_set)]
+        old_files = store.data_files(protocol, item_set)
+        if item_set is not None:
+            # Only the committed sources whose key values meet the new ones can hold a duplicate.
+            values = distinct_values(store.scan_files(new_paths, hashed, protocol), hashed)
+            staged.key_values[item_set] = values
+            if old_files:
+                read, unvalued = candidate_sources(store, protocol, item_set, old_files, values, hashed)
+                backfill_sources(store, protocol, item_set, old_files, unvalued, hashed)
+                old_files = [f for f in old_files if f.source_id in read]
+        old_paths = [f.path for f in old_files]
         frames = [store.scan_files(new_paths, needed, protocol).with_columns(is_new=pl.lit(True))]
         if old_paths:
             frames.append(

@@ -36,6 +36,9 @@ class Staged:
     parts: list[tuple[str | None, str]] = field(default_factory=list)  # (item_set, relpath)
     quarantine_parts: list[str] = field(default_factory=list)
     seq: int = 0
+    # Per item set, the distinct values of the staged rows' key columns (``io.key_values``),
+    # found by the duplicate pass and written at the commit.
+    key_values: dict[str, pl.DataFrame] = field(default_factory=dict)
 
     def next_name(self) -> str:
         self.seq += 1

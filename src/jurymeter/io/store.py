@@ -55,6 +55,8 @@ SOURCE_ID_LENGTH = 16
 STAGING = "_staging"
 # Per-source cell statistics of pointwise item sets (``io/cell_stats.py``), named by source id as parts are.
 CELLS_ROOT = "cells"
+# Per-source key values that let the duplicate pass skip sources (``io.key_values``).
+KEYS_ROOT = "keys"
 # In a partition folder whose name is digested (a long item-set name): the full name.
 ITEM_SET_FILE = "_item_set.json"
 # In a partition folder: written when an ingest stores a second rating of one (system,
@@ -287,6 +289,10 @@ class Store(StoreLocks):
         self._names[folder] = name
         return name
 
+    def committed_files(self, relpath: str) -> list[tuple[str, str]]:
+        """(path, source id) of the committed sources' Parquet files under ``relpath`` (``part-<sid>...``)."""
+        return self._files(relpath, committed_only=True)
+
     def quarantine_files(self) -> list[str]:
         return [p for p, _ in self._files("quarantine", committed_only=True)]
 
@@ -301,9 +307,11 @@ class Store(StoreLocks):
         stale = [p for p, _ in self._files("data", committed_only=False)]
         stale += [p for p, _ in self._files("quarantine", committed_only=False)]
         stale += [p for p, _ in self._files(CELLS_ROOT, committed_only=False)]
+        stale += [p for p, _ in self._files(KEYS_ROOT, committed_only=False)]
         keep = set(self.committed())
         doomed = [p for p in stale if _sid_of(p) not in keep]
-        doomed += [p for p in self._list("ingested") + self._list("runs") + self._list(CELLS_ROOT) if ".tmp-" in p]
+        doomed += [p for p in self._list("ingested") + self._list("runs") + self._list(CELLS_ROOT)
+                   + self._list(KEYS_ROOT) if ".tmp-" in p]
         self.remove(doomed)
         if not self.is_s3:
             shutil.rmtree(self.path(STAGING), ignore_errors=True)

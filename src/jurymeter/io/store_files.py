@@ -134,6 +134,16 @@ class StoreFiles:
                 os.remove(target)
             raise self._write_error(target, exc) from exc
 
+    def write_parquet_atomic(self, relpath: str, frame: pl.DataFrame) -> None:
+        """Parquet in one atomic step (:meth:`write_bytes`): a reader never sees half a file.
+
+        For the files that sit beside committed data (cell statistics, key
+        values), which a later ingest may write for a source committed long ago.
+        """
+        sink = io.BytesIO()
+        frame.write_parquet(sink, compression="zstd")
+        self.write_bytes(relpath, sink.getvalue())
+
     def read_parquet(self, path: str, columns: list[str] | None = None) -> pl.DataFrame:
         """One Parquet file of the store (``path`` as returned by listings): whole, or only ``columns``."""
         import pyarrow.parquet as pq  # here, not at the top: a command that reads no file whole skips its import
