@@ -220,3 +220,29 @@ def test_a_source_that_never_committed_leaves_no_key_values(tmp_path: Path, monk
     assert not list((tmp_path / "store" / KEYS_ROOT).rglob("part-*.parquet"))
     report = run_ingest(store, write_jsonl(tmp_path / "a.jsonl", records))
     assert report.sources[0].accepted == len(records)
+
+
+def test_a_re_delivery_is_judged_by_its_typed_value_with_signed_zeros_apart(tmp_path: Path) -> None:
+    """Equal values drop, other values conflict; ``-0.0`` is another value than ``0.0``, as its text is."""
+    store = Store(str(tmp_path / "store"))
+    stored = [_record(("s0", "item-0", "j0", 0), 0.0), _record(("s0", "item-1", "j0", 0), -0.0),
+              _record(("s0", "item-2", "j0", 0), 2.5), _record(("s0", "item-3", "j0", 0), 7.0)]
+    run_ingest(store, write_jsonl(tmp_path / "a.jsonl", stored))
+    again = [_record(("s0", "item-0", "j0", 0), -0.0), _record(("s0", "item-1", "j0", 0), -0.0),
+             _record(("s0", "item-2", "j0", 0), 2.5), _record(("s0", "item-3", "j0", 0), 7.5)]
+    source = run_ingest(store, write_jsonl(tmp_path / "b.jsonl", again)).sources[0]
+    assert (source.duplicates_dropped, source.reasons) == (2, {"conflicting_duplicate": 2})
+    lines = sorted(q[1] for q in _quarantine(store, tmp_path) if q[2] == "conflicting_duplicate")
+    assert lines == [1, 4]
+
+
+def test_a_re_delivery_into_cells_rated_twice_keeps_the_rule(tmp_path: Path) -> None:
+    """Two ratings of one cell (two runs) share the key's hash: the pass pairs by the whole key instead."""
+    store = Store(str(tmp_path / "store"))
+    runs = [{**_record(("s0", f"item-{i}", "j0", 0), float(i + r)), "run_id": f"run-{r}"} for i in range(4) for r in (0, 1)]
+    run_ingest(store, write_jsonl(tmp_path / "a.jsonl", runs))
+    again = [*runs[:-1], {**runs[-1], "score": 99.0}, {**_record(("s0", "item-9", "j0", 0), 1.0), "run_id": "run-0"}]
+    source = run_ingest(store, write_jsonl(tmp_path / "b.jsonl", again)).sources[0]
+    assert (source.duplicates_dropped, source.reasons, source.accepted) == (7, {"conflicting_duplicate": 1}, 1)
+    message = next(q[3] for q in _quarantine(store, tmp_path) if q[2] == "conflicting_duplicate")
+    assert "a.jsonl line 8" in message

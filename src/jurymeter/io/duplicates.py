@@ -128,34 +128,66 @@ def _classify_candidates(
     A new row equal to the stored record of its key is dropped; different from
     it, a conflict. Without a stored record, the first of equal new rows is kept
     and the rest dropped; new rows with different values all conflict.
+
+    Stored keys are unique (every commit keeps one record a key), so each new
+    row meets at most one stored record and is paired with it by one join,
+    judged on its own: a whole re-delivery costs that join and a comparison of
+    typed values, not a group-by of every candidate (1.9 -> 0.6 CPU-s for 1M
+    re-delivered records). Only the new rows without a stored record need the
+    per-key counts of the new rows (:func:`_among_new`).
     """
-    candidates = candidates.with_columns(_value_text(protocol).alias("__v"))
-    first_old = (
-        candidates.filter(~pl.col("is_new"))
-        .sort(SOURCE_ID, SOURCE_LINE)
-        .group_by(key, maintain_order=True)
-        .agg(
-            pl.col("__v").first().alias("__old_v"),
-            pl.col(SOURCE_ID).first().alias("__old_sid"),
-            pl.col(SOURCE_LINE).first().alias("__old_line"),
-        )
+    values = list(SCHEMAS[protocol].value)
+    stored = candidates.filter(~pl.col("is_new")).select(
+        "__h",
+        *(pl.col(c).alias(f"__old_{c}") for c in [*key, *values]),
+        pl.col(SOURCE_ID).alias("__old_sid"),
+        pl.col(SOURCE_LINE).alias("__old_line"),
     )
-    fresh = candidates.filter(pl.col("is_new")).join(
-        first_old, on=key, how="left", nulls_equal=True
-    )
+    new = candidates.filter(pl.col("is_new"))
+    # Paired by the key's hash (one 64-bit column: 0.17 against 1.1 CPU-s for the eight key
+    # columns), then the key compared: where no two stored rows share a hash, a new row whose
+    # stored partner has another key has no stored record at all (it would share the hash).
+    paired = new.join(stored, on="__h", how="left")
+    if paired.height != new.height:  # several stored rows a hash (ratings of one cell, a collision)
+        first = stored.sort("__old_sid", "__old_line").unique(subset=[f"__old_{c}" for c in key], keep="first",
+                                                               maintain_order=True)
+        paired = new.join(first.drop("__h"), left_on=key, right_on=[f"__old_{c}" for c in key], how="left",
+                          nulls_equal=True, coalesce=False)
+    same_key = pl.all_horizontal([pl.col(c).eq_missing(pl.col(f"__old_{c}")) for c in key])
+    paired = paired.with_columns(pl.when(same_key).then(pl.col(c)).alias(c) for c in ("__old_sid", "__old_line"))
+    has_old = pl.col("__old_sid").is_not_null()
+    with_old = paired.filter(has_old)
+    same = with_old.select(pl.all_horizontal([_same_value(c, f"__old_{c}") for c in values])).to_series()
+    drop_old = with_old.filter(same)[SOURCE_LINE]
+    conflict_old = with_old.filter(~same).select(SOURCE_LINE, "__old_sid", "__old_line",
+                                                 pl.lit(None, dtype=pl.List(pl.Int64)).alias("__lines"))
+    drop_new, conflict_new = _among_new(paired.filter(~has_old), key, protocol)
+    return pl.concat([drop_old, drop_new]), pl.concat([conflict_old, conflict_new])
+
+
+_FLOAT_VALUES = {c for schema in SCHEMAS.values() for c in schema.value if schema.dtypes.get(c) == pl.Float64}
+
+
+def _same_value(new: str, old: str) -> pl.Expr:
+    """Whether a value column holds the same value in two rows: nulls alike, and ``-0.0`` apart from ``0.0``."""
+    equal = pl.col(new).eq_missing(pl.col(old))
+    if new in _FLOAT_VALUES:  # polars' equality has -0.0 == 0.0 (and NaN == NaN); the text the rule used does not
+        zeros_apart = (pl.col(new) == 0) & ((1.0 / pl.col(new)) != (1.0 / pl.col(old)))
+        return equal & ~zeros_apart.fill_null(False)
+    return equal
+
+
+def _among_new(fresh: pl.DataFrame, key: list[str], protocol: Protocol) -> tuple[pl.Series, pl.DataFrame]:
+    """New rows of keys not stored: the first of equal rows kept, the rest dropped; different values all conflict."""
+    fresh = fresh.with_columns(_value_text(protocol).alias("__v"))
     fresh = fresh.with_columns(
         pl.col("__v").n_unique().over(key).alias("__n_values"),
         pl.col(SOURCE_LINE).min().over(key).alias("__first"),
         pl.len().over(key).alias("__n_new"),
     )
-    has_old = pl.col("__old_v").is_not_null()
     is_first = pl.col(SOURCE_LINE) == pl.col("__first")
     status = (
-        pl.when(has_old & (pl.col("__v") == pl.col("__old_v")))
-        .then(pl.lit("drop"))
-        .when(has_old)
-        .then(pl.lit("conflict"))
-        .when(pl.col("__n_new") == 1)
+        pl.when(pl.col("__n_new") == 1)
         .then(pl.lit("keep"))
         .when(pl.col("__n_values") == 1)
         .then(pl.when(is_first).then(pl.lit("keep")).otherwise(pl.lit("drop")))
@@ -166,7 +198,7 @@ def _classify_candidates(
     conflict = fresh.filter(pl.col("__status") == "conflict").with_columns(
         pl.col(SOURCE_LINE).implode().over(key).alias("__lines")
     )
-    return drop_lines, conflict.select(SOURCE_LINE, "__old_v", "__old_sid", "__old_line", "__lines")
+    return drop_lines, conflict.select(SOURCE_LINE, "__old_sid", "__old_line", "__lines")
 
 
 def _conflict_messages(store: Store, conflict: pl.DataFrame, key: list[str]) -> pl.DataFrame:
@@ -179,7 +211,7 @@ def _conflict_messages(store: Store, conflict: pl.DataFrame, key: list[str]) -> 
     }
     messages = []
     for row in conflict.iter_rows(named=True):
-        if row["__old_v"] is not None:
+        if row["__old_sid"] is not None:
             origin = sources_of.get(row["__old_sid"], row["__old_sid"])
             messages.append(
                 f"same key as the stored record from {origin} line {row['__old_line']}, "
