@@ -814,9 +814,11 @@ def test_failed_commit_on_s3_is_a_store_error_and_is_cleaned_up(moto_s3, tmp_pat
     assert "\n" not in str(info.value)
     leftovers = object_keys(moto_s3, "store/data/") + object_keys(moto_s3, "store/quarantine/")
     assert leftovers, "the parts were written before the commit failed"
-    # The commit writes the source's cell statistics (io/cell_stats.py) just before its marker.
-    leftovers += object_keys(moto_s3, "store/cells/")
+    # The commit writes the source's cell statistics (io/cell_stats.py) and key values
+    # (io/key_values.py) just before its marker.
+    leftovers += object_keys(moto_s3, "store/cells/") + object_keys(moto_s3, "store/keys/")
     assert any(key.endswith("-cells.parquet") for key in leftovers)
+    assert any(key.endswith("-keys.parquet") for key in leftovers)
     assert object_keys(moto_s3, "store/ingested/") == []
     assert "store/_lock.json" not in object_keys(moto_s3, "store/"), "lock released on error"
     assert judgments(Store(url)) == {}, "readers never see an uncommitted source"
