@@ -136,6 +136,8 @@ def main() -> None:
     parser.add_argument("--new", type=int, default=1_000_000)
     parser.add_argument("--workdir", type=Path, required=True)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--kinds", default="fresh,re-delivered,gap fill", help="which new files, comma-separated")
+    parser.add_argument("--pruning", default="on,off", help="on, off or both, comma-separated")
     args = parser.parse_args()
     workdir: Path = args.workdir
     workdir.mkdir(parents=True, exist_ok=True)
@@ -163,9 +165,9 @@ def main() -> None:
     for _ in range(args.repeats):
         for size in sizes:
             for kind, path in (("fresh", fresh), ("re-delivered", redelivered), ("gap fill", gap)):
-                if size == 0 and kind != "fresh":
+                if (size == 0 and kind != "fresh") or kind not in args.kinds.split(","):
                     continue
-                for pruning in ("on", "off"):
+                for pruning in args.pruning.split(","):
                     target = workdir / "target"
                     copy_store(stores[size], target)
                     name = f"{size}-{kind}-{pruning}".replace(" ", "_")
@@ -180,7 +182,7 @@ def report(rows: list[dict[str, Any]], facts: dict[str, str], args: argparse.Nam
 
     stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     out = [f"## Dedupe against store size, key values pruning on and off, issue 25 point 2 ({stamp})\n",
-           f"Command: `{command_line(__file__)}`\n", facts_block(facts),
+           f"Command: `{command_line('dedupe_scale.py')}`\n", facts_block(facts),
            f"- {args.new:,} new records into stores of {args.stores} records (one item set; nights of {args.new:,} "
            f"records, each its own {systems_per_night(args.new)} systems x {ITEMS} items x {JUDGES} "
            "judges); each ingest in a fresh child into a fresh copy of the store; medians of "

@@ -19,7 +19,7 @@ import pytest
 
 from ingest_util import run_ingest, write_jsonl
 from jurymeter.io import duplicates, key_values
-from jurymeter.io.store import KEYS_ROOT, Store
+from jurymeter.io.store import KEYS_ROOT, STAGING, Store
 
 Key = tuple[str, str, str, int]
 
@@ -114,13 +114,17 @@ def _quarantine(store: Store, root: Path) -> list[tuple[Any, ...]]:
     return sorted((Path(s).name, n, r, m.replace(str(root), "")) for s, n, r, m in rows)
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize(("seed", "per_pass"), [(0, duplicates.CANDIDATES_PER_PASS), (1, duplicates.CANDIDATES_PER_PASS),
+                                               (2, 7)])
 def test_random_nights_keep_the_first_value_of_every_key_as_the_full_pass_does(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int, per_pass: int
 ) -> None:
+    """``per_pass`` 7: the candidates in many hash buckets, spilled to the staging area and read one by one."""
+    monkeypatch.setattr(duplicates, "CANDIDATES_PER_PASS", per_pass)
     nights = _nights(seed)
     truth, truth_counts = _replay(nights)
     pruned, pruned_counts = _ingest_nights(tmp_path / "pruned", nights)
+    assert not list((tmp_path / "pruned" / "store").glob(f"{STAGING}/*")), "the spilled buckets are removed"
     assert _stored(pruned) == truth
     assert pruned_counts == truth_counts
     assert any(c[0] for c in truth_counts[1:]), "no night re-delivers"

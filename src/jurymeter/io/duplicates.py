@@ -6,6 +6,12 @@ quarantine, and parts that lose rows are rewritten (:func:`resolve_duplicates`).
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+
 import polars as pl
 
 from jurymeter.io.key_values import backfill_sources, candidate_sources, distinct_values
@@ -74,21 +80,18 @@ def resolve_duplicates(
         both = pl.concat(frames).with_columns(pl.struct(hashed).hash().alias("__h"))
         repeated = (
             both.group_by("__h").agg(pl.len().alias("n")).filter(pl.col("n") > 1).select("__h")
-        ).collect()
+        ).collect(engine="streaming")  # the key columns hashed as they stream: a hash a row held, not the keys
         if not repeated.height:
             continue
         buckets = -(-repeated.height // CANDIDATES_PER_PASS)
         drop_parts, conflict_parts = [], []
         rated = False
-        for bucket in range(buckets):
-            in_bucket = (pl.col("__h") % buckets) == bucket
-            candidates = both.filter(in_bucket).join(
-                repeated.lazy().filter(in_bucket), on="__h", how="semi"
-            ).collect()
-            drop_lines, conflict = _classify_candidates(candidates, key, protocol)
-            drop_parts.append(drop_lines)
-            conflict_parts.append(conflict)
-            rated = rated or _several_ratings(candidates, hashed, pl.concat([drop_lines, conflict[SOURCE_LINE]]))
+        with _candidate_buckets(store, staged.sid, both, repeated, buckets) as bucket_frames:
+            for candidates in bucket_frames:
+                drop_lines, conflict = _classify_candidates(candidates, key, protocol)
+                drop_parts.append(drop_lines)
+                conflict_parts.append(conflict)
+                rated = rated or _several_ratings(candidates, hashed, pl.concat([drop_lines, conflict[SOURCE_LINE]]))
         if rated and item_set is not None:
             store.write_json(f"{store.partition_dir(protocol, item_set)}/{RATED_CELLS_FILE}", {"rated_cells": True})
         drop_lines = pl.concat(drop_parts)
@@ -101,6 +104,44 @@ def resolve_duplicates(
             emptied = _rewrite_without(store, new_paths, removed)
             staged.parts = [p for p in staged.parts if store.path(p[1]) not in emptied]
     return dropped, (pl.concat(conflicts) if conflicts else None)
+
+
+@contextlib.contextmanager
+def _candidate_buckets(
+    store: Store, sid: str, both: pl.LazyFrame, repeated: pl.DataFrame, buckets: int
+) -> Iterator[Iterator[pl.DataFrame]]:
+    """The candidate rows (their key hash repeats) in ``buckets`` frames by hash, each at most about a pass's rows.
+
+    One bucket is collected directly. More are spilled first: one streaming
+    pass writes every candidate row to its bucket's file in a scratch folder
+    (the store's staging area locally, a temporary folder for S3), then each
+    file is read in turn, so the new and stored parts are read twice in all
+    instead of once a bucket (a re-delivery of 5M records: 10 buckets).
+    """
+    # A filter on the set of repeated hashes, not a semi-join: in the streaming spill the join
+    # held about 1 GB more for 5M re-delivered records, the filter 0.45 GB.
+    candidates = both.filter(pl.col("__h").is_in(repeated["__h"].implode()))
+    if buckets == 1:
+        yield iter([candidates.collect()])
+        return
+    with contextlib.ExitStack() as stack:
+        spill = (store.staging_area(f"{sid}-dedupe") if not store.is_s3
+                 else stack.enter_context(tempfile.TemporaryDirectory(prefix="jurymeter-dedupe-")))
+        candidates.with_columns((pl.col("__h") % buckets).alias("__bucket")).sink_parquet(
+            pl.PartitionBy(spill, key="__bucket", include_key=False), mkdir=True
+        )
+        schema = candidates.collect_schema()
+
+        def frames() -> Iterator[pl.DataFrame]:
+            for bucket in range(buckets):
+                folder = os.path.join(spill, f"__bucket={bucket}")
+                yield pl.read_parquet(folder) if os.path.isdir(folder) else pl.DataFrame(schema=schema)
+
+        try:
+            yield frames()
+        finally:
+            if not store.is_s3:
+                shutil.rmtree(spill, ignore_errors=True)
 
 
 def _several_ratings(candidates: pl.DataFrame, cell: list[str], removed: pl.Series) -> bool:
