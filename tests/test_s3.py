@@ -18,6 +18,7 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import orjson
 import polars as pl
 import pytest
@@ -838,3 +839,23 @@ def test_unreachable_source_endpoint_is_a_source_error(moto_s3, monkeypatch) -> 
         discover_sources(["s3://bucket/landing/"], storage_options=options)
     assert "\n" not in str(info.value)
     assert "s3://bucket/landing/" in str(info.value)
+
+
+def test_the_merged_cell_statistics_on_s3_equal_the_local_ones(moto_s3, tmp_path) -> None:
+    """The first fit after an ingest merges each source's cell file: read by polars' S3 reader, the same arrays."""
+    from jurymeter.io.cell_stats import item_set_cells
+
+    specs = [str(write_sources(tmp_path / "logs")["pointwise"])]
+    s3, local = Store(f"s3://{moto_s3.bucket}/store"), Store(str(tmp_path / "local"))
+    for store in (s3, local):
+        ingest(store, discover_sources(specs), SCALE)
+    sets = sorted(s for s in local.item_sets("pointwise"))
+    assert sets
+    for item_set in sets:
+        remote, here = item_set_cells(s3, "pointwise", item_set), item_set_cells(local, "pointwise", item_set)
+        assert (remote is None) == (here is None)
+        if here is not None and remote is not None:
+            assert remote.levels == here.levels
+            assert np.array_equal(remote.counts, here.counts)
+            assert np.array_equal(remote.sums, here.sums)
+            assert remote.records == here.records > 0

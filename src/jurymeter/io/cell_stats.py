@@ -34,7 +34,7 @@ import contextlib
 import io
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
@@ -43,7 +43,15 @@ from jurymeter.errors import StoreError
 from jurymeter.io.schema import Protocol
 from jurymeter.io.store import CELLS_ROOT, Store
 
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType
+
 CELL_KEYS = ("system_id", "item_id", "judge_id", "generation", "replicate")
+# A cell file's columns and their types.
+CELL_DTYPES: dict[str, PolarsDataType] = {
+    **{k: pl.Int64() if k in ("generation", "replicate") else pl.String() for k in CELL_KEYS},
+    "records": pl.Int64(), "count": pl.Int64(), "sum": pl.Float64(), "sumsq": pl.Float64(),
+}
 MERGED_FILE = "merged.json"
 CELLS_FORMAT = 1
 # Dense arrays hold every cell of the levels' full cross; beyond this many per
@@ -131,7 +139,10 @@ def _source_cells(store: Store, protocol: Protocol, item_set: str, sid: str, par
     try:
         if not store.is_s3:  # polars' reader: 0.5 s for 10M cells against pyarrow's 3 s
             return pl.read_parquet(store.path(relpath))
-        return store.read_parquet(store.path(relpath))
+        if store.fs.exists(store.path(relpath)):
+            # polars' object-store reader, not pyarrow's of the whole object: 6M cells merged in
+            # 1.88 GB peak with pyarrow's (1.24 GB from local disk).
+            return store.scan_files([store.path(relpath)], list(CELL_DTYPES), protocol, dtypes=CELL_DTYPES).collect()
     except FileNotFoundError:
         pass
     frame = part_cells(store, parts[sid])
