@@ -19,6 +19,7 @@ import pytest
 
 from ingest_util import run_ingest, write_jsonl
 from jurymeter.io import duplicates, key_values
+from jurymeter.io.schema import SOURCE_ID
 from jurymeter.io.store import KEYS_ROOT, STAGING, Store
 
 Key = tuple[str, str, str, int]
@@ -114,16 +115,20 @@ def _quarantine(store: Store, root: Path) -> list[tuple[Any, ...]]:
     return sorted((Path(s).name, n, r, m.replace(str(root), "")) for s, n, r, m in rows)
 
 
-@pytest.mark.parametrize(("seed", "per_pass"), [(0, duplicates.CANDIDATES_PER_PASS), (1, duplicates.CANDIDATES_PER_PASS),
-                                               (2, 7)])
+@pytest.mark.parametrize(("seed", "per_pass", "merge_every"), [(0, duplicates.CANDIDATES_PER_PASS, 32),
+                                                              (1, duplicates.CANDIDATES_PER_PASS, 2), (2, 7, 3)])
 def test_random_nights_keep_the_first_value_of_every_key_as_the_full_pass_does(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int, per_pass: int
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int, per_pass: int, merge_every: int
 ) -> None:
-    """``per_pass`` 7: the candidates in many hash buckets, spilled to the staging area and read one by one."""
+    """``per_pass`` 7: the candidates in many hash buckets, spilled to the staging area and read one by one;
+    ``merge_every`` 2 or 3: the values read from the merged file and the sources' files not in it yet."""
     monkeypatch.setattr(duplicates, "CANDIDATES_PER_PASS", per_pass)
+    monkeypatch.setattr(key_values, "MERGE_EVERY", merge_every)
     nights = _nights(seed)
     truth, truth_counts = _replay(nights)
     pruned, pruned_counts = _ingest_nights(tmp_path / "pruned", nights)
+    merged = tmp_path / "pruned" / "store" / key_values.keys_dir("pointwise", "night") / key_values.MERGED_VALUES
+    assert merged.exists() == (merge_every < 8)  # eight nights: merged once its files reach merge_every
     assert not list((tmp_path / "pruned" / "store").glob(f"{STAGING}/*")), "the spilled buckets are removed"
     assert _stored(pruned) == truth
     assert pruned_counts == truth_counts
@@ -250,3 +255,21 @@ def test_a_re_delivery_into_cells_rated_twice_keeps_the_rule(tmp_path: Path) -> 
     assert (source.duplicates_dropped, source.reasons, source.accepted) == (7, {"conflicting_duplicate": 1}, 1)
     message = next(q[3] for q in _quarantine(store, tmp_path) if q[2] == "conflicting_duplicate")
     assert "a.jsonl line 8" in message
+
+
+def test_the_merged_values_and_the_files_beside_them_read_as_the_files_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a merge, a night of new systems still reads no part; a gap fill still finds its source and duplicate."""
+    monkeypatch.setattr(key_values, "MERGE_EVERY", 2)
+    store = Store(str(tmp_path / "store"))
+    for night in range(4):
+        records = [_record((f"n{night}-s{s}", f"item-{i}", "j0", 0), float(s + i)) for s in range(2) for i in range(3)]
+        run_ingest(store, write_jsonl(tmp_path / f"n{night}.jsonl", records))
+    merged = pl.read_parquet(tmp_path / "store" / key_values.keys_dir("pointwise", "night") / key_values.MERGED_VALUES)
+    assert merged[SOURCE_ID].n_unique() >= 2
+    fresh = [_record(("t0", "item-0", "j0", 0), 1.0)]
+    assert _scanned_committed(monkeypatch, store, write_jsonl(tmp_path / "fresh.jsonl", fresh)) == set()
+    again = [_record(("n0-s1", "item-2", "j0", 0), 3.0), _record(("n3-s0", "item-1", "j0", 0), 1.0)]
+    source = run_ingest(store, write_jsonl(tmp_path / "again.jsonl", again)).sources[0]
+    assert source.duplicates_dropped == 2

@@ -8,6 +8,7 @@ keeps, per item set, the distinct values of each key column (written at its
 commit, beside its parts, from its staged rows)::
 
     keys/protocol=<p>/item_set=<enc>/part-<sid>-keys.parquet   columns: column, value (text; null kept), _source_id
+    keys/protocol=<p>/item_set=<enc>/merged-keys.parquet       the same rows of many committed sources
 
 and the pass reads only the sources whose values meet the new ones on every
 column (:func:`candidate_sources`): a night of new systems, new items, a new
@@ -28,6 +29,7 @@ candidate, and its values are written when the pass reads it
 from __future__ import annotations
 
 import contextlib
+from typing import TYPE_CHECKING
 
 import polars as pl
 
@@ -35,6 +37,13 @@ from jurymeter.errors import StoreError
 from jurymeter.io.schema import SOURCE_ID, Protocol
 from jurymeter.io.store import KEYS_ROOT, DataFile, Store
 
+if TYPE_CHECKING:
+    from polars._typing import PolarsDataType
+
+# The values of the item set's sources merged into one file (``_source_id`` tells whose),
+# rewritten once this many sources' own files have gathered beside it.
+MERGED_VALUES = "merged-keys.parquet"
+MERGE_EVERY = 32
 VALUE_COLUMNS = pl.Schema({"column": pl.String(), "value": pl.String()})
 
 
@@ -65,16 +74,34 @@ def candidate_sources(
 
     Returns (candidates, without values): a source whose values meet
     ``new_values`` on every column, and the sources with no values file (always
-    candidates; see :func:`backfill_sources`).
+    candidates; see :func:`backfill_sources`). The values are read from the
+    item set's merged file and the files of sources not in it yet; once
+    :data:`MERGE_EVERY` such files have gathered they are added to the merged
+    file, so a read costs one merged file and a bounded number of small ones
+    (on S3: GETs), and its rewrite is amortised over that many commits.
     """
     sids = {f.source_id for f in files}
-    held = {sid: path for path, sid in store.committed_files(keys_dir(protocol, item_set))}
-    missing = sids - set(held)
-    paths = [held[sid] for sid in sorted(sids & set(held))]
-    if not paths:
+    schema: dict[str, PolarsDataType] = {**VALUE_COLUMNS, SOURCE_ID: pl.String()}
+    folder = keys_dir(protocol, item_set)
+    merged_path = store.path(f"{folder}/{MERGED_VALUES}")
+    merged = None
+    if store.fs.exists(merged_path):
+        merged = store.scan_files([merged_path], list(schema), protocol, dtypes=schema).filter(
+            pl.col(SOURCE_ID).is_in(sorted(sids)))
+        covered = set(merged.select(pl.col(SOURCE_ID).unique()).collect()[SOURCE_ID].to_list())
+    else:
+        covered = set()
+    held = {sid: path for path, sid in store.committed_files(folder) if sid in sids and sid not in covered}
+    missing = sids - covered - set(held)
+    recent = store.scan_files(sorted(held.values()), list(schema), protocol, dtypes=schema) if held else None
+    tables = [t for t in (merged, recent) if t is not None]
+    if not tables:
         return missing, missing
+    if len(held) >= MERGE_EVERY:
+        with contextlib.suppress(StoreError):  # a read-only store: merged by a later ingest
+            store.write_parquet_atomic(f"{folder}/{MERGED_VALUES}", pl.concat(tables).collect())
     met = (
-        store.scan_files(paths, [*VALUE_COLUMNS, SOURCE_ID], protocol, dtypes={**VALUE_COLUMNS, SOURCE_ID: pl.String()})
+        pl.concat(tables)
         .join(new_values.lazy(), on=["column", "value"], how="semi", nulls_equal=True)
         .group_by(SOURCE_ID)
         .agg(pl.col("column").n_unique().alias("columns"))
