@@ -9,7 +9,8 @@ import os
 # small (systems x items): on a quiet machine a second thread saves ~0.01 s, and
 # on a busy one OpenBLAS's threads wait for a core: one `jurymeter gstudy` of 10M
 # records spent 0.6-0.75 CPU-s in 13 products of 64 x 2000 x 100 that one thread
-# does in 0.013 s (bench/RESULTS.md, "Whole `jurymeter gstudy` ... imports, BLAS").
+# does in 0.013 s, and the whole command 1.3 s more (bench/RESULTS.md, the note under
+# "Whole `jurymeter gstudy` from the merged cell statistics" of 2026-12-02 19:32 UTC).
 for _name in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS"):
     os.environ.setdefault(_name, "1")
 
