@@ -51,6 +51,29 @@ def test_item_discrimination_is_the_variance_of_system_means() -> None:
     assert np.all(np.abs(result.split_half_rho) <= 1)
 
 
+@pytest.mark.parametrize(("systems", "items", "splits"), [(13, 57, 45), (100, 300, 30), (4, 1, 3)])
+def test_split_half_rho_is_scipy_spearman_of_each_splits_half_discriminations(
+        systems: int, items: int, splits: int) -> None:
+    # The splits drawn as documented (one permutation of the systems per split from
+    # default_rng(seed)); each half's discriminations by a loop over items and
+    # statistics' sample variance, their rank correlation by scipy.
+    import statistics
+
+    x = _simulate({"s": systems, "i": items, "j": 3, "r": 2}, TRUTH, seed=9)
+    result = item_diagnostics(x, DESIGN, splits=splits, seed=11)
+    means = x.mean(axis=(2, 3))
+    rng = np.random.default_rng(11)
+    half = systems // 2
+    for k in range(splits):
+        order = rng.permutation(systems)
+        a = [statistics.variance(means[order[:half], i].tolist()) for i in range(items)]
+        b = [statistics.variance(means[order[half : 2 * half], i].tolist()) for i in range(items)]
+        if items == 1:
+            assert np.isnan(result.split_half_rho[k])
+            continue
+        assert result.split_half_rho[k] == pytest.approx(stats.spearmanr(a, b).statistic, rel=1e-12, abs=1e-12)
+
+
 def test_the_screen_keeps_the_items_built_to_discriminate() -> None:
     # Item k scores system s as a[k] * q[s], plus judge and run offsets that cancel
     # in every item's system means, plus an item difficulty. q has variance 1 (ddof 1:

@@ -26,6 +26,21 @@ from jurymeter.stats.block_cells import (
 from jurymeter.stats.design import Design
 
 GenerationMode = Literal["average", "facet"]
+GENERATION_MODES: tuple[GenerationMode, ...] = ("average", "facet")
+
+
+def generation_mode(value: str) -> GenerationMode:
+    """``value`` as a generation mode, refused as :class:`~jurymeter.stats.reliability.GStudyRequest` refuses it.
+
+    Here, not in :mod:`~jurymeter.stats.reliability`: an analysis's ``modes`` call it
+    before the fit's heavy modules are imported (``pipeline.fit.run_fit`` reads the
+    cells meanwhile).
+    """
+    for mode in GENERATION_MODES:
+        if value == mode:
+            return mode
+    msg = f"GStudyRequest.generations must be one of {GENERATION_MODES}; got {value!r}"
+    raise DesignError(msg)
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,10 @@ import numpy as np
 import polars as pl
 
 from jurymeter.errors import DesignError
+from jurymeter.stats.block_rule import GENERATION_MODES
+from jurymeter.stats.block_rule import (
+    generation_mode as generation_mode,  # its home before; callers import it here
+)
 from jurymeter.stats.blocks import BalancedBlock, BlockLayout, GenerationMode, balanced_block
 from jurymeter.stats.bootstrap import (
     DEFAULT_RESAMPLES,
@@ -156,14 +160,8 @@ class GStudyRequest:
 
 Estimator = Literal["auto", "henderson", "balanced"]
 ESTIMATORS: tuple[Estimator, ...] = ("auto", "henderson", "balanced")
-GENERATION_MODES: tuple[GenerationMode, ...] = ("average", "facet")
 INTERVAL_METHODS: tuple[IntervalMethod, ...] = ("pivotal", "percentile")
 _Choice = TypeVar("_Choice", bound=str)
-
-
-def generation_mode(value: str) -> GenerationMode:
-    """``value`` as a generation mode, refused as :class:`GStudyRequest` refuses it."""
-    return _choice("generations", value, GENERATION_MODES)
 
 
 def estimator(value: str) -> Estimator:

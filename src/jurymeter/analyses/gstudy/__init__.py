@@ -146,7 +146,8 @@ class GStudyFit(FitPart[GStudyResult, GStudyOptions]):
     compute_modules = ("jurymeter.stats.reliability", "jurymeter.stats.curves")
 
     def modes(self, settings: FitSettings, options: GStudyOptions) -> tuple[GenerationMode, ...]:
-        from jurymeter.stats.reliability import generation_mode
+        # block_rule, not reliability: run_fit reads the cells while its thread imports the fit's modules
+        from jurymeter.stats.block_rule import generation_mode
 
         return (generation_mode(settings.generations),)
 

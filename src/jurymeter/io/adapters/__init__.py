@@ -7,8 +7,10 @@
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
 
-from jurymeter.io.adapters.base import Adapter
+if TYPE_CHECKING:  # imported by the adapters' own modules; a configuration reads FORMATS only
+    from jurymeter.io.adapters.base import Adapter
 
 # "module:attribute", imported on first use.
 ADAPTERS = (
