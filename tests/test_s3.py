@@ -859,3 +859,29 @@ def test_the_merged_cell_statistics_on_s3_equal_the_local_ones(moto_s3, tmp_path
             assert np.array_equal(remote.counts, here.counts)
             assert np.array_equal(remote.sums, here.sums)
             assert remote.records == here.records > 0
+
+
+def test_many_files_are_written_to_s3_in_one_batch_and_a_failure_is_one_store_error(moto_s3) -> None:
+    """A report's pages go up concurrently (one ``pipe``); each object whole, a dropped link one line."""
+    store = Store(f"s3://{moto_s3.bucket}/store")
+    files = {f"results/run/report/page-{k:03d}.html": f"<p>{k}</p>".encode() * (k + 1) for k in range(40)}
+    store.write_files(files)
+    for relpath, data in files.items():
+        assert moto_s3.client.get_object(Bucket=moto_s3.bucket, Key=f"store/{relpath}")["Body"].read() == data
+
+    class DroppedLink:
+        def __init__(self, fs) -> None:
+            self._fs = fs
+
+        def pipe(self, *args, **kwargs):
+            from botocore.exceptions import EndpointConnectionError
+
+            raise EndpointConnectionError(endpoint_url="http://127.0.0.1:9/")
+
+        def __getattr__(self, name: str):
+            return getattr(self._fs, name)
+
+    store.fs = DroppedLink(store.fs)
+    with pytest.raises(StoreError, match=r"^cannot write s3://bucket/store/results/run/report/") as info:
+        store.write_files(files)
+    assert "\n" not in str(info.value)

@@ -15,6 +15,7 @@ import os
 import shutil
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -96,6 +97,23 @@ class StoreFiles:
             with contextlib.suppress(OSError):
                 os.remove(tmp)
             raise self._write_error(target, exc) from exc
+
+    def write_files(self, files: Mapping[str, bytes]) -> None:
+        """Write many files, each in one atomic step; on S3 the PUTs run concurrently.
+
+        One ``pipe`` of them all (s3fs batches the requests): a report's 3,400
+        pages took one 30 ms PUT after another. No order among them holds, so
+        a caller that needs one file last writes it after.
+        """
+        if not self.is_s3:
+            for relpath, data in files.items():
+                self.write_bytes(relpath, data)
+            return
+        targets = {self.path(relpath): data for relpath, data in files.items()}
+        try:
+            self.fs.pipe(targets)
+        except Exception as exc:  # s3fs/botocore raise many types for one cause
+            raise self._write_error(next(iter(targets), self.root), exc) from exc
 
     def _write_error(self, target: str, exc: BaseException) -> StoreError:
         """One line naming the store, the operation and the cause (``[Errno 28] No space left on device``)."""

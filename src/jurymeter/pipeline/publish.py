@@ -169,8 +169,12 @@ def write_report(
     if index is None:
         index = index_parts(load_history(store, current=(tables, summary)))
     rendered = render_report(tables, summary, figures, index)
-    for name, data in rendered.files().items():  # the index last: a reader following it finds every page
-        store.write_bytes(f"{folder}/report/{name}", data)
+    files = {f"{folder}/report/{name}": data for name, data in rendered.files().items()}
+    index_file = f"{folder}/report/index.html"
+    # The index last: a reader following it finds every page.
+    store.write_files({relpath: data for relpath, data in files.items() if relpath != index_file})
+    if index_file in files:
+        store.write_bytes(index_file, files[index_file])
     return store.path(f"{folder}/report/index.html")
 
 
