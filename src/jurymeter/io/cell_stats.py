@@ -40,7 +40,7 @@ import numpy as np
 import polars as pl
 
 from jurymeter.errors import StoreError
-from jurymeter.io.schema import Protocol
+from jurymeter.io.schema import POINTWISE, Protocol
 from jurymeter.io.store import CELLS_ROOT, Store
 
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 CELL_KEYS = ("system_id", "item_id", "judge_id", "generation", "replicate")
 # A cell file's columns and their types.
 CELL_DTYPES: dict[str, PolarsDataType] = {
-    **{k: pl.Int64() if k in ("generation", "replicate") else pl.String() for k in CELL_KEYS},
+    **{k: POINTWISE.dtypes[k] for k in CELL_KEYS},
     "records": pl.Int64(), "count": pl.Int64(), "sum": pl.Float64(), "sumsq": pl.Float64(),
 }
 MERGED_FILE = "merged.json"

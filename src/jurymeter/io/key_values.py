@@ -91,7 +91,7 @@ def candidate_sources(
         covered = set(merged.select(pl.col(SOURCE_ID).unique()).collect()[SOURCE_ID].to_list())
     else:
         covered = set()
-    held = {sid: path for path, sid in store.committed_files(folder) if sid in sids and sid not in covered}
+    held = {sid: path for path, sid in store.source_files(folder) if sid in sids and sid not in covered}
     missing = sids - covered - set(held)
     recent = store.scan_files(sorted(held.values()), list(schema), protocol, dtypes=schema) if held else None
     tables = [t for t in (merged, recent) if t is not None]

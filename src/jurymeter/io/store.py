@@ -289,9 +289,13 @@ class Store(StoreLocks):
         self._names[folder] = name
         return name
 
-    def committed_files(self, relpath: str) -> list[tuple[str, str]]:
-        """(path, source id) of the committed sources' Parquet files under ``relpath`` (``part-<sid>...``)."""
-        return self._files(relpath, committed_only=True)
+    def source_files(self, relpath: str) -> list[tuple[str, str]]:
+        """(path, source id) of the Parquet files under ``relpath`` (``part-<sid>...``), committed or not.
+
+        The caller keeps the sources it knows are committed: it saves a listing of
+        every marker (on S3, a LIST of ``ingested/``) that it has made already.
+        """
+        return self._files(relpath, committed_only=False)
 
     def quarantine_files(self) -> list[str]:
         return [p for p, _ in self._files("quarantine", committed_only=True)]

@@ -175,7 +175,7 @@ def write_report(
     store.write_files({relpath: data for relpath, data in files.items() if relpath != index_file})
     if index_file in files:
         store.write_bytes(index_file, files[index_file])
-    return store.path(f"{folder}/report/index.html")
+    return store.path(index_file)
 
 
 def read_run(store: Store, folder: str) -> tuple[dict[str, pl.DataFrame], dict[str, Any]]:
