@@ -226,3 +226,27 @@ def test_every_symbol_is_explained_in_the_help_of_the_app_and_of_each_analysis_c
         text = re.sub(r"\s+", " ", re.sub(r"[│╭╮╰╯─]", " ", result.output))
         for term, _, meaning in GLOSSARY:
             assert f"{term}: {meaning}." in text, (args, term)
+
+
+def test_no_command_s_help_loses_text_to_rich_markup() -> None:
+    """Rich reads ``[word]`` in a docstring as a style tag and drops it: ``run --help`` once said
+    "a limit of ```` failed". Every command and subcommand's help is rendered and searched for an
+    emptied literal or an emptied bracket."""
+    import typer.main
+
+    def paths(command: object, prefix: list[str]) -> list[list[str]]:
+        found = [prefix]
+        if hasattr(command, "commands"):  # a group (Typer's own click: no click.Group to test for)
+            for name, sub in command.commands.items():
+                found += paths(sub, [*prefix, name])
+        return found
+
+    every = paths(typer.main.get_command(app), [])
+    assert ["run"] in every
+    assert len(every) > 10
+    for args in every:
+        result = CliRunner().invoke(app, [*args, "--help"], env={"COLUMNS": "200"})
+        assert result.exit_code == 0, (args, result.output)
+        assert "````" not in result.output, args
+        assert "()" not in result.output, args
+        assert "[]" not in result.output, args

@@ -410,3 +410,19 @@ def dropped_line(headline: Sequence[Headline], part: Mapping[str, Any]) -> str |
         return None
     texts = [f"{h.label}: {v}" for h, v in said if h.kind == "text" and v]
     return "; ".join([", ".join(counts), *texts])
+
+
+def headline_why(part: Mapping[str, Any], key: str) -> tuple[str, str] | None:
+    """Why a Fits-table headline has no number: ``(cell word, reason)``, or ``None`` when it has one.
+
+    An analysis that did not run on the fit (status ``skipped``) gives ``("not run", its reason)``;
+    a fitted one whose ``<key>`` is null gives ``("not estimable", <key>_reason)`` when the
+    analysis declares that reason (the pairwise and G-study parts do). The page (a cell's title)
+    and the run's printout (a line under its table) say the same words: a missing number says why.
+    """
+    if part.get("status") == "skipped":
+        return "not run", str(part.get("reason") or "the analysis was skipped")
+    if part.get(key) is not None:
+        return None
+    why = part.get(f"{key}_reason")
+    return ("not estimable", str(why)) if why else None

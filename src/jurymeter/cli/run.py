@@ -13,7 +13,7 @@ import typer
 from rich.table import Table
 
 from jurymeter.analyses import registered
-from jurymeter.analyses.base import dropped_line
+from jurymeter.analyses.base import dropped_line, headline_why
 from jurymeter.cli.common import (
     ConfigOpt,
     StorageOpt,
@@ -56,7 +56,7 @@ def run(
 
     Exit 4 when some fits failed, else 6 when some landing files could not be
     read (each an alert of the run; every readable one is ingested), else 7 when
-    a limit of ``[gates]`` failed (as ``jurymeter check``).
+    a limit of the gates table of --config failed (as ``jurymeter check``).
     """
     overrides = {
         "store": store, "landing": landing, "dask.address": scheduler, "dask.workers": workers,
@@ -282,16 +282,25 @@ def print_run_summary(summary: dict[str, Any], *, ingest_printed: bool = False) 
             table.add_column(col)
         for _, h in columns:
             table.add_column(h.label, justify="right")
+        unestimable: list[str] = []  # under the table: why each "not estimable" cell has no number
         for fit in summary["fits"]:
             if (fit.get("protocol") or "pointwise") != protocol:
                 continue
             parts = fit.get("analyses") or {}
+            cells = []
+            for name, h in columns:
+                part = parts.get(name)
+                why = None if part is None else headline_why(part, h.key)
+                cells.append("-" if part is None else fmt(part.get(h.key)) if why is None else why[0])
+                if why is not None and why[0] == "not estimable":
+                    unestimable.append(f"{h.label} not estimable in {_fit_name(fit)}: {safe_text(why[1])}")
             table.add_row(
                 safe_text(fit["item_set"]), safe_text(fit["universe"]), safe_text(fit["population"]),
-                fit["status"] if fit["status"] != "failed" else f"failed: {safe_text(fit['error'])}",
-                *(fmt((parts.get(name) or {}).get(h.key)) if name in parts else "-" for name, h in columns),
+                fit["status"] if fit["status"] != "failed" else f"failed: {safe_text(fit['error'])}", *cells,
             )
         out.print(table)
+        for note in unestimable:  # "not run" cells are explained below, one line per skipped analysis
+            out.print(note, markup=False)
     for judge in summary.get("judges") or []:
         if judge.get("failed"):
             out.print(f"judge {safe_text(judge['judge_id'])}: {judge['failed']:,} of {judge['stored'] + judge['failed']:,} "

@@ -48,7 +48,7 @@ from typing import Any
 import polars as pl
 
 from jurymeter.analyses import registered
-from jurymeter.analyses.base import dropped_line
+from jurymeter.analyses.base import dropped_line, headline_why
 from jurymeter.analyses.headlines import fit_label, names_label, run_headlines
 from jurymeter.render.history import History, history_alerts, history_html, since_last_run_html
 from jurymeter.render.html import (
@@ -496,9 +496,9 @@ def _fit_index(fits: Sequence[tuple[PageFit, dict[str, Any] | None]], tables: Ma
             cells = [link, f'<span class="status-{_e(status)}">{_e(status)}</span>']
             for analysis, h in columns:
                 value = _headline(e, analysis, h.key)
-                why = _headline(e, analysis, f"{h.key}_reason")
-                if why:  # a number that is not estimable says so, and why, in its cell (issue 24, point 4)
-                    cells.append(f'<abbr title="{_e(why)}">not estimable</abbr>')
+                why = headline_why((e.get("analyses") or {}).get(analysis) or {}, h.key)
+                if why:  # a missing number says so, and why, in its cell (issue 24, point 4)
+                    cells.append(f'<abbr title="{_e(why[1])}">{_e(why[0])}</abbr>')
                     continue
                 cells.append(_e(_num(value) if h.kind == "number" else ("" if value is None else value)))
             rows.append(cells)

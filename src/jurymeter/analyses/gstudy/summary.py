@@ -46,7 +46,15 @@ class IndexSummary(ToldApart):
     target: float | None
 
 
-class GStudyHeadline(DroppedSummary, IndexSummary):
+class NullReasons(TypedDict):
+    """Why each Fits-table number of the G-study is null (``None`` for a number it has)."""
+
+    erho2_reason: str | None
+    ceiling_reason: str | None
+    mdd95_reason: str | None
+
+
+class GStudyHeadline(DroppedSummary, IndexSummary, NullReasons):
     """The G-study's entry in the run summary: exactly the keys of :attr:`GStudySummary.headline`."""
 
     design: str
@@ -91,6 +99,10 @@ class GStudySummary(SummaryPart[GStudyResult]):
         # Their names (issue 24, point 1): the systems whose rank range includes 1, best mean first.
         Headline("top_systems", "systems that could rank first", "text", table=False),
         Headline("best_system", "highest mean", "text", table=False),
+        # A "<key>_reason" says why the "<key>" column is not estimable (the Fits tables say it).
+        Headline("erho2_reason", "why no E\u03c1\u00b2", "text", table=False),
+        Headline("ceiling_reason", "why no single-judge ceiling", "text", table=False),
+        Headline("mdd95_reason", "why no MDD95", "text", table=False),
     )
     # What the run history follows across published runs (pipeline.history, issue 16 point 4).
     tracked = (
@@ -112,7 +124,7 @@ class GStudySummary(SummaryPart[GStudyResult]):
             "design": result.design, "systems": result.systems, "items": result.items,
             "judges": result.judges, "erho2": result.erho2, "ceiling": result.ceiling,
             "mdd95": result.mdd95, "design_note": result.design_note, **dropped_summary(result.report),
-            **index_summary(result.report),
+            **index_summary(result.report), **_null_reasons(result),
         }
 
     def sentence(self, part: Mapping[str, Any], context: HeadlineContext) -> str | None:
@@ -141,6 +153,17 @@ class GStudySummary(SummaryPart[GStudyResult]):
             clauses.append(f"most lenient judge {part.get('lenient_judge')} {part['lenient_offset']:+.2f}, "
                            f"harshest {part.get('harsh_judge')} {part['harsh_offset']:+.2f} points")
         return "; ".join(clauses) or None
+
+
+def _null_reasons(result: GStudyResult) -> NullReasons:
+    """The report's reason for each Fits-table number that is null (``None`` for a number it has)."""
+    reasons = result.report.get("null_reasons") or {}
+
+    def why(key: str, value: float | None) -> str | None:
+        return None if value is not None else str(reasons.get(key) or "not estimable on these data")
+
+    return {"erho2_reason": why("erho2", result.erho2), "ceiling_reason": why("ceiling", result.ceiling),
+            "mdd95_reason": why("mdd95", result.mdd95)}
 
 
 # More systems than this that could rank first: the first ones named, then a count.

@@ -1,0 +1,84 @@
+"""A Fits-table number that is missing says why, on the page and in the nightly printout.
+
+A one-judge item set (the usual real log: MT-Bench single, Arena-Hard) has no single-judge
+ceiling: the judge facet is fixed, so sigma2_sj cannot be told from sigma2_s. CyclicJudge and the
+sequential analysis do not run on it (one generation, no batch order). Before, the printout's
+table showed "n/a" in those columns with no reason; now each cell says "not estimable" or "not
+run" and a line under the table (or the page cell's title) gives the reason.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from typing import Any
+
+import numpy as np
+import orjson
+import pytest
+
+from ingest_util import run_ingest, write_jsonl
+from jurymeter.io.store import Store
+from report_pages import report_text
+
+
+def _records() -> list[dict]:
+    rng = np.random.default_rng(11)
+    return [{"item_set": "solo", "item_id": f"item-{i:02d}", "system_id": f"sys-{s}", "judge_id": "judge-a",
+             "generation": 0, "replicate": 0, "score": float(np.clip(4 + s + rng.normal(0, 1.5), 1, 10))}
+            for s in range(4) for i in range(25)]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    from jurymeter.cli.run import print_run_summary
+    from jurymeter.pipeline.cache import run_fits
+    from jurymeter.pipeline.config import load_config
+    from jurymeter.pipeline.jobs import plan_fits
+    from jurymeter.pipeline.publish import publish_run
+    from jurymeter.render.text import out
+
+    root = tmp_path_factory.mktemp("missing")
+    store = Store(str(root / "store"))
+    run_ingest(store, write_jsonl(root / "solo.jsonl", _records()))
+    (root / "jm.toml").write_text(f'store = "{store.url}"\nlanding = ""\n[fit]\nn_boot = 30\n')
+    config = load_config(root / "jm.toml", environ={})
+    outcomes = run_fits(store, plan_fits(store, config).jobs, figures=False)
+    assert [o.status for o in outcomes] == ["fitted"], outcomes[0].error
+    summary = publish_run(store, "solo-run", config=config, started="t", ingest_report=None,
+                          outcomes=outcomes, timings={})
+    with out.capture() as printed:
+        print_run_summary(summary, ingest_printed=True)
+    folder = root / "store" / "results" / "solo-run"
+    return {"printed": printed.get(), "summary": orjson.loads((folder / "summary.json").read_bytes()),
+            "page": report_text(folder / "report")}
+
+
+def test_the_summary_gives_the_reason_of_the_null_ceiling(run: dict[str, Any]) -> None:
+    entry = run["summary"]["fits"][0]["analyses"]["gstudy"]
+    assert entry["judges"] == 1
+    assert entry["ceiling"] is None
+    assert "one judge" in entry["ceiling_reason"]
+    assert entry["erho2"] is not None
+    assert entry["erho2_reason"] is None  # a number that is there has no reason
+
+
+def test_the_printout_says_not_estimable_and_not_run_with_the_reasons(run: dict[str, Any]) -> None:
+    printed = run["printed"]
+    row = next(line for line in printed.splitlines() if line.startswith("│ solo "))
+    cells = [c.strip() for c in row.strip("│").split("│")]
+    assert "n/a" not in cells, row
+    assert "not estimable" in cells  # the ceiling
+    assert cells.count("not run") == 2  # CyclicJudge's offset and the sequential lag-1
+    flat = re.sub(r"\s+", " ", printed)
+    assert "single-judge ceiling not estimable in solo / all / all: one judge" in flat
+    assert "cyclic not run on solo / all / all: " in flat
+    assert "sequential not run on solo / all / all: " in flat
+
+
+def test_the_page_cells_carry_the_reasons(run: dict[str, Any]) -> None:
+    page = html.unescape(run["page"])
+    reasons = re.findall(r'<abbr title="([^"]*)">(not estimable|not run)</abbr>', page)
+    parts = run["summary"]["fits"][0]["analyses"]
+    assert {why for why, word in reasons if word == "not run"} == {parts["cyclic"]["reason"], parts["sequential"]["reason"]}
+    assert {why for why, word in reasons if word == "not estimable"} == {parts["gstudy"]["ceiling_reason"]}
