@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 from ingest_util import run_ingest, write_jsonl
 from jurymeter.cli import app
 from jurymeter.io.store import Store
-from report_pages import report_text
+from report_pages import fit_publish_and_print, report_text
 
 SYSTEMS = [f"sys-{k}" for k in range(5)]
 ITEMS = [f"item-{k:02d}" for k in range(30)]
@@ -67,11 +67,7 @@ def _by_hand(records: list[dict]) -> tuple[dict[str, Any], dict[str, int]]:
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    from jurymeter.pipeline.cache import run_fits
     from jurymeter.pipeline.config import load_config
-    from jurymeter.pipeline.jobs import plan_fits
-    from jurymeter.pipeline.publish import publish_run
-    from jurymeter.render.text import out
 
     root = tmp_path_factory.mktemp("dropped")
     records = _records()
@@ -82,18 +78,10 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     (root / "jm.toml").write_text(
         f'store = "{store.url}"\nlanding = ""\n[fit]\nn_boot = 50\n[fit.gstudy]\nestimator = "balanced"\n')
     config = load_config(root / "jm.toml", environ={})
-    plan = plan_fits(store, config)
-    outcomes = run_fits(store, plan.jobs, figures=False)
-    assert [o.status for o in outcomes] == ["fitted"], outcomes[0].error
-    summary = publish_run(store, "holes-run", config=config, started="t", ingest_report=None,
-                          outcomes=outcomes, timings={})
-    from jurymeter.cli.run import print_run_summary
-
-    with out.capture() as printed:
-        print_run_summary(summary, ingest_printed=True)
+    _, printed = fit_publish_and_print(store, config, "holes-run")
     folder = root / "store" / "results" / "holes-run"
     return {
-        "store": store, "expected": _by_hand(records)[0], "sizes": _by_hand(records)[1], "printed": printed.get(),
+        "store": store, "expected": _by_hand(records)[0], "sizes": _by_hand(records)[1], "printed": printed,
         "summary": orjson.loads((folder / "summary.json").read_bytes()),
         "page": html.unescape(report_text(folder / "report")),
     }

@@ -19,7 +19,7 @@ import pytest
 
 from ingest_util import run_ingest, write_jsonl
 from jurymeter.io.store import Store
-from report_pages import report_text
+from report_pages import fit_publish_and_print, report_text
 
 
 def _records() -> list[dict]:
@@ -31,26 +31,15 @@ def _records() -> list[dict]:
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    from jurymeter.cli.run import print_run_summary
-    from jurymeter.pipeline.cache import run_fits
     from jurymeter.pipeline.config import load_config
-    from jurymeter.pipeline.jobs import plan_fits
-    from jurymeter.pipeline.publish import publish_run
-    from jurymeter.render.text import out
 
     root = tmp_path_factory.mktemp("missing")
     store = Store(str(root / "store"))
     run_ingest(store, write_jsonl(root / "solo.jsonl", _records()))
     (root / "jm.toml").write_text(f'store = "{store.url}"\nlanding = ""\n[fit]\nn_boot = 30\n')
-    config = load_config(root / "jm.toml", environ={})
-    outcomes = run_fits(store, plan_fits(store, config).jobs, figures=False)
-    assert [o.status for o in outcomes] == ["fitted"], outcomes[0].error
-    summary = publish_run(store, "solo-run", config=config, started="t", ingest_report=None,
-                          outcomes=outcomes, timings={})
-    with out.capture() as printed:
-        print_run_summary(summary, ingest_printed=True)
+    _, printed = fit_publish_and_print(store, load_config(root / "jm.toml", environ={}), "solo-run")
     folder = root / "store" / "results" / "solo-run"
-    return {"printed": printed.get(), "summary": orjson.loads((folder / "summary.json").read_bytes()),
+    return {"printed": printed, "summary": orjson.loads((folder / "summary.json").read_bytes()),
             "page": report_text(folder / "report")}
 
 
