@@ -412,6 +412,10 @@ def dropped_line(headline: Sequence[Headline], part: Mapping[str, Any]) -> str |
     return "; ".join([", ".join(counts), *texts])
 
 
+# What a null number says when its part gave no reason of its own (the reports' ``null_reasons``).
+NOT_ESTIMABLE = "not estimable on these data"
+
+
 def headline_why(part: Mapping[str, Any], key: str) -> tuple[str, str] | None:
     """Why a Fits-table headline has no number: ``(cell word, reason)``, or ``None`` when it has one.
 

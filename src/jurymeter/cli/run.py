@@ -290,8 +290,11 @@ def print_run_summary(summary: dict[str, Any], *, ingest_printed: bool = False) 
             cells = []
             for name, h in columns:
                 part = parts.get(name)
-                why = None if part is None else headline_why(part, h.key)
-                cells.append("-" if part is None else fmt(part.get(h.key)) if why is None else why[0])
+                if part is None:  # the analysis does not apply to this fit
+                    cells.append("-")
+                    continue
+                why = headline_why(part, h.key)
+                cells.append(fmt(part.get(h.key)) if why is None else why[0])
                 if why is not None and why[0] == "not estimable":
                     unestimable.append(f"{h.label} not estimable in {_fit_name(fit)}: {safe_text(why[1])}")
             table.add_row(

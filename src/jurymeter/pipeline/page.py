@@ -466,9 +466,10 @@ def _judges_section(summary: Mapping[str, Any]) -> str:
             + _table(header, rows, numeric=[False] + [True] * 6) + "</section>")
 
 
-def _headline(entry: Mapping[str, Any], analysis: str, key: str) -> Any:
-    part = (entry.get("analyses") or {}).get(analysis) or {}
-    return part.get(key)
+def _part(entry: Mapping[str, Any], analysis: str) -> Mapping[str, Any]:
+    """A fit's summary entry for one analysis (empty when the fit has none)."""
+    return (entry.get("analyses") or {}).get(analysis) or {}
+
 
 
 def _fit_index(fits: Sequence[tuple[PageFit, dict[str, Any] | None]], tables: Mapping[str, pl.DataFrame]) -> str:
@@ -495,8 +496,8 @@ def _fit_index(fits: Sequence[tuple[PageFit, dict[str, Any] | None]], tables: Ma
                     else _e(_page_label(name)))
             cells = [link, f'<span class="status-{_e(status)}">{_e(status)}</span>']
             for analysis, h in columns:
-                value = _headline(e, analysis, h.key)
-                why = headline_why((e.get("analyses") or {}).get(analysis) or {}, h.key)
+                part = _part(e, analysis)
+                value, why = part.get(h.key), headline_why(part, h.key)
                 if why:  # a missing number says so, and why, in its cell (issue 24, point 4)
                     cells.append(f'<abbr title="{_e(why[1])}">{_e(why[0])}</abbr>')
                     continue

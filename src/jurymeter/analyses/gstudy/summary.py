@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, TypedDict
 
-from jurymeter.analyses.base import Headline, HeadlineContext, SummaryPart, Tracked
+from jurymeter.analyses.base import NOT_ESTIMABLE, Headline, HeadlineContext, SummaryPart, Tracked
 from jurymeter.analyses.gstudy.result import GStudyReport, GStudyResult, LeaderboardRow
 from jurymeter.analyses.gstudy.result import finite as _finite
 
@@ -160,7 +160,7 @@ def _null_reasons(result: GStudyResult) -> NullReasons:
     reasons = result.report.get("null_reasons") or {}
 
     def why(key: str, value: float | None) -> str | None:
-        return None if value is not None else str(reasons.get(key) or "not estimable on these data")
+        return None if value is not None else str(reasons.get(key) or NOT_ESTIMABLE)
 
     return {"erho2_reason": why("erho2", result.erho2), "ceiling_reason": why("ceiling", result.ceiling),
             "mdd95_reason": why("mdd95", result.mdd95)}

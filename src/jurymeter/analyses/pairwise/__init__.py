@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 import polars as pl
 
 from jurymeter.analyses.base import (
+    NOT_ESTIMABLE,
     Analysis,
     FitPart,
     FitScope,
@@ -429,7 +430,7 @@ class PairwiseSummary(SummaryPart[PairwiseResult]):
             row: dict[str, Any] = {k: _finite(r[k]) for k in JUDGE_KEYS}
             reasons = why.get(r["judge_id"], {})
             # Every null number of the judge's row with its reason (issue 22: null with its reason).
-            row["null_reasons"] = {k: reasons.get(k) or _NULL_FALLBACK.get(k, "not estimable on these data")
+            row["null_reasons"] = {k: reasons.get(k) or _NULL_FALLBACK.get(k, NOT_ESTIMABLE)
                                    for k in JUDGE_KEYS if row[k] is None}
             judges[r["judge_id"]] = row
         out: dict[str, Any] = {
@@ -493,7 +494,7 @@ class PairwiseSummary(SummaryPart[PairwiseResult]):
             "max_reversal_rate_reason": None if reversal.len() else (
                 result.reasons.get("position") if position is None else position.reversal_rate.reason
                 or "no judge saw a pair in both presentation orders"),
-            "fps_reason": (result.reasons.get("family_preference") or "not estimable on these data")
+            "fps_reason": (result.reasons.get("family_preference") or NOT_ESTIMABLE)
             if result.family is None or _finite(result.family.fps) is None else None,
         }
 

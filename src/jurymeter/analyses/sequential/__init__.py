@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict
 import polars as pl
 
 from jurymeter.analyses.base import (
+    NOT_ESTIMABLE,
     Analysis,
     FitPart,
     FitScope,
@@ -399,7 +400,7 @@ class SequentialSummary(SummaryPart[SequentialResult]):
             entry["reasons"] = dict(j.reasons)
             # Each null number of the row with the reason of the part it comes from (issue 22).
             entry["null_reasons"] = {
-                key: j.reasons.get(part) or "not estimable on these data"
+                key: j.reasons.get(part) or NOT_ESTIMABLE
                 for key, part in _ROW_PARTS.items() if entry.get(key) is None and part is not None}
             if j.glmm is not None:
                 entry["glmm"] = {
