@@ -29,7 +29,7 @@ def fit_publish_and_print(store: Store, config: RunConfig, run_id: str) -> tuple
     from jurymeter.render.text import out
 
     outcomes = run_fits(store, plan_fits(store, config).jobs, figures=False)
-    assert [o.status for o in outcomes] == ["fitted"] * len(outcomes), [o.error for o in outcomes]
+    assert all(o.status != "failed" for o in outcomes), [o.error for o in outcomes]  # fitted, or reused
     summary = publish_run(store, run_id, config=config, started="t", ingest_report=None,
                           outcomes=outcomes, timings={})
     with out.capture() as printed:

@@ -53,15 +53,30 @@ def plan(
             "[default: fitted from --item-set]",
         ),
     ] = None,
+    crossed: Annotated[
+        bool, typer.Option("--crossed", help="Every judge scores every system on every item (the D-study's design)")
+    ] = False,
+    plan_id: Annotated[
+        str | None, typer.Option("--plan-id", help="Name of the stored plan [default: plan-<UTC time>]")
+    ] = None,
+    next_item_set: Annotated[
+        str | None,
+        typer.Option("--next-item-set", help="Item set the planned judgments are ingested into "
+                     "[default: <item set>-<plan id>]"),
+    ] = None,
 ) -> None:
     """Write a round-robin judge assignment (system, item, generation, judge) for the next run.
 
     With --price and --budget, the plan instead minimizes the predicted variance
     under the money budget, and its predicted variance is printed beside the
-    uniform round robin's for the same money.
+    uniform round robin's for the same money. With --crossed every judge scores
+    every cell. With --item-set the plan is also stored in the store with its
+    predictions (MDD95 and E rho^2 with 95% prediction intervals, from the item
+    set's G-study); the run that fits the planned judgments, ingested into
+    --next-item-set, compares what it measures with them.
     """
     run_command(_plan, out_path, store, storage_option, config, item_set, items, systems, judges,
-         generations, seed, prices, budget, components)
+         generations, seed, prices, budget, components, crossed, plan_id, next_item_set)
 
 
 
@@ -91,10 +106,21 @@ def _plan_components(components: str | None, item_set: str | None, store: str | 
 
 
 def _plan(out_path: Path, store: str | None, storage_option: list[str] | None, config: Path | None, item_set: str | None, items: Path | None, systems: Path | None, judges: Path | None, generations: int, seed: int,
-          prices: list[str] | None = None, budget: float | None = None, components: str | None = None) -> None:
+          prices: list[str] | None = None, budget: float | None = None, components: str | None = None,
+          crossed: bool = False, plan_id: str | None = None, next_item_set: str | None = None) -> None:
     import polars as pl
 
-    from jurymeter.stats.cyclic.planner import plan_cost_weighted, plan_round_robin
+    from jurymeter.pipeline.plans import check_plan_id, free_plan_id
+    from jurymeter.stats.cyclic.planner import plan_cost_weighted, plan_crossed, plan_round_robin
+
+    if crossed and prices:
+        msg = "--crossed gives every judge every cell; --price and --budget choose a share of the calls: use one"
+        raise ConfigError(msg)
+    if item_set is None and (plan_id is not None or next_item_set is not None):
+        msg = "--plan-id and --next-item-set name a stored plan, which needs the --item-set it is drawn from"
+        raise ConfigError(msg)
+    if plan_id is not None:
+        check_plan_id(plan_id)  # before anything is read or written
 
     found = {"items": ids_from_file(items), "systems": ids_from_file(systems), "judges": ids_from_file(judges)}
     if any(v is None for v in found.values()):
@@ -131,10 +157,13 @@ def _plan(out_path: Path, store: str | None, storage_option: list[str] | None, c
             f"uniform round robin for the same money: {cost.uniform_variance:.6g} for {cost.uniform_cost:g}"
             + ("" if cost.optimal else " (allocation not proven optimal)")
         )
+    elif crossed:
+        table = plan_crossed(ids["items"], ids["systems"], ids["judges"], generations=generations)
     else:
         table = plan_round_robin(
             ids["items"], ids["systems"], ids["judges"], generations=generations, seed=seed
         )
+    the_plan_id = free_plan_id(open_store(store, storage_option, config), plan_id) if item_set is not None else ""
     write_table(table, out_path)
     calls = table.group_by("judge_id").agg(pl.len().alias("calls")).sort("judge_id")
     out.print(
@@ -145,6 +174,47 @@ def _plan(out_path: Path, store: str | None, storage_option: list[str] | None, c
     )
     if cost_note:
         out.print(cost_note, markup=False)
+    if item_set is not None:
+        kind = "cost_weighted" if prices else "crossed" if crossed else "round_robin"
+        counts = {k: len(ids[k]) for k in ("systems", "items", "judges")}
+        _store_plan(table, store, storage_option, config, item_set, the_plan_id,
+                    next_item_set or f"{item_set}-{the_plan_id}", kind, counts, generations, seed)
+
+
+def _store_plan(table: Any, store: str | None, storage_option: list[str] | None, config: Path | None,
+                item_set: str, plan_id: str, target: str, kind: str, counts: dict[str, int], generations: int,
+                seed: int) -> None:
+    """Predict the planned run from the item set's G-study, store the plan, and print the predictions."""
+    from jurymeter.analyses.gstudy.plan import plan_predictions
+    from jurymeter.cli.analyses import fit_report
+    from jurymeter.cli.common import run_config
+    from jurymeter.pipeline.plans import COMPARED, plan_record, store_plan
+    from jurymeter.stats.plan_prediction import PREDICTED, Predicted
+
+    settings = run_config(config, store, storage_option)
+    predictions: dict[str, Predicted | None]
+    try:
+        _, report = fit_report(settings, "gstudy", item_set, title="the G-study the plan predicts from")
+    except JurymeterError as exc:  # the plan is still worth storing: its predictions say why they are missing
+        predictions, reasons = {k: None for k in PREDICTED}, {k: str(exc) for k in PREDICTED}
+    else:
+        predictions, reasons = plan_predictions(report, counts, crossed=kind == "crossed", seed=seed)
+    record = plan_record(plan_id, source={"item_set": item_set, "universe": "all", "population": "all"},
+                         item_set=target, kind=kind, counts=counts, generations=generations,
+                         predictions=predictions, null_reasons=reasons)
+    from jurymeter.io.store import Store
+
+    folder = store_plan(Store(settings.store, settings.storage_options), record, table)
+    out.print(f"stored plan {safe_text(plan_id)} in {safe_text(folder)}; ingest its judgments with "
+              f"--item-set {safe_text(target)} and the next run measures it", markup=False)
+    for key, name in COMPARED.items():
+        p = predictions.get(key)
+        if p is None or p.low is None:
+            out.print(f"  {name}: not predicted: {safe_text(reasons.get(key, 'no interval'))}", markup=False)
+        else:
+            point = "n/a" if p.point is None else f"{p.point:.3g}"
+            out.print(f"  predicted {name} {point} [{p.low:.3g}, {p.high:.3g}] (95% prediction interval: "
+                      "tonight's uncertainty and the next run's sampling)", markup=False)
 
 
 def simulate(

@@ -24,6 +24,7 @@ from jurymeter.cli.common import (
 from jurymeter.cli.plans import simulate_dump_to
 from jurymeter.errors import ConfigError
 from jurymeter.pipeline.config import DEFAULT_HOME, DaskConfig
+from jurymeter.pipeline.plans import plan_line
 from jurymeter.render.text import err, fmt, out, safe_text
 
 if TYPE_CHECKING:
@@ -322,6 +323,11 @@ def print_run_summary(summary: dict[str, Any], *, ingest_printed: bool = False) 
         for name, part in (fit.get("analyses") or {}).items():
             if part.get("status") == "skipped":
                 out.print(f"{name} not run on {_fit_name(fit)}: {safe_text(part.get('reason'))}", markup=False)
+    for row in summary.get("plans") or []:  # a plan's judgments fitted tonight: what it predicted, what came
+        verdict = ("inside its prediction" if row["inside"] else "OUTSIDE its prediction") \
+            if row["inside"] is not None else f"not compared: {row['reason']}"
+        out.print(f"plan {safe_text(row['plan_id'])} on {safe_text(row['item_set'])}: {plan_line(row)}: "
+                  f"{safe_text(verdict)}", markup=False)
     if not summary["fits"] and not summary.get("skipped"):
         out.print(
             "no fits: the store holds no item set yet "

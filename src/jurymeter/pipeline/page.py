@@ -50,6 +50,7 @@ import polars as pl
 from jurymeter.analyses import registered
 from jurymeter.analyses.base import dropped_line, headline_why
 from jurymeter.analyses.headlines import fit_label, names_label, run_headlines
+from jurymeter.pipeline.plans import COMPARED
 from jurymeter.render.history import History, history_alerts, history_html, since_last_run_html
 from jurymeter.render.html import (
     CSS,
@@ -61,6 +62,7 @@ from jurymeter.render.html import (
     _e,
     _fit_token,
     _has_rows,
+    _interval,
     _num,
     _slug,
     _table,
@@ -193,6 +195,7 @@ def render_report(
             _failed_section(summary),
             _skipped_section(summary),
             _judges_section(summary),
+            _plans_section(summary),
             _fit_index(fits, tables),
             index.history,
         ]
@@ -464,6 +467,27 @@ def _judges_section(summary: Mapping[str, Any]) -> str:
     return ('<section id="judges"><h2>Judge health</h2><p class="note">Judgments quarantined because the judge '
             "gave no usable verdict: a judge with many is thinner in every analysis.</p>"
             + _table(header, rows, numeric=[False] + [True] * 6) + "</section>")
+
+
+def _plans_section(summary: Mapping[str, Any]) -> str:
+    """Each stored plan whose item set this run fitted: its predictions against what the run measured."""
+    rows = summary.get("plans") or []
+    if not rows:
+        return ""
+    body = []
+    for r in rows:
+        verdict = ("inside" if r["inside"] else "OUTSIDE") if r["inside"] is not None else f"not compared: {r['reason']}"
+        body.append([
+            _e(r["plan_id"]), _e(r["item_set"]), _e(COMPARED.get(str(r["quantity"]), r["quantity"])),
+            _e(_num(r["predicted"])) + " " + _e(_interval(r["predicted_low"], r["predicted_high"])),
+            _e(_num(r["realised"])) + " " + _e(_interval(r["realised_low"], r["realised_high"])),
+            _e(verdict),
+        ])
+    header = ["plan", "item set", "quantity", "planned [95% prediction]", "realised [95% interval]", "realised value"]
+    return ('<section id="plans"><h2>Plans against their runs</h2><p class="note">A plan (jurymeter plan) predicted '
+            "what the run of its judgments would measure, with an interval holding both tonight's uncertainty and "
+            "the next run's own sampling; a realised value outside it means the judges or items changed.</p>"
+            + _table(header, body, numeric=[False, False, False, True, True, False]) + "</section>")
 
 
 def _part(entry: Mapping[str, Any], analysis: str) -> Mapping[str, Any]:

@@ -21,6 +21,7 @@ from jurymeter.io.store import Store
 from jurymeter.pipeline.alerts import now_alerts
 from jurymeter.pipeline.cache import CACHE, FAILED, FitOutcome, dumps, tables_of
 from jurymeter.pipeline.history import load_history
+from jurymeter.pipeline.plans import load_plans, plan_alerts, plan_checks
 from jurymeter.pipeline.tables import combine_tables, schemas
 
 if TYPE_CHECKING:
@@ -93,9 +94,14 @@ def publish_run(
     from jurymeter.pipeline.page import index_parts  # matplotlib: only where a run is published
 
     clock = time.perf_counter()
+    plans, unreadable_plans = load_plans(store)
+    summary["plans"] = plan_checks(plans, tables, summary)
+    timings["plans"] = time.perf_counter() - clock
+    clock = time.perf_counter()
     history = load_history(store, current=(tables, summary))
     index = index_parts(history, figures=config.report)
-    extra = [*index.alerts, *now_alerts(tables, config.alerts, config.fit.target)]
+    extra = [*index.alerts, *now_alerts(tables, config.alerts, config.fit.target),
+             *plan_alerts(summary["plans"]), *unreadable_plans]
     summary["headlines"] = run_headlines(summary, extra, config.alerts.failed_share)
     timings["history"] = time.perf_counter() - clock
     if config.report:

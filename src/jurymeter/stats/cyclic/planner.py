@@ -172,6 +172,44 @@ def plan_round_robin(
     return _frame(system_ids, item_ids, judge_ids, item, generation, judge)
 
 
+def plan_crossed(
+    items: Sequence[str],
+    systems: Sequence[str],
+    judges: Sequence[str],
+    *,
+    generations: int = 1,
+) -> pl.DataFrame:
+    r"""Every judge on every generation of every item and system: the crossed design the D-study sizes.
+
+    The plan a G-study's D-study describes (Brennan 2001, ch. 4: :math:`n_i`
+    items and :math:`n_j` judges, all crossed with the systems), so the next
+    run's MDD95 and E rho^2 can be predicted (:mod:`jurymeter.stats.plan_prediction`).
+
+    Returns
+    -------
+    polars.DataFrame
+        ``system_id, item_id, generation, judge_id``, one row per call, in item,
+        generation and judge order within each system.
+
+    Raises
+    ------
+    DesignError
+        Empty or repeated ids, ``generations < 1``.
+
+    >>> plan_crossed(["q1", "q2"], ["a", "b"], ["j1", "j2", "j3"]).height
+    12
+    """
+    item_ids = id_list("items", items, allow_empty=True)
+    system_ids = id_list("systems", systems, allow_empty=True)
+    judge_ids = id_list("judges", judges, allow_empty=True)
+    m = count("generations", generations, minimum=1)
+    cells = len(item_ids) * m * len(judge_ids)
+    item = np.repeat(np.arange(len(item_ids)), m * len(judge_ids))
+    generation = np.tile(np.repeat(np.arange(m), len(judge_ids)), len(item_ids))
+    judge = np.tile(np.arange(len(judge_ids)), len(item_ids) * m) if cells else np.zeros(0, dtype=np.int64)
+    return _frame(system_ids, item_ids, judge_ids, item, generation, judge)
+
+
 def plan_variance(
     plan: pl.DataFrame,
     components: VarianceComponents,

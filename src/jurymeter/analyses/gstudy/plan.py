@@ -1,0 +1,99 @@
+"""A plan's predictions from tonight's G-study report: the next run's MDD95 and E rho^2 at the planned sizes.
+
+The statistics are :mod:`jurymeter.stats.plan_prediction`; this module reads
+the report (``docs/results.md``, the G-study's keys) back into them. The
+component draws are the report's own kind (pivotal or percentile chi-square
+draws of its mean squares, its ``n_boot``), redrawn from its mean squares
+and degrees of freedom, which the report keeps for each component.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from jurymeter.errors import DesignError
+from jurymeter.stats.bootstrap import IntervalMethod, mean_square_draws
+from jurymeter.stats.design import Design
+from jurymeter.stats.dstudy import PAPER_ROLES, fixed_judge_reason
+from jurymeter.stats.gstudy import components_from_ms
+from jurymeter.stats.plan_prediction import PREDICTED, Predicted, planned_sizes, predict_plan
+
+# The D-study roles of the plan's counts (systems, items, judges) in a fitted design.
+_ROLE = {"systems": PAPER_ROLES.system, "items": PAPER_ROLES.item, "judges": PAPER_ROLES.judge}
+
+
+def plan_predictions(
+    report: Mapping[str, Any], counts: Mapping[str, int], *, crossed: bool, seed: int = 0
+) -> tuple[dict[str, Predicted | None], dict[str, str]]:
+    """Each :data:`~jurymeter.stats.plan_prediction.PREDICTED` quantity of the planned run, or why it is not predicted.
+
+    Parameters
+    ----------
+    report : Mapping
+        Tonight's G-study report of the item set the plan is drawn from.
+    counts : Mapping[str, int]
+        The plan's ``systems``, ``items`` and ``judges``.
+    crossed : bool
+        Whether every planned judge scores every system on every item (the
+        D-study's design). A round robin gives each cell one judge: the next
+        run is then an incomplete design whose estimate this prediction does
+        not describe.
+    seed : int
+        Seed of the component draws and of the sampling step.
+
+    Returns
+    -------
+    predictions, null_reasons
+        ``None`` for a quantity that is not predicted, with its reason.
+    """
+    reasons: dict[str, str] = {}
+    why = _not_predictable(report, counts, crossed)
+    if why is not None:
+        return {key: None for key in PREDICTED}, {key: why for key in PREDICTED}
+    design = Design.parse(str(report["design"]))
+    sizes = {str(k): int(v) for k, v in report["sizes"].items()}
+    components = report["components"]
+    ms = np.array([components[f"sigma2_{label.replace(':', '_')}"]["ms"] for label in design.labels], dtype=float)
+    df = np.array([components[f"sigma2_{label.replace(':', '_')}"]["df"] for label in design.labels], dtype=float)
+    sigma2 = np.array([components[f"sigma2_{label.replace(':', '_')}"]["raw"] for label in design.labels], dtype=float)
+    intervals = report.get("intervals") or {}
+    n_boot = int(intervals.get("n_boot") or 800)
+    method: IntervalMethod = "percentile" if intervals.get("method") == "percentile" else "pivotal"
+    draws = components_from_ms(mean_square_draws(ms, df, n_boot, np.random.default_rng(seed), method=method),
+                               design, sizes)
+    planned = planned_sizes(design, sizes, {_ROLE[k]: int(n) for k, n in counts.items() if _ROLE[k] in design.facets})
+    predicted = predict_plan(sigma2, draws, design, planned, seed=seed + 1)
+    out: dict[str, Predicted | None] = {}
+    for key in PREDICTED:
+        p = predicted[key]
+        out[key] = p
+        if p.point is None:
+            reasons[key] = "tonight's sigma2_delta at the planned sizes is <= 0: no floor to predict"
+        elif p.low is None:
+            reasons[key] = (f"only {100 * p.defined:.0f}% of the predictive draws define it: "
+                            "the next run's estimate may well be undefined")
+    return out, reasons
+
+
+def _not_predictable(report: Mapping[str, Any], counts: Mapping[str, int], crossed: bool) -> str | None:
+    """Why the G-study report cannot predict this plan (``None``: it can)."""
+    if not crossed:
+        return ("a round robin gives each system-item cell one judge: the next run is an incomplete design, and "
+                "the predictive interval is derived for a crossed plan (every judge on every cell: plan --crossed)")
+    if report.get("estimator") == "henderson":
+        return ("tonight's G-study is Henderson's on incomplete data; the predictive interval needs the balanced "
+                "block's mean squares (independent chi-squares), which an incomplete fit does not have")
+    try:
+        design = Design.parse(str(report["design"]))
+    except (KeyError, DesignError):
+        return "the G-study report names no design"
+    if PAPER_ROLES.judge not in design.facets and counts.get("judges", 1) > 1:
+        return fixed_judge_reason("a plan's prediction at more than one judge")
+    extra = [f for f in design.facets if f not in _ROLE.values()
+             and f not in (PAPER_ROLES.generation, PAPER_ROLES.replicate)]
+    if extra:
+        return f"the fitted design {report['design']!r} has facets {extra} a plan does not size"
+    return None

@@ -1,0 +1,151 @@
+r"""What the next run will measure if it follows a plan: predictive intervals of its MDD95 and E rho^2.
+
+A plan fixes the next study's sizes (items, judges, generations per system).
+The MDD95 the next run will report differs from the one predicted tonight for
+two reasons, and the interval of a prediction has to hold both:
+
+1. tonight's components are estimates: their uncertainty is that of the
+   G-study's own pivotal draws (:func:`jurymeter.stats.bootstrap.resample_components`);
+2. the next run's estimate is itself a sample at the planned sizes.
+
+One predictive draw composes the two (a posterior-predictive draw in the
+generalized-pivotal sense of Weerahandi 1993). A component draw, truncated at
+0 (the truth is a variance), gives the next run's expected mean squares at the
+planned sizes, :math:`E[MS'] = C(n')\,\sigma^2` (Brennan 2001, sec. 3.4, the
+expected mean squares of a balanced random design). Under the normal random
+effects model the next run's mean squares are independent
+:math:`E[MS']\,\chi^2_{df'}/df'` (Searle, Casella and McCulloch 1992, sec. 4.5);
+its components solve :math:`C(n')\,\hat\sigma^{2\prime} = MS'`, and its MDD95
+and E rho^2 follow by the report's own rules (:func:`jurymeter.stats.dstudy.mdd95`,
+:func:`jurymeter.stats.dstudy.erho2`) at the planned sizes. The 2.5 and 97.5
+percentiles of those draws are the prediction's interval; a realised value
+outside it is a surprise at the 5 % level if the model and the plan held.
+
+The point prediction is the quantity at tonight's point estimate and the
+planned sizes, the number a D-study prints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from jurymeter.errors import DesignError
+from jurymeter.stats.design import Design
+from jurymeter.stats.dstudy import PAPER_ROLES, Facets, erho2, mdd95
+from jurymeter.stats.gstudy import components_from_ms
+from jurymeter.stats.intervals import percentile_bounds
+
+# The quantities a plan predicts, by the key the G-study report uses for them.
+PREDICTED = ("mdd95", "erho2")
+
+
+@dataclass(frozen=True, slots=True)
+class Predicted:
+    """One predicted quantity: the D-study's point value and the interval the next run's estimate should fall in.
+
+    ``low``/``high`` are ``None`` when fewer than half the predictive draws
+    define the quantity (an MDD whose error variance is <= 0 in most draws);
+    ``defined`` is the share of draws that do.
+    """
+
+    point: float | None
+    low: float | None
+    high: float | None
+    defined: float
+
+    def contains(self, value: float) -> bool | None:
+        """Whether ``value`` is inside the interval (``None``: the interval does not exist)."""
+        if self.low is None or self.high is None:
+            return None
+        return self.low <= value <= self.high
+
+
+def planned_sizes(design: Design, sizes: Mapping[str, int], planned: Mapping[str, int]) -> dict[str, int]:
+    """The next study's sizes of every facet of ``design``: ``planned`` where given, else tonight's ``sizes``.
+
+    Raises
+    ------
+    DesignError
+        ``planned`` names a facet the design does not have, or a size below 2
+        (an effect without degrees of freedom cannot be estimated).
+    """
+    unknown = sorted(set(planned) - set(design.facets))
+    if unknown:
+        msg = f"the plan sizes facets {unknown} that the fitted design {design.facets} does not have"
+        raise DesignError(msg)
+    out = {f: int(planned.get(f, sizes[f])) for f in design.facets}
+    small = {f: n for f, n in out.items() if n < 2}
+    if small:
+        msg = f"planned sizes {small}: every facet needs at least 2 levels to be estimated again"
+        raise DesignError(msg)
+    return out
+
+
+def predictive_components(
+    component_draws: np.ndarray, design: Design, planned: Mapping[str, int], rng: np.random.Generator
+) -> np.ndarray:
+    r"""``(n_draws, n_effects)`` draws of the next run's estimated components at the ``planned`` sizes.
+
+    Each row of ``component_draws`` (tonight's uncertainty), truncated at 0, is
+    the truth of one draw; the next run's mean squares are
+    :math:`(C(n')\sigma^2)\,\chi^2_{df'}/df'` and its estimates
+    :math:`C(n')^{-1} MS'` (module docstring).
+    """
+    truth = np.maximum(np.asarray(component_draws, dtype=np.float64), 0.0)
+    ems = design.ems_matrix(planned)
+    expected = truth @ ems.T
+    df = np.array([design.df(e, planned) for e in design.effects], dtype=np.float64)
+    ms = expected * rng.chisquare(df, size=expected.shape) / df
+    return components_from_ms(ms, design, planned)
+
+
+def predict_plan(
+    sigma2: np.ndarray,
+    component_draws: np.ndarray,
+    design: Design,
+    planned: Mapping[str, int],
+    *,
+    roles: Facets = PAPER_ROLES,
+    seed: int = 0,
+    level: float = 0.95,
+) -> dict[str, Predicted]:
+    """The next run's MDD95 and E rho^2 at the ``planned`` sizes: point (tonight's estimate) and predictive interval.
+
+    Parameters
+    ----------
+    sigma2 : numpy.ndarray
+        Tonight's raw components, ``design.effects`` order.
+    component_draws : numpy.ndarray
+        ``(n_draws, n_effects)`` draws of them (the G-study's pivotal draws).
+    design : Design
+        The fitted (balanced) design; the next run is assumed to have it too.
+    planned : Mapping[str, int]
+        Every facet's size in the next run (:func:`planned_sizes`).
+    roles, seed, level
+        The D-study roles, the seed of the sampling step, the interval's level.
+
+    Returns
+    -------
+    dict
+        :data:`PREDICTED` keys to :class:`Predicted`.
+    """
+    rng = np.random.default_rng(seed)
+    native = roles.observed(design, planned)
+    next_run = predictive_components(component_draws, design, planned, rng)
+    point = {"mdd95": mdd95(sigma2, design, native), "erho2": erho2(sigma2, design, native)}
+    draws = {"mdd95": mdd95(next_run, design, native), "erho2": erho2(next_run, design, native)}
+    out: dict[str, Predicted] = {}
+    for key in PREDICTED:
+        values = draws[key]
+        finite = values[np.isfinite(values)]
+        defined = float(finite.size / values.size) if values.size else 0.0
+        value = float(point[key])
+        low = high = None
+        if finite.size and defined >= 0.5:
+            lo, hi = percentile_bounds(finite, level)
+            low, high = float(lo), float(hi)
+        out[key] = Predicted(point=value if np.isfinite(value) else None, low=low, high=high, defined=defined)
+    return out

@@ -1,0 +1,163 @@
+"""Plan, run, then measure the plan (issue 26 point 1): `jurymeter plan` stores a plan with predictions,
+the run that fits its judgments sets them beside what it measured, and alerts when they disagree.
+
+The predictions' statistics are checked by simulation in tests/test_plan_prediction.py; here the
+contracts of the loop: what is stored, that the run's comparison reads the run's own dstudy table (read
+back independently from the published parquet), that a run whose noise grew fourfold is alerted by name,
+that a run that did not follow the plan is told so, and the flags' errors.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import polars as pl
+import pytest
+from typer.testing import CliRunner
+
+from ingest_util import run_ingest
+from jurymeter.cli import app
+from jurymeter.io.store import Store
+from jurymeter.pipeline.config import load_config
+from jurymeter.simulate import SimulationParams, simulate_dump, write_dump
+from report_pages import fit_publish_and_print
+
+_PLAIN = {"n_generations": 1, "n_replicates": 1, "round_scores": False, "carry_over": 0.0,
+          "self_preference": 0.0, "pairwise_pairs": None}
+
+
+def _ingest(store: Store, tmp_path: Path, name: str, **params: object) -> None:
+    dump = simulate_dump(SimulationParams(**{**_PLAIN, **params}))  # type: ignore[arg-type]
+    paths = write_dump(dump, tmp_path / name)
+    run_ingest(store, paths["pointwise"])
+
+
+def _config(store: Store) -> Path:
+    """The runs' configuration: the G-study alone (the loop's analysis), 200 resamples."""
+    path = Path(store.url).parent / "jm.toml"
+    path.write_text(f'store = "{store.url}"\nlanding = ""\n[fit]\nn_boot = 200\nanalyses = ["gstudy"]\n')
+    return path
+
+
+@pytest.fixture
+def planned(tmp_path: Path) -> tuple[Store, Path]:
+    store = Store(str(tmp_path / "store"))
+    _ingest(store, tmp_path, "tonight", seed=1, n_systems=6, n_items=24, n_judges=3)
+    out = tmp_path / "plan.csv"
+    result = CliRunner().invoke(app, ["plan", "--config", str(_config(store)), "--item-set", "sim-chat", "--crossed",
+                                      "--plan-id", "p1", "--next-item-set", "sim-next", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    return store, out
+
+
+def _plan_json(store: Store) -> dict:
+    return orjson.loads((Path(store.url) / "plans" / "p1" / "plan.json").read_bytes())
+
+
+def test_plan_is_stored_with_its_predictions(planned: tuple[Store, Path]) -> None:
+    store, out = planned
+    plan = _plan_json(store)
+    assert plan["item_set"] == "sim-next"
+    assert plan["kind"] == "crossed"
+    assert plan["counts"] == {"systems": 6, "items": 24, "judges": 3}
+    for key in ("mdd95", "erho2"):
+        p = plan["predictions"][key]
+        assert p["low"] < p["point"] < p["high"]
+    stored = pl.read_parquet(Path(store.url) / "plans" / "p1" / "assignments.parquet")
+    assert stored.equals(pl.read_csv(out, schema=stored.schema))
+    assert stored.height == 6 * 24 * 3  # crossed: every judge on every cell
+
+
+def _run(store: Store, run_id: str) -> tuple[dict, str, pl.DataFrame]:
+    summary, printed = fit_publish_and_print(store, load_config(_config(store), environ={}), run_id)
+    dstudy = pl.read_parquet(Path(store.url) / "results" / run_id / "dstudy.parquet")
+    page = (Path(store.url) / "results" / run_id / "report" / "index.html").read_text()
+    for row in summary["plans"]:  # the terminal says each comparison too
+        assert f"plan {row['plan_id']} on {row['item_set']}: planned" in printed
+    return summary, page, dstudy
+
+
+def test_the_run_of_the_planned_judgments_is_set_beside_the_plan(planned: tuple[Store, Path], tmp_path: Path) -> None:
+    store, _ = planned
+    summary, page, _ = _run(store, "r0")
+    assert summary["plans"] == []  # the planned judgments have not landed
+    _ingest(store, tmp_path, "next", seed=2, n_systems=6, n_items=24, n_judges=3, item_set="sim-next")
+    summary, page, dstudy = _run(store, "r1")
+    plan = _plan_json(store)
+    rows = {r["quantity"]: r for r in summary["plans"]}
+    assert set(rows) == {"mdd95", "erho2"}
+    for key, row in rows.items():
+        realised = dstudy.filter((pl.col("item_set") == "sim-next") & (pl.col("quantity") == key)
+                                 & (pl.col("universe") == "all") & (pl.col("population") == "all"))
+        assert row["realised"] == pytest.approx(realised["estimate"].item(), rel=1e-12)
+        p = plan["predictions"][key]
+        assert (row["predicted"], row["predicted_low"], row["predicted_high"]) == (p["point"], p["low"], p["high"])
+        assert row["inside"] == (p["low"] <= row["realised"] <= p["high"])
+        assert row["realised_sizes"] == {"systems": 6, "items": 24, "judges": 3}
+    assert 'id="plans"' in page
+    assert "Plans against their runs" in page
+
+
+def test_a_run_noisier_than_planned_is_alerted_by_name(planned: tuple[Store, Path], tmp_path: Path) -> None:
+    store, _ = planned
+    # The same design, every interaction with the systems and the residual four times as large (SD x 4).
+    _ingest(store, tmp_path, "next", seed=3, n_systems=6, n_items=24, n_judges=3, item_set="sim-next",
+            sigma_si=2.4, sigma_sj=1.2, sigma_sij=1.6, sigma_e=2.0)
+    summary, page, _ = _run(store, "r1")
+    mdd = next(r for r in summary["plans"] if r["quantity"] == "mdd95")
+    assert mdd["inside"] is False
+    assert mdd["realised"] > mdd["predicted_high"]
+    alerts = summary["headlines"]["alerts"]
+    said = [a for a in alerts if a.startswith("plan p1 on sim-next: planned MDD95")]
+    assert len(said) == 1, alerts
+    assert "outside the prediction's 95% interval" in said[0]
+    assert "OUTSIDE" in page
+
+
+def test_a_run_that_did_not_follow_the_plan_is_told_so(planned: tuple[Store, Path], tmp_path: Path) -> None:
+    store, _ = planned
+    _ingest(store, tmp_path, "next", seed=2, n_systems=6, n_items=12, n_judges=3, item_set="sim-next")
+    summary, _, _ = _run(store, "r1")
+    assert all(r["inside"] is None for r in summary["plans"])
+    assert all("not the plan's" in r["reason"] for r in summary["plans"])
+    said = [a for a in summary["headlines"]["alerts"] if a.startswith("plan p1 on sim-next: the run judged")]
+    assert len(said) == 1
+    assert "'items': 12" in said[0]
+    assert "'items': 24" in said[0]
+
+
+def test_round_robin_plan_says_why_it_has_no_prediction(tmp_path: Path) -> None:
+    store = Store(str(tmp_path / "store"))
+    _ingest(store, tmp_path, "tonight", seed=1, n_systems=4, n_items=12, n_judges=3)
+    result = CliRunner().invoke(app, ["plan", "--config", str(_config(store)), "--item-set", "sim-chat", "--plan-id", "rr",
+                                      "--out", str(tmp_path / "rr.csv")])
+    assert result.exit_code == 0, result.output
+    assert "not predicted: a round robin gives each system-item cell one judge" in result.output
+    plan = orjson.loads((Path(store.url) / "plans" / "rr" / "plan.json").read_bytes())
+    assert plan["predictions"] == {"mdd95": None, "erho2": None}
+    assert plan["item_set"] == "sim-chat-rr"
+
+
+def test_plan_flags_errors(planned: tuple[Store, Path], tmp_path: Path) -> None:
+    store, _ = planned
+    base = ["plan", "--store", store.url, "--item-set", "sim-chat", "--out", str(tmp_path / "x.csv")]
+    again = CliRunner().invoke(app, [*base, "--crossed", "--plan-id", "p1"])
+    assert again.exit_code == 1
+    assert "--plan-id 'p1': a plan of that id is already stored" in again.output
+    bad = CliRunner().invoke(app, [*base, "--plan-id", "../up"])
+    assert bad.exit_code == 1
+    assert "--plan-id '../up'" in bad.output
+    both = CliRunner().invoke(app, [*base, "--crossed", "--price", "judge-a=1", "--budget", "3"])
+    assert both.exit_code == 1
+    assert "--crossed" in both.output
+    assert "Traceback" not in again.output + bad.output + both.output
+
+
+def test_an_unreadable_plan_is_an_alert_not_a_crash(planned: tuple[Store, Path], tmp_path: Path) -> None:
+    store, _ = planned
+    broken = Path(store.url) / "plans" / "p2"
+    broken.mkdir()
+    (broken / "plan.json").write_bytes(b'{"plan_id": "p2", "predic')
+    summary, _, _ = _run(store, "r1")
+    assert any(a.startswith("plan p2: plans/p2/plan.json cannot be read") for a in summary["headlines"]["alerts"])
