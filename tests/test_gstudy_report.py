@@ -28,7 +28,7 @@ from jurymeter.stats.reliability import (
 # Same T's, summed in another order: rounding only.
 SAME_TOL = 1e-10
 HENDERSON_ONLY = {"estimator", "estimator_note", "balanced_block", "balanced_block_drops", "system_means_kind",
-                  "dstudy_sizes"}
+                  "dstudy_sizes", "ems_coefficients"}
 REQUEST = GStudyRequest(item_set="sim", n_boot=20, fpr_simulations=0, splits=4, partitions=4)
 
 

@@ -161,3 +161,29 @@ def test_an_unreadable_plan_is_an_alert_not_a_crash(planned: tuple[Store, Path],
     (broken / "plan.json").write_bytes(b'{"plan_id": "p2", "predic')
     summary, _, _ = _run(store, "r1")
     assert any(a.startswith("plan p2: plans/p2/plan.json cannot be read") for a in summary["headlines"]["alerts"])
+
+
+def test_a_henderson_report_predicts_as_the_balanced_one_on_balanced_data(tmp_path: Path) -> None:
+    """On complete data Henderson's chi-square draws are the balanced path's (henderson.chisquare_draws), so a plan
+    predicted from either estimator's report is the same: the report's ems_coefficients carry Henderson's C."""
+    from jurymeter.analyses.gstudy.plan import plan_predictions
+
+    store = Store(str(tmp_path / "store"))
+    _ingest(store, tmp_path, "tonight", seed=4, n_systems=5, n_items=16, n_judges=3)
+    reports = {}
+    for estimator in ("balanced", "henderson"):
+        got = CliRunner().invoke(app, ["gstudy", "--store", store.url, "--item-set", "sim-chat", "--boot", "300",
+                                       "--estimator", estimator, "--henderson-intervals", "chisquare", "--json"])
+        assert got.exit_code == 0, got.output
+        reports[estimator] = orjson.loads(got.stdout)
+    assert reports["henderson"]["estimator"] == "henderson"
+    assert "ems_coefficients" not in reports["balanced"]
+    counts = {"systems": 5, "items": 40, "judges": 4}
+    balanced, _ = plan_predictions(reports["balanced"], counts, crossed=True, seed=9)
+    henderson, reasons = plan_predictions(reports["henderson"], counts, crossed=True, seed=9)
+    assert reasons == {}
+    for key in ("mdd95", "erho2"):
+        b, h = balanced[key], henderson[key]
+        assert b is not None
+        assert h is not None
+        assert (h.point, h.low, h.high) == pytest.approx((b.point, b.low, b.high), rel=1e-8)

@@ -41,6 +41,7 @@ class HendersonParts:
     balanced_block_drops: list[str]
     system_means_kind: str
     method_note: str | None
+    ems_coefficients: list[list[float]] | None = None  # E[MS] = C sigma2 on the observed pattern
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +114,9 @@ def gstudy_report(parts: ReportParts) -> dict[str, Any]:
     })
     if h is not None:
         report["system_means_kind"] = h.system_means_kind
+        # What maps Henderson's mean squares to components (a plan's predictions redraw them:
+        # analyses/gstudy/plan.py).
+        report["ems_coefficients"] = h.ems_coefficients
     report["intervals"] = {**intervals, "n_boot": boot.n_boot, "level": 0.95, "method": parts.method}
     if h is not None:
         report["intervals"]["method_note"] = h.method_note

@@ -576,7 +576,7 @@ def henderson_report(
             estimator_note=note, balanced_block=None if layout is None else layout.summary(),
             balanced_block_drops=dropped,
             system_means_kind="raw: each system's mean over all its cells (not adjusted for which items or judges)",
-            method_note=kind_note,
+            method_note=kind_note, ems_coefficients=np.asarray(fit.coefficients, dtype=float).tolist(),
         ),
     ))
 

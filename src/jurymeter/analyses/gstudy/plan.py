@@ -2,9 +2,14 @@
 
 The statistics are :mod:`jurymeter.stats.plan_prediction`; this module reads
 the report (``docs/results.md``, the G-study's keys) back into them. The
-component draws are the report's own kind (pivotal or percentile chi-square
-draws of its mean squares, its ``n_boot``), redrawn from its mean squares
-and degrees of freedom, which the report keeps for each component.
+component draws are chi-square draws of the report's mean squares (its
+``n_boot``, pivotal unless its intervals were percentile ones), redrawn from the
+mean squares and degrees of freedom it keeps for each component. A balanced
+fit's are its own intervals' draws; a Henderson fit's are
+:func:`jurymeter.stats.henderson.chisquare_draws`' (its ``ems_coefficients``
+map them to components), the approximation ``docs/henderson.md`` measures, even
+where its intervals came from the record bootstrap. The planned run is crossed
+and complete, so its sampling step is the balanced one either way.
 """
 
 from __future__ import annotations
@@ -62,8 +67,11 @@ def plan_predictions(
     intervals = report.get("intervals") or {}
     n_boot = int(intervals.get("n_boot") or 800)
     method: IntervalMethod = "percentile" if intervals.get("method") == "percentile" else "pivotal"
-    draws = components_from_ms(mean_square_draws(ms, df, n_boot, np.random.default_rng(seed), method=method),
-                               design, sizes)
+    ms_draws = mean_square_draws(ms, df, n_boot, np.random.default_rng(seed), method=method)
+    if report.get("estimator") == "henderson":  # chi-square draws of its quadratic forms (henderson.chisquare_draws)
+        draws = np.linalg.solve(np.asarray(report["ems_coefficients"], dtype=float), ms_draws.T).T
+    else:
+        draws = components_from_ms(ms_draws, design, sizes)
     planned = planned_sizes(design, sizes, {_ROLE[k]: int(n) for k, n in counts.items() if _ROLE[k] in design.facets})
     predicted = predict_plan(sigma2, draws, design, planned, seed=seed + 1)
     out: dict[str, Predicted | None] = {}
@@ -83,9 +91,9 @@ def _not_predictable(report: Mapping[str, Any], counts: Mapping[str, int], cross
     if not crossed:
         return ("a round robin gives each system-item cell one judge: the next run is an incomplete design, and "
                 "the predictive interval is derived for a crossed plan (every judge on every cell: plan --crossed)")
-    if report.get("estimator") == "henderson":
-        return ("tonight's G-study is Henderson's on incomplete data; the predictive interval needs the balanced "
-                "block's mean squares (independent chi-squares), which an incomplete fit does not have")
+    if report.get("estimator") == "henderson" and not report.get("ems_coefficients"):
+        return ("tonight's Henderson report has no ems_coefficients (written by an older jurymeter): run the "
+                "G-study again to predict from it")
     try:
         design = Design.parse(str(report["design"]))
     except (KeyError, DesignError):

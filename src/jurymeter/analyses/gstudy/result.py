@@ -168,6 +168,7 @@ class GStudyReport(TypedDict, total=False):
     balanced_block_drops: dict[str, Any]
     dstudy_sizes: dict[str, Any]
     system_means_kind: str
+    ems_coefficients: list[list[float]] | None
 
 
 @dataclass(frozen=True, slots=True)
