@@ -479,11 +479,11 @@ def _plans_section(summary: Mapping[str, Any]) -> str:
         verdict = ("inside" if r["inside"] else "OUTSIDE") if r["inside"] is not None else f"not compared: {r['reason']}"
         body.append([
             _e(r["plan_id"]), _e(r["item_set"]), _e(COMPARED.get(str(r["quantity"]), r["quantity"])),
-            _e(_num(r["predicted"])) + " " + _e(_interval(r["predicted_low"], r["predicted_high"])),
-            _e(_num(r["realised"])) + " " + _e(_interval(r["realised_low"], r["realised_high"])),
+            _e(f"{_num(r['predicted'])} [{_interval(r['predicted_low'], r['predicted_high'])}]"),
+            _e(f"{_num(r['realised'])} [{_interval(r['realised_low'], r['realised_high'])}]"),
             _e(verdict),
         ])
-    header = ["plan", "item set", "quantity", "planned [95% prediction]", "realised [95% interval]", "realised value"]
+    header = ["plan", "item set", "quantity", "planned [95% prediction]", "realised [95% interval]", "realised against the plan"]
     return ('<section id="plans"><h2>Plans against their runs</h2><p class="note">A plan (jurymeter plan) predicted '
             "what the run of its judgments would measure, with an interval holding both tonight's uncertainty and "
             "the next run's own sampling; a realised value outside it means the judges or items changed.</p>"

@@ -89,8 +89,9 @@ def plan_predictions(
 def _not_predictable(report: Mapping[str, Any], counts: Mapping[str, int], crossed: bool) -> str | None:
     """Why the G-study report cannot predict this plan (``None``: it can)."""
     if not crossed:
-        return ("a round robin gives each system-item cell one judge: the next run is an incomplete design, and "
-                "the predictive interval is derived for a crossed plan (every judge on every cell: plan --crossed)")
+        return ("a round robin gives each system-item cell one judge, so the G-study of its run cannot separate the "
+                "judges' interactions (it fits one judge's balanced block) and would not measure the plan; "
+                "predictions are made for a crossed plan (every judge on every cell: plan --crossed)")
     if report.get("estimator") == "henderson" and not report.get("ems_coefficients"):
         return ("tonight's Henderson report has no ems_coefficients (written by an older jurymeter): run the "
                 "G-study again to predict from it")
