@@ -187,3 +187,18 @@ def test_a_henderson_report_predicts_as_the_balanced_one_on_balanced_data(tmp_pa
         assert b is not None
         assert h is not None
         assert (h.point, h.low, h.high) == pytest.approx((b.point, b.low, b.high), rel=1e-8)
+
+
+def test_a_plan_after_the_run_reads_the_runs_fit_and_predicts_as_a_refit(planned: tuple[Store, Path],
+                                                                          tmp_path: Path) -> None:
+    store, _ = planned
+    _run(store, "r0")  # the nightly run fits sim-chat: its G-study is in the fit cache
+    result = CliRunner().invoke(app, ["plan", "--config", str(_config(store)), "--item-set", "sim-chat", "--crossed",
+                                      "--plan-id", "p2", "--next-item-set", "sim-next-2",
+                                      "--out", str(tmp_path / "p2.csv")])
+    assert result.exit_code == 0, result.output
+    assert "predicted from the run's G-study of these records" in result.output
+    first, second = _plan_json(store), orjson.loads((Path(store.url) / "plans" / "p2" / "plan.json").read_bytes())
+    assert first["source"]["fit"] == "fitted by plan"
+    assert second["source"]["fit"] == "the run's fit (cache)"
+    assert second["predictions"] == first["predictions"]  # p1 was fitted by plan on the same records and settings

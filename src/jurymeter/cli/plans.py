@@ -188,25 +188,32 @@ def _store_plan(table: Any, store: str | None, storage_option: list[str] | None,
     from jurymeter.analyses.gstudy.plan import plan_predictions
     from jurymeter.cli.analyses import fit_report
     from jurymeter.cli.common import run_config
-    from jurymeter.pipeline.plans import COMPARED, plan_record, store_plan
+    from jurymeter.io.store import Store
+    from jurymeter.pipeline.plans import COMPARED, cached_gstudy, plan_record, store_plan
     from jurymeter.stats.plan_prediction import PREDICTED, Predicted
 
     settings = run_config(config, store, storage_option)
+    target_store = Store(settings.store, settings.storage_options)
     predictions: dict[str, Predicted | None]
+    report = cached_gstudy(target_store, settings, item_set) if kind == "crossed" else None
+    fitted_now = report is None and kind == "crossed"
     try:
-        _, report = fit_report(settings, "gstudy", item_set, title="the G-study the plan predicts from")
+        if fitted_now:
+            _, report = fit_report(settings, "gstudy", item_set, title="the G-study the plan predicts from")
     except JurymeterError as exc:  # the plan is still worth storing: its predictions say why they are missing
         predictions, reasons = {k: None for k in PREDICTED}, {k: str(exc) for k in PREDICTED}
     else:
-        predictions, reasons = plan_predictions(report, counts, crossed=kind == "crossed", seed=seed)
-    record = plan_record(plan_id, source={"item_set": item_set, "universe": "all", "population": "all"},
+        predictions, reasons = plan_predictions(report or {}, counts, crossed=kind == "crossed", seed=seed)
+    record = plan_record(plan_id, source={"item_set": item_set, "universe": "all", "population": "all",
+                                          "fit": "fitted by plan" if fitted_now else "the run's fit (cache)"},
                          item_set=target, kind=kind, counts=counts, generations=generations,
                          predictions=predictions, null_reasons=reasons)
-    from jurymeter.io.store import Store
-
-    folder = store_plan(Store(settings.store, settings.storage_options), record, table)
+    folder = store_plan(target_store, record, table)
     out.print(f"stored plan {safe_text(plan_id)} in {safe_text(folder)}; ingest its judgments with "
-              f"--item-set {safe_text(target)} and the next run measures it", markup=False)
+              f"--item-set {safe_text(target)} and the next run measures it"
+              + ("" if kind != "crossed" else " (predicted from a G-study fitted now: no run has fitted these "
+                 "records)" if fitted_now else " (predicted from the run's G-study of these records)"),
+              markup=False)
     for key, name in COMPARED.items():
         p = predictions.get(key)
         if p is None or p.low is None:
