@@ -3,7 +3,7 @@
 Goals: the plan for 100 item sets under 10 s; the realised-versus-planned
 section adds under 1 s to the pages. One G-study report of a simulated
 crossed item set (6 systems x 24 items x 3 judges, 800 resamples: the
-default) stands in for each item set's cached report (``plans.cached_gstudy``
+default) stands in for each item set's cached report (``cache.cached_report``
 reads it back from the fit cache: one JSON read, measured here as that read).
 Timed, each over the 100 item sets, in one process (CPU and wall):
 

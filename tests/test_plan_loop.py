@@ -202,3 +202,32 @@ def test_a_plan_after_the_run_reads_the_runs_fit_and_predicts_as_a_refit(planned
     assert first["source"]["fit"] == "fitted by plan"
     assert second["source"]["fit"] == "the run's fit (cache)"
     assert second["predictions"] == first["predictions"]  # p1 was fitted by plan on the same records and settings
+
+
+def test_a_target_mdd_sizes_the_plan_to_the_fewest_calls_reaching_it(planned: tuple[Store, Path],
+                                                                      tmp_path: Path) -> None:
+    store, _ = planned
+    got = CliRunner().invoke(app, ["gstudy", "--config", str(_config(store)), "--item-set", "sim-chat", "--json"])
+    components = {k.removeprefix("sigma2_"): v["raw"] for k, v in orjson.loads(got.stdout)["components"].items()}
+
+    def mdd(n_i: int, n_j: int) -> float:  # s x i x j, Brennan (2001) eq. 4.12
+        return 1.959963984540054 * (2 * (components["si"] / n_i + components["sj"] / n_j
+                                         + components["sij"] / (n_i * n_j))) ** 0.5
+
+    target = round(0.5 * (mdd(24, 3) + mdd(6, 1)), 3)  # between the full design and a small one
+    best = min(((i, j) for i in range(2, 25) for j in range(1, 4) if mdd(i, j) <= target),
+               key=lambda ij: (ij[0] * ij[1], ij[1]))
+    result = CliRunner().invoke(app, ["plan", "--config", str(_config(store)), "--item-set", "sim-chat",
+                                      "--target-mdd", str(target), "--plan-id", "sized", "--out",
+                                      str(tmp_path / "sized.csv")])
+    assert result.exit_code == 0, result.output
+    plan = orjson.loads((Path(store.url) / "plans" / "sized" / "plan.json").read_bytes())
+    assert plan["kind"] == "crossed"
+    assert (plan["counts"]["items"], plan["counts"]["judges"]) == best
+    assert plan["predictions"]["mdd95"]["point"] == pytest.approx(mdd(*best), rel=1e-9)
+    assert pl.read_csv(tmp_path / "sized.csv").height == 6 * best[0] * best[1]
+    far = CliRunner().invoke(app, ["plan", "--config", str(_config(store)), "--item-set", "sim-chat",
+                                   "--target-mdd", "0.01", "--out", str(tmp_path / "far.csv")])
+    assert far.exit_code == 1
+    assert "no crossed plan within the item set's 24 items and 3 judges reaches MDD95 <= 0.01" in far.output
+    assert not (tmp_path / "far.csv").exists()

@@ -102,3 +102,31 @@ def test_planned_sizes_refuse_what_cannot_be_estimated() -> None:
     with pytest.raises(DesignError, match="at least 2 levels"):
         planned_sizes(DESIGN, TODAY, {"j": 1})
     assert planned_sizes(DESIGN, TODAY, {"i": 50}) == {"s": 8, "i": 50, "j": 2}
+
+
+@pytest.mark.parametrize(("target_mdd", "target_erho2"), [(0.5, None), (0.8, None), (None, 0.9), (None, 0.6)])
+def test_cheapest_crossed_design_is_the_brute_force_search(target_mdd: float | None, target_erho2: float | None) -> None:
+    from jurymeter.stats.plan_prediction import cheapest_crossed
+
+    s2 = _truth()
+    k = {DESIGN.label(e): i for i, e in enumerate(DESIGN.effects)}
+    best = None
+    for n_i in range(2, 151):
+        for n_j in range(1, 6):
+            # sigma2_delta of s x i x j written out (Brennan 2001, eq. 4.12)
+            delta = s2[k["si"]] / n_i + s2[k["sj"]] / n_j + s2[k["sij"]] / (n_i * n_j)
+            ok = (1.959963984540054 * np.sqrt(2 * delta) <= target_mdd if target_mdd is not None
+                  else s2[k["s"]] / (s2[k["s"]] + delta) >= target_erho2)
+            if ok and (best is None or (n_i * n_j, n_j) < (best[0] * best[1], best[1])):
+                best = (n_i, n_j)
+    got = cheapest_crossed(s2, DESIGN, TODAY, max_items=150, max_judges=5,
+                           target_mdd=target_mdd, target_erho2=target_erho2)
+    assert got == best
+
+
+def test_cheapest_crossed_says_none_when_out_of_reach() -> None:
+    from jurymeter.stats.plan_prediction import cheapest_crossed
+
+    assert cheapest_crossed(_truth(), DESIGN, TODAY, max_items=20, max_judges=3, target_mdd=0.1) is None
+    with pytest.raises(DesignError, match="one target"):
+        cheapest_crossed(_truth(), DESIGN, TODAY, max_items=20, max_judges=3)

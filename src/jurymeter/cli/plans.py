@@ -64,6 +64,13 @@ def plan(
         typer.Option("--next-item-set", help="Item set the planned judgments are ingested into "
                      "[default: <item set>-<plan id>]"),
     ] = None,
+    target_mdd: Annotated[
+        float | None, typer.Option("--target-mdd", help="Size the crossed plan: the fewest calls reaching MDD95 <= X")
+    ] = None,
+    target_erho2: Annotated[
+        float | None,
+        typer.Option("--target-erho2", help="Size the crossed plan: the fewest calls reaching E rho^2 >= Y"),
+    ] = None,
 ) -> None:
     """Write a round-robin judge assignment (system, item, generation, judge) for the next run.
 
@@ -73,10 +80,12 @@ def plan(
     every cell. With --item-set the plan is also stored in the store with its
     predictions (MDD95 and E rho^2 with 95% prediction intervals, from the item
     set's G-study); the run that fits the planned judgments, ingested into
-    --next-item-set, compares what it measures with them.
+    --next-item-set, compares what it measures with them. --target-mdd or
+    --target-erho2 sizes the crossed plan: the fewest judge calls (items x
+    judges, within the item set's) whose D-study reaches the target.
     """
     run_command(_plan, out_path, store, storage_option, config, item_set, items, systems, judges,
-         generations, seed, prices, budget, components, crossed, plan_id, next_item_set)
+         generations, seed, prices, budget, components, crossed, plan_id, next_item_set, target_mdd, target_erho2)
 
 
 
@@ -107,12 +116,21 @@ def _plan_components(components: str | None, item_set: str | None, store: str | 
 
 def _plan(out_path: Path, store: str | None, storage_option: list[str] | None, config: Path | None, item_set: str | None, items: Path | None, systems: Path | None, judges: Path | None, generations: int, seed: int,
           prices: list[str] | None = None, budget: float | None = None, components: str | None = None,
-          crossed: bool = False, plan_id: str | None = None, next_item_set: str | None = None) -> None:
+          crossed: bool = False, plan_id: str | None = None, next_item_set: str | None = None,
+          target_mdd: float | None = None, target_erho2: float | None = None) -> None:
     import polars as pl
 
     from jurymeter.pipeline.plans import check_plan_id, free_plan_id
     from jurymeter.stats.cyclic.planner import plan_cost_weighted, plan_crossed, plan_round_robin
 
+    targeted = target_mdd is not None or target_erho2 is not None
+    if target_mdd is not None and target_erho2 is not None:
+        msg = "give one of --target-mdd and --target-erho2"
+        raise ConfigError(msg)
+    if targeted and item_set is None:
+        msg = "--target-mdd and --target-erho2 size the plan from a G-study: give the --item-set it is fitted on"
+        raise ConfigError(msg)
+    crossed = crossed or targeted  # a target sizes the crossed design the D-study describes
     if crossed and prices:
         msg = "--crossed gives every judge every cell; --price and --budget choose a share of the calls: use one"
         raise ConfigError(msg)
@@ -138,6 +156,7 @@ def _plan(out_path: Path, store: str | None, storage_option: list[str] | None, c
                 found[key] = records[column].unique().sort().to_list()
     ids = {k: v for k, v in found.items() if v is not None}  # all three, from the files or the store
     cost_note = None
+    tonight: _Tonight | None = None
     if prices:
         if budget is None:
             msg = "--price needs --budget (money per system)"
@@ -158,6 +177,9 @@ def _plan(out_path: Path, store: str | None, storage_option: list[str] | None, c
             + ("" if cost.optimal else " (allocation not proven optimal)")
         )
     elif crossed:
+        tonight = _tonight_gstudy(store, storage_option, config, item_set) if item_set is not None else None
+        if tonight is not None and targeted:  # (a target needs --item-set: checked above)
+            ids = _sized(ids, tonight, target_mdd, target_erho2, seed)
         table = plan_crossed(ids["items"], ids["systems"], ids["judges"], generations=generations)
     else:
         table = plan_round_robin(
@@ -178,41 +200,79 @@ def _plan(out_path: Path, store: str | None, storage_option: list[str] | None, c
         kind = "cost_weighted" if prices else "crossed" if crossed else "round_robin"
         counts = {k: len(ids[k]) for k in ("systems", "items", "judges")}
         _store_plan(table, store, storage_option, config, item_set, the_plan_id,
-                    next_item_set or f"{item_set}-{the_plan_id}", kind, counts, generations, seed)
+                    next_item_set or f"{item_set}-{the_plan_id}", kind, counts, generations, seed,
+                    tonight)
+
+
+# Tonight's G-study of the item set: its report and where it came from, or why there is none.
+_Tonight = tuple[dict[str, Any] | None, str, str | None]
+
+
+def _tonight_gstudy(store: str | None, storage_option: list[str] | None, config: Path | None,
+                    item_set: str) -> _Tonight:
+    """The item set's G-study as the run last fitted these records (the fit cache), else fitted now."""
+    from jurymeter.cli.analyses import fit_report
+    from jurymeter.cli.common import run_config
+    from jurymeter.io.store import Store
+    from jurymeter.pipeline.cache import cached_report
+
+    settings = run_config(config, store, storage_option)
+    report = cached_report(Store(settings.store, settings.storage_options), settings, item_set, "gstudy")
+    if report is not None:
+        return report, "the run's fit (cache)", None
+    try:
+        _, report = fit_report(settings, "gstudy", item_set, title="the G-study the plan predicts from")
+    except JurymeterError as exc:  # the plan is still worth storing: its predictions say why they are missing
+        return None, "fitted by plan", str(exc)
+    return report, "fitted by plan", None
+
+
+def _sized(ids: dict[str, list[str]], tonight: _Tonight, target_mdd: float | None, target_erho2: float | None,
+           seed: int) -> dict[str, list[str]]:
+    """The ids of the cheapest crossed design reaching the target: a seeded sample of the items, the first judges."""
+    import numpy as np
+
+    from jurymeter.analyses.gstudy.plan import cheapest_sizes
+
+    report, _, why = tonight
+    if report is None:
+        msg = f"--target-mdd/--target-erho2 need the item set's G-study: {why}"
+        raise ConfigError(msg)
+    sized = cheapest_sizes(report, max_items=len(ids["items"]), max_judges=len(ids["judges"]),
+                           target_mdd=target_mdd, target_erho2=target_erho2)
+    if isinstance(sized, str):
+        raise ConfigError(sized)
+    n_items, n_judges = sized
+    order = np.random.default_rng(seed).permutation(len(ids["items"]))[:n_items]
+    return {**ids, "items": sorted(ids["items"][k] for k in order), "judges": ids["judges"][:n_judges]}
 
 
 def _store_plan(table: Any, store: str | None, storage_option: list[str] | None, config: Path | None,
                 item_set: str, plan_id: str, target: str, kind: str, counts: dict[str, int], generations: int,
-                seed: int) -> None:
+                seed: int, tonight: _Tonight | None) -> None:
     """Predict the planned run from the item set's G-study, store the plan, and print the predictions."""
     from jurymeter.analyses.gstudy.plan import plan_predictions
-    from jurymeter.cli.analyses import fit_report
     from jurymeter.cli.common import run_config
     from jurymeter.io.store import Store
-    from jurymeter.pipeline.plans import COMPARED, cached_gstudy, plan_record, store_plan
+    from jurymeter.pipeline.plans import COMPARED, plan_record, store_plan
     from jurymeter.stats.plan_prediction import PREDICTED, Predicted
 
     settings = run_config(config, store, storage_option)
-    target_store = Store(settings.store, settings.storage_options)
+    report, fit, why = tonight if tonight is not None else (None, "none", None)
     predictions: dict[str, Predicted | None]
-    report = cached_gstudy(target_store, settings, item_set) if kind == "crossed" else None
-    fitted_now = report is None and kind == "crossed"
-    try:
-        if fitted_now:
-            _, report = fit_report(settings, "gstudy", item_set, title="the G-study the plan predicts from")
-    except JurymeterError as exc:  # the plan is still worth storing: its predictions say why they are missing
-        predictions, reasons = {k: None for k in PREDICTED}, {k: str(exc) for k in PREDICTED}
+    if why is not None:
+        predictions, reasons = {k: None for k in PREDICTED}, {k: why for k in PREDICTED}
     else:
         predictions, reasons = plan_predictions(report or {}, counts, crossed=kind == "crossed", seed=seed)
-    record = plan_record(plan_id, source={"item_set": item_set, "universe": "all", "population": "all",
-                                          "fit": "fitted by plan" if fitted_now else "the run's fit (cache)"},
+    record = plan_record(plan_id, source={"item_set": item_set, "universe": "all", "population": "all", "fit": fit},
                          item_set=target, kind=kind, counts=counts, generations=generations,
                          predictions=predictions, null_reasons=reasons)
-    folder = store_plan(target_store, record, table)
+    folder = store_plan(Store(settings.store, settings.storage_options), record, table)
     out.print(f"stored plan {safe_text(plan_id)} in {safe_text(folder)}; ingest its judgments with "
               f"--item-set {safe_text(target)} and the next run measures it"
-              + ("" if kind != "crossed" else " (predicted from a G-study fitted now: no run has fitted these "
-                 "records)" if fitted_now else " (predicted from the run's G-study of these records)"),
+              + ("" if tonight is None or why is not None else " (predicted from a G-study fitted now: no run has "
+                 "fitted these records)" if fit == "fitted by plan" else " (predicted from the run's G-study of "
+                 "these records)"),
               markup=False)
     for key, name in COMPARED.items():
         p = predictions.get(key)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import polars as pl
@@ -21,6 +21,9 @@ import polars as pl
 from jurymeter.io.store import Store
 from jurymeter.pipeline.fit import FitResult, fit_and_tabulate
 from jurymeter.pipeline.jobs import FitJob
+
+if TYPE_CHECKING:
+    from jurymeter.pipeline.config import RunConfig
 
 CACHE = "results/cache"
 FITTED, REUSED, FAILED = "fitted", "reused", "failed"
@@ -64,6 +67,23 @@ def read_cached(store: Store, job: FitJob, *, figures: bool) -> FitOutcome | Non
         if figures else None
     )
     return FitOutcome(job, REUSED, tables, report, summary, None, 0.0, figures=drawn)
+
+
+def cached_report(store: Store, config: RunConfig, item_set: str, analysis: str) -> dict[str, Any] | None:
+    """One analysis's report of ``item_set`` (pointwise, every judge, every system) as the nightly run last fitted
+    these very records (the cache holds it under the fit's content key), or ``None`` when no run fitted them.
+
+    A plan drawn after the run reads tonight's G-study this way instead of fitting again (``jurymeter plan``:
+    a read per item set, ``bench/plans.py``).
+    """
+    from jurymeter.pipeline.jobs import plan_fits
+
+    for job in plan_fits(store, config).jobs:
+        if job.protocol == "pointwise" and job.names == {"item_set": item_set, "universe": "all", "population": "all"}:
+            cached = read_cached(store, job, figures=False)
+            report = ((cached.report or {}).get("analyses") or {}).get(analysis) if cached is not None else None
+            return report if isinstance(report, dict) else None
+    return None
 
 
 def write_cached(store: Store, job: FitJob, result: FitResult) -> None:

@@ -26,7 +26,6 @@ from jurymeter.errors import ConfigError, StoreError
 
 if TYPE_CHECKING:
     from jurymeter.io.store import Store
-    from jurymeter.pipeline.config import RunConfig
     from jurymeter.stats.plan_prediction import Predicted
 
 PLANS = "plans"
@@ -68,24 +67,6 @@ def free_plan_id(store: Store, plan_id: str | None) -> str:
 
 def _stored(store: Store, plan_id: str) -> bool:
     return bool(store.fs.exists(store.path(PLANS, plan_id, "plan.json")))
-
-
-def cached_gstudy(store: Store, config: RunConfig, item_set: str) -> dict[str, Any] | None:
-    """The G-study report of ``item_set`` (every judge, every system) as the nightly run last fitted these very
-    records (the fit cache holds it under the fit's content key), or ``None`` when no run fitted them.
-
-    A plan drawn after the run reads tonight's fit instead of fitting again: ``jurymeter plan`` over many
-    item sets costs a read each (``bench/plans.py``).
-    """
-    from jurymeter.pipeline.cache import read_cached
-    from jurymeter.pipeline.jobs import plan_fits
-
-    for job in plan_fits(store, config).jobs:
-        if job.protocol == "pointwise" and job.names == {"item_set": item_set, "universe": "all", "population": "all"}:
-            cached = read_cached(store, job, figures=False)
-            report = ((cached.report or {}).get("analyses") or {}).get("gstudy") if cached is not None else None
-            return report if isinstance(report, dict) else None
-    return None
 
 
 def plan_record(

@@ -149,3 +149,56 @@ def predict_plan(
             low, high = float(lo), float(hi)
         out[key] = Predicted(point=value if np.isfinite(value) else None, low=low, high=high, defined=defined)
     return out
+
+
+def cheapest_crossed(
+    sigma2: np.ndarray,
+    design: Design,
+    sizes: Mapping[str, int],
+    *,
+    max_items: int,
+    max_judges: int,
+    target_mdd: float | None = None,
+    target_erho2: float | None = None,
+    roles: Facets = PAPER_ROLES,
+) -> tuple[int, int] | None:
+    r"""The crossed design with the fewest judge calls whose D-study reaches the target: ``(items, judges)``.
+
+    Every ``(n_i, n_j)`` with ``2 <= n_i <= max_items`` and ``1 <= n_j <= max_judges``
+    (``n_j`` fixed at 1 when the design has no judge facet) is evaluated at
+    tonight's components (the D-study of Brennan 2001, ch. 4); the cost of a
+    crossed plan is :math:`n_s n_i n_j` calls, so the cheapest is the smallest
+    :math:`n_i n_j` reaching ``MDD95 <= target_mdd`` or ``E rho^2 >= target_erho2``
+    (ties: fewer judges, the dearer facet to add in practice). Other facets
+    keep tonight's sizes. ``None`` when no such design reaches it.
+
+    Raises
+    ------
+    DesignError
+        Neither or both targets, or a bound below its minimum.
+    """
+    if (target_mdd is None) == (target_erho2 is None):
+        msg = "give one target: an MDD95 or an E rho^2"
+        raise DesignError(msg)
+    if max_items < 2 or max_judges < 1:
+        msg = f"a crossed plan needs at least 2 items and 1 judge (got {max_items} and {max_judges})"
+        raise DesignError(msg)
+    judged = roles.judge in design.facets
+    items = np.arange(2, max_items + 1, dtype=np.float64)[:, None]
+    judges = np.arange(1, (max_judges if judged else 1) + 1, dtype=np.float64)[None, :]
+    n: dict[str, np.ndarray | float] = {f: float(sizes[f]) for f in design.facets if f != roles.system}
+    n[roles.item] = items
+    if judged:
+        n[roles.judge] = judges
+    grid = np.asarray(sigma2, dtype=np.float64)
+    if target_mdd is not None:
+        reaches = np.nan_to_num(mdd95(grid, design, n), nan=np.inf) <= target_mdd
+    else:
+        reaches = np.nan_to_num(erho2(grid, design, n), nan=-np.inf) >= float(target_erho2 or 0.0)
+    reaches = np.broadcast_to(reaches, (items.shape[0], judges.shape[1]))
+    if not reaches.any():
+        return None
+    calls = np.where(reaches, items * judges, np.inf)
+    best = np.argwhere(calls == calls.min())
+    i, j = min(best.tolist(), key=lambda ij: (ij[1], ij[0]))
+    return int(items[i, 0]), int(judges[0, j])

@@ -24,7 +24,13 @@ from jurymeter.stats.bootstrap import IntervalMethod, mean_square_draws
 from jurymeter.stats.design import Design
 from jurymeter.stats.dstudy import PAPER_ROLES, fixed_judge_reason
 from jurymeter.stats.gstudy import components_from_ms
-from jurymeter.stats.plan_prediction import PREDICTED, Predicted, planned_sizes, predict_plan
+from jurymeter.stats.plan_prediction import (
+    PREDICTED,
+    Predicted,
+    cheapest_crossed,
+    planned_sizes,
+    predict_plan,
+)
 
 # The D-study roles of the plan's counts (systems, items, judges) in a fitted design.
 _ROLE = {"systems": PAPER_ROLES.system, "items": PAPER_ROLES.item, "judges": PAPER_ROLES.judge}
@@ -58,12 +64,10 @@ def plan_predictions(
     why = _not_predictable(report, counts, crossed)
     if why is not None:
         return {key: None for key in PREDICTED}, {key: why for key in PREDICTED}
-    design = Design.parse(str(report["design"]))
-    sizes = {str(k): int(v) for k, v in report["sizes"].items()}
+    design, sizes, sigma2 = _fitted(report)
     components = report["components"]
     ms = np.array([components[f"sigma2_{label.replace(':', '_')}"]["ms"] for label in design.labels], dtype=float)
     df = np.array([components[f"sigma2_{label.replace(':', '_')}"]["df"] for label in design.labels], dtype=float)
-    sigma2 = np.array([components[f"sigma2_{label.replace(':', '_')}"]["raw"] for label in design.labels], dtype=float)
     intervals = report.get("intervals") or {}
     n_boot = int(intervals.get("n_boot") or 800)
     method: IntervalMethod = "percentile" if intervals.get("method") == "percentile" else "pivotal"
@@ -84,6 +88,36 @@ def plan_predictions(
             reasons[key] = (f"only {100 * p.defined:.0f}% of the predictive draws define it: "
                             "the next run's estimate may well be undefined")
     return out, reasons
+
+
+def _fitted(report: Mapping[str, Any]) -> tuple[Design, dict[str, int], np.ndarray]:
+    """The report's design, sizes and raw components (``design.effects`` order)."""
+    design = Design.parse(str(report["design"]))
+    sizes = {str(k): int(v) for k, v in report["sizes"].items()}
+    components = report["components"]
+    sigma2 = np.array([components[f"sigma2_{label.replace(':', '_')}"]["raw"] for label in design.labels], dtype=float)
+    return design, sizes, sigma2
+
+
+def cheapest_sizes(
+    report: Mapping[str, Any], *, max_items: int, max_judges: int,
+    target_mdd: float | None = None, target_erho2: float | None = None,
+) -> tuple[int, int] | str:
+    """``(items, judges)`` of the crossed plan with the fewest calls reaching the target at tonight's components
+    (:func:`~jurymeter.stats.plan_prediction.cheapest_crossed`), or why there is none, in words."""
+    why = _not_predictable(report, {"judges": 1}, True)
+    if why is not None:
+        return f"the plan cannot be sized from this G-study: {why}"
+    design, sizes, sigma2 = _fitted(report)
+    if report.get("estimator") == "henderson":  # a Henderson D-study is at its harmonic-mean sizes
+        sizes = {f: max(1, round(float(v))) for f, v in {**sizes, **(report.get("dstudy_sizes") or {})}.items()}
+    found = cheapest_crossed(sigma2, design, sizes, max_items=max_items, max_judges=max_judges,
+                             target_mdd=target_mdd, target_erho2=target_erho2)
+    if found is None:
+        what = f"MDD95 <= {target_mdd:g}" if target_mdd is not None else f"E rho^2 >= {target_erho2:g}"
+        return (f"no crossed plan within the item set's {max_items} items and {max_judges} judges reaches {what} "
+                "at tonight's components: lower the target, or add items (or judges) to the item set")
+    return found
 
 
 def _not_predictable(report: Mapping[str, Any], counts: Mapping[str, int], crossed: bool) -> str | None:
