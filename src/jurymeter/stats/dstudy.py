@@ -74,13 +74,26 @@ def _sizes(design: Design, obj: str, n: Mapping[str, Size]) -> dict[str, np.ndar
 
 
 def error_variances(
-    sigma2: np.ndarray, design: Design, n: Mapping[str, Size], *, obj: str = "s"
+    sigma2: np.ndarray, design: Design, n: Mapping[str, Size], *, obj: str = "s",
+    fixed: frozenset[str] = frozenset(),
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     r"""Universe-score, relative and absolute error variance at D-study sizes ``n``.
 
     ``n`` maps every facet but ``obj`` to its D-study count (``np.inf`` allowed;
     arrays broadcast against the batch axes of ``sigma2``). ``sigma2`` is
     ``(..., n_effects)`` in ``design.effects`` order.
+
+    ``fixed``: facets of a mixed universe (Brennan 2001, sec. 4.3-4.4: a fixed
+    judge panel, a fixed prompt template), whose ``n`` levels are all of the
+    universe's. An effect of ``obj`` with fixed facets only besides it is part
+    of the universe score, :math:`\tau = \sigma^2_s + \sum \sigma^2_{sH}/n_H`
+    (Brennan's rule 4.3.1: it is averaged over the fixed levels), not of :math:`\delta`;
+    an effect of fixed facets alone is a constant of every universe score and
+    leaves :math:`\Delta`; every effect with a random facet stays error,
+    divided by all its facets' counts (Brennan 2001, sec. 4.4, for
+    :math:`p \times I \times H` with H fixed:
+    :math:`\tau = \sigma^2_p + \sigma^2_{ph}/n_h`,
+    :math:`\delta = \sigma^2_{pi}/n_i + \sigma^2_{pih}/(n_i n_h)`).
 
     Returns
     -------
@@ -94,6 +107,10 @@ def error_variances(
     DesignError
         A size is missing, below 1 or NaN.
     """
+    unknown = sorted(set(fixed) - (set(design.facets) - {obj}))
+    if unknown:
+        msg = f"fixed facets {unknown} are not facets of {design.facets} beside the object {obj!r}"
+        raise DesignError(msg)
     sizes = _sizes(design, obj, n)
     sigma2 = np.asarray(sigma2, dtype=np.float64)
     tau = np.zeros(sigma2.shape[:-1])
@@ -106,11 +123,14 @@ def error_variances(
                 divisor = divisor * sizes[f]
         finite = np.isfinite(divisor)
         term = np.where(finite, sigma2[..., k] / np.where(finite, divisor, 1.0), 0.0)
+        random_part = bool((effect - {obj}) - fixed)
         if effect == frozenset({obj}):
             tau = tau + sigma2[..., k]
+        elif obj in effect and not random_part:  # sH with H fixed: the universe score averages it
+            tau = tau + term
         elif obj in effect:
             delta = delta + term
-        else:
+        elif random_part:  # an effect of fixed facets alone is the same for every system: no error
             absolute_extra = absolute_extra + term
     return tau, delta, delta + absolute_extra
 
