@@ -284,3 +284,20 @@ def test_judges_needed_of_table_1() -> None:
     # 25-29 (rounding of sigma2_s, sigma2_si and the ceiling moves it that much).
     mt = _paper_components(*PAPER_ROWS["MT-Bench"][0])
     assert 25 <= judges_needed(mt, DESIGN, target=0.8, items=30, replicates=3) <= 29
+
+
+@pytest.mark.parametrize("target", [0.5, 0.8, 0.95])
+def test_judges_needed_draws_equals_the_plain_search_over_every_count(target: float) -> None:
+    """Rows that never reach the target are skipped (E rho^2 is largest at 1 or at MAX_JUDGES judges): the answer
+    is the one walking every count, also for raw components of either sign."""
+    from jurymeter.stats import dstudy
+
+    design = Design.parse("s x i x j x r:sij")
+    sigma2 = np.random.default_rng(1).normal(0.2, 0.5, size=(600, len(design.effects)))
+    counts = np.arange(1, dstudy.MAX_JUDGES + 1, dtype=np.float64)
+    plain = np.full(len(sigma2), np.inf)
+    for row, s2 in enumerate(sigma2):  # every count at once, the first that reaches the target
+        reaches = np.flatnonzero(dstudy.erho2(s2, design, {"i": 30, "j": counts, "r": 3}) >= target)
+        if reaches.size:
+            plain[row] = counts[reaches[0]]
+    assert np.array_equal(dstudy.judges_needed_draws(sigma2, design, target=target), plain)

@@ -324,11 +324,18 @@ def judges_needed_draws(
     if roles.judge_fixed(design):
         return np.full(sigma2.shape[0], np.nan)
     found = np.full(sigma2.shape[0], np.inf)
+    # sigma2_delta(k) = a + b/k is monotone in k (b may be negative: raw components), so E rho^2 is largest at
+    # k = 1 or k = MAX_JUDGES: a row reaching the target at neither never does, and is not searched (it was
+    # most of a fit's time: every draw with sigma2_s <= 0 walked all MAX_JUDGES counts).
+    def at(k: int, rows: np.ndarray) -> np.ndarray:
+        return erho2(rows, design, roles.sizes(design, items, k, replicates), obj=roles.system) >= target
+
+    reachable = at(1, sigma2) | at(MAX_JUDGES, sigma2)
     for k in range(1, MAX_JUDGES + 1):
-        todo = ~np.isfinite(found)
+        todo = ~np.isfinite(found) & reachable
         if not todo.any():
             break
-        hit = erho2(sigma2[todo], design, roles.sizes(design, items, k, replicates), obj=roles.system) >= target
+        hit = at(k, sigma2[todo])
         found[np.flatnonzero(todo)[hit]] = k
     return found
 
