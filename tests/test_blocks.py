@@ -386,7 +386,8 @@ def _best_keeping_every_system(present: np.ndarray) -> int:
     n_j = present.shape[2]
     for r in range(1, n_j + 1):
         for judges in itertools.combinations(range(n_j), r):
-            items = sum(all(present[s, i, j] for s in range(present.shape[0]) for j in judges) for i in range(present.shape[1]))
+            # items seen by every system and every judge of the subset (numpy over the cells: 4,095 subsets)
+            items = int(present[:, :, list(judges)].all(axis=(0, 2)).sum())
             best = max(best, present.shape[0] * items * r)
     return best
 
