@@ -156,11 +156,25 @@ def test_plan_flags_errors(planned: tuple[Store, Path], tmp_path: Path) -> None:
 
 def test_an_unreadable_plan_is_an_alert_not_a_crash(planned: tuple[Store, Path], tmp_path: Path) -> None:
     store, _ = planned
-    broken = Path(store.url) / "plans" / "p2"
-    broken.mkdir()
-    (broken / "plan.json").write_bytes(b'{"plan_id": "p2", "predic')
+    good = _plan_json(store)
+    bad = {
+        "p2": b'{"plan_id": "p2", "predic',  # cut
+        "p3": orjson.dumps([good]),
+        "p4": orjson.dumps({**good, "counts": {"items": "24"}}),
+        "p5": orjson.dumps({**good, "predictions": {"mdd95": {"point": "0.4", "low": 0.3, "high": 0.5}}}),
+        "p6": orjson.dumps({**good, "item_set": None}),
+        "p7": orjson.dumps({**good, "counts": {"items": True}}),
+    }
+    for plan_id, data in bad.items():
+        (Path(store.url) / "plans" / plan_id).mkdir()
+        (Path(store.url) / "plans" / plan_id / "plan.json").write_bytes(data)
+    _ingest(store, tmp_path, "next", seed=2, n_systems=6, n_items=24, n_judges=3, item_set="sim-next")
     summary, _, _ = _run(store, "r1")
-    assert any(a.startswith("plan p2: plans/p2/plan.json cannot be read") for a in summary["headlines"]["alerts"])
+    alerts = summary["headlines"]["alerts"]
+    assert any(a.startswith("plan p2: plans/p2/plan.json cannot be read") for a in alerts)
+    for plan_id in ("p3", "p4", "p5", "p6", "p7"):
+        assert any(a.startswith(f"plan {plan_id}: plans/{plan_id}/plan.json is not a plan record (") for a in alerts)
+    assert {r["plan_id"] for r in summary["plans"]} == {"p1"}  # the good plan is still measured
 
 
 def test_a_henderson_report_predicts_as_the_balanced_one_on_balanced_data(tmp_path: Path) -> None:

@@ -121,11 +121,40 @@ def load_plans(store: Store) -> tuple[list[dict[str, Any]], list[str]]:
         except (StoreError, ValueError) as exc:
             unreadable.append(f"plan {plan_id}: plans/{plan_id}/plan.json cannot be read ({exc}); it is left out")
             continue
-        if not isinstance(record, dict) or not isinstance(record.get("predictions"), dict):
-            unreadable.append(f"plan {plan_id}: plans/{plan_id}/plan.json is not a plan record; it is left out")
+        wrong = _not_a_plan(record)
+        if wrong is not None:
+            unreadable.append(f"plan {plan_id}: plans/{plan_id}/plan.json is not a plan record ({wrong}); "
+                              "it is left out")
             continue
         plans.append(record)
     return plans, unreadable
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _not_a_plan(record: Any) -> str | None:
+    """What makes a read ``plan.json`` unusable (``None``: it is a plan record): a hand-edited file never crashes a run."""
+    if not isinstance(record, dict):
+        return "not a JSON object"
+    for key in ("plan_id", "item_set"):
+        if not isinstance(record.get(key), str):
+            return f"{key!r} is not a string"
+    counts = record.get("counts")
+    if not isinstance(counts, dict) or not all(isinstance(v, int) and not isinstance(v, bool) for v in counts.values()):
+        return "'counts' is not an object of whole numbers"
+    predictions = record.get("predictions")
+    if not isinstance(predictions, dict):
+        return "'predictions' is not an object"
+    for key, p in predictions.items():
+        if p is None:
+            continue
+        if not isinstance(p, dict) or not all(p.get(k) is None or _number(p.get(k)) for k in ("point", "low", "high")):
+            return f"prediction {key!r} is not an object of numbers"
+    if record.get("null_reasons") is not None and not isinstance(record.get("null_reasons"), dict):
+        return "'null_reasons' is not an object"
+    return None
 
 
 def _realised(tables: Mapping[str, pl.DataFrame], item_set: str) -> dict[str, dict[str, Any]]:
@@ -173,7 +202,8 @@ def plan_checks(
                 "plan_id": plan.get("plan_id"), "item_set": item_set, "quantity": key,
                 "predicted": None, "predicted_low": None, "predicted_high": None,
                 "realised": got.get("estimate"), "realised_low": got.get("low"), "realised_high": got.get("high"),
-                "planned_sizes": planned, "realised_sizes": sizes, "inside": None, "reason": None,
+                "planned_sizes": planned, "realised_sizes": sizes, "followed": followed, "inside": None,
+                "reason": None,
             }
             if predicted is not None:
                 row.update(predicted=predicted.get("point"), predicted_low=predicted.get("low"),
@@ -213,9 +243,8 @@ def plan_alerts(rows: Sequence[Mapping[str, Any]]) -> list[str]:
         if row["inside"] is False:
             out.append(f"{where}: {plan_line(row)}, outside the prediction's 95% interval: the judges or items "
                        "changed since the plan was drawn; refit and plan again before trusting its sizes")
-    followed = {(r["plan_id"], r["item_set"]) for r in rows if r["reason"] and "not the plan's" in str(r["reason"])}
-    for plan_id, item_set in sorted(followed):
-        row = next(r for r in rows if (r["plan_id"], r["item_set"]) == (plan_id, item_set))
+    strayed = {(r["plan_id"], r["item_set"]): r for r in rows if not r["followed"]}  # one line a plan
+    for (plan_id, item_set), row in sorted(strayed.items()):
         out.append(f"plan {plan_id} on {item_set}: the run judged {row['realised_sizes']} where the plan asked for "
                    f"{row['planned_sizes']}: finish the planned judgments (or plan again) to measure the plan")
     return out
