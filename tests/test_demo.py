@@ -28,8 +28,9 @@ def test_demo_runs_the_flow_and_quarantines_exactly_the_injected_faults(tmp_path
     env["PREFECT_HOME"] = str(tmp_path / "prefect-home")
     # Fewer bootstrap draws than the demo's file asks (800), through the environment, which the
     # documented precedence puts over the file: the draws were most of the demo's time (one demo
-    # 190 CPU-s at 800, 87 at 40) and no assertion here depends on their number.
-    env["JURYMETER_N_BOOT"] = "40"
+    # 190 CPU-s at 800, 87 at 40) and no assertion here depends on their number; 12 as in
+    # tests/test_nightly.py (FEW_DRAWS).
+    env["JURYMETER_N_BOOT"] = "12"
     result = subprocess.run(
         [sys.executable, "-m", "jurymeter.cli", "demo", "--workdir", str(tmp_path / "demo")],
         capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path,
