@@ -33,7 +33,7 @@ from jurymeter.io.store import Store
 from jurymeter.pipeline.cache import read_cached, write_cached
 from jurymeter.pipeline.config import RunConfig, load_config
 from jurymeter.pipeline.fit import fit_and_tabulate, fit_modules, run_fit
-from jurymeter.pipeline.jobs import plan_fits
+from jurymeter.pipeline.jobs import FitJob, plan_fits
 from jurymeter.simulate import SimulationParams, simulate_dump, write_dump
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -101,13 +101,16 @@ def small_store(tmp_path_factory: pytest.TempPathFactory) -> Store:
 
 # The bootstrap draws of every fit here (and of the flow's runs below): the sequential GLMM's
 # bootstrap is most of a fit's time (60 draws 6.4 CPU-s a fit of this store, 12 draws 1.6 s), and
-# no assertion in this file depends on how many draws there are.
+# no assertion in this file depends on how many draws there are. Its own resamples and
+# predictive-check sets (each a GLMM refit) fewer still: 2 (1.1 CPU-s a fit, 3.0 at 12; below
+# that the GLMM's fixed cost, 0.4 s at 1, is most of it) keep every table and figure of it.
 FEW_DRAWS = 12
+SEQUENTIAL_DRAWS = "[fit.sequential]\nn_boot = 2\n"
 
 
 def _config(store: Store, **fit: object) -> RunConfig:
     text = f'store = "{store.url}"\n[universes]\nthree = ["judge-a", "judge-b", "judge-c"]\n'
-    text += f"[fit]\nuniverses = ['all', 'three']\nn_boot = {FEW_DRAWS}\n"
+    text += f"[fit]\nuniverses = ['all', 'three']\nn_boot = {FEW_DRAWS}\n{SEQUENTIAL_DRAWS}"
     path = Path(store.root).parent / "jm.toml"
     path.write_text(text)
     return load_config(path, environ={}, overrides={f"fit.{k}": v for k, v in fit.items()})
@@ -116,6 +119,19 @@ def _config(store: Store, **fit: object) -> RunConfig:
 def _pointwise_jobs(store: Store, **fit: object) -> list:
     """The plan's G-study and CyclicJudge fits (the simulated store also holds a pairwise item set)."""
     return [j for j in plan_fits(store, _config(store, **fit)).jobs if j.protocol == "pointwise"]
+
+
+def _blocks_only(job: FitJob) -> FitJob:
+    """``job`` without the sequential analysis: it reads no block (``modes()`` is empty, it is fed no
+    chunk) and ignores the generation mode, and its GLMM refits were 90 % of a pointwise fit here."""
+    from dataclasses import replace
+
+    from jurymeter.analyses import analysis
+
+    assert analysis("sequential").modes(job.settings, None) == ()
+    kept = tuple(a for a in job.analyses if a[0] != "sequential")
+    assert [name for name, _ in kept] == ["gstudy", "cyclic"], job.analyses
+    return replace(job, analyses=kept)
 
 
 def test_fit_keys_follow_inputs_and_request_not_location(small_store: Store) -> None:
@@ -163,7 +179,7 @@ def test_a_fit_read_in_item_chunks_gives_the_report_of_one_scan_and_of_a_scan_pe
     def reports(job: object) -> dict[str, object]:
         return {name: analysis(name).report(o.result) for name, o in run_fit(job).items()}  # type: ignore[arg-type]
 
-    for job in _pointwise_jobs(small_store):
+    for job in map(_blocks_only, _pointwise_jobs(small_store)):
         shared = reports(job)
         assert shared["cyclic"] is not None  # the simulated panel has generations: both blocks ran
         assert "systems" in shared["cyclic"], shared["cyclic"]
@@ -256,8 +272,8 @@ def test_a_fit_whose_blocks_assumed_no_hole_and_meet_one_starts_over_with_the_bl
 def test_generations_as_a_facet_fit_with_the_native_d_study_of_generations_averaged(small_store: Store) -> None:
     from jurymeter.pipeline.tables import fit_tables
 
-    averaged = _pointwise_jobs(small_store)
-    facet = _pointwise_jobs(small_store, generations="facet")
+    averaged = [_blocks_only(job) for job in _pointwise_jobs(small_store)]
+    facet = [_blocks_only(job) for job in _pointwise_jobs(small_store, generations="facet")]
     assert [job.settings.generations for job in facet] == ["facet"] * len(averaged)
     for job_a, job_f in zip(averaged, facet, strict=True):
         outcomes_f = run_fit(job_f)
@@ -569,6 +585,13 @@ def _run(tmp_path: Path, api: str, config: str, *flags: str, ok: bool = True, **
     return summary
 
 
+def _printed_rows(stdout: str) -> list[list[str]]:
+    """The cells of every row of the fits' tables ``jurymeter run`` prints (a failed fit's error
+    wraps onto more lines: those, with no item set, are left out)."""
+    rows = [line.split("\u2502")[1:-1] for line in stdout.splitlines() if line.startswith("\u2502")]
+    return [[cell.strip() for cell in row] for row in rows if row[0].strip()]
+
+
 def _statuses(summary: dict, protocol: str = "pointwise") -> dict[tuple[str, str, str], str]:
     """Status of each fit of one protocol (the simulated item sets are pointwise and pairwise under one name)."""
     return {(f["item_set"], f["universe"], f["population"]): f["status"] for f in summary["fits"]
@@ -590,8 +613,12 @@ solo = ["sys-01"]
 universes = ["all", "three"]
 populations = ["all", "solo"]
 n_boot = 12  # FEW_DRAWS
+[fit.sequential]
+n_boot = 2  # SEQUENTIAL_DRAWS
 [dask]
-workers = 2
+# One worker process to start and preload (3-4 CPU-s each run); the demo's LocalCluster
+# (tests/test_demo.py) and the multi-process cluster below run two.
+workers = 1
 """
 
 
@@ -646,8 +673,15 @@ def test_flow_on_a_local_cluster_fits_reuses_isolates_failures_and_refits(
     assert out.index("ingest: read") < out.index(f"run {first['run_id']}")
     assert re.search(r"timings ingest_wait \d+\.\d s, ingest \d+\.\d s", out), out
 
+    # New judgments of one item set (its fits refitted), the other's unchanged (its fits reused), in
+    # one rerun.
+    extra = pl.read_ndjson(tmp_path / "landing" / "sim-code.jsonl").with_columns(pl.col("replicate") + 10)
+    extra.write_ndjson(tmp_path / "landing" / "sim-code-more.jsonl")
     second = _run(tmp_path, prefect_server, config, ok=False, **failing)
-    assert second["ingest"]["totals"]["accepted"] == 0  # the landing was already ingested
+    # The landing's first files were already ingested: only the new one's records are.
+    assert second["ingest"]["totals"]["accepted"] == extra.height
+    assert {Path(s["source"]).name: s["status"] for s in second["ingest"]["sources"]
+            if s["status"] != "already_ingested"}.keys() == {"sim-code-more.jsonl"}
     # A reused fit carries the summary of the fitted one: headline numbers, not dashes.
     firsts = {(f["protocol"], f["item_set"], f["universe"], f["population"]): f for f in first["fits"]}
     for fit in second["fits"]:
@@ -659,39 +693,47 @@ def test_flow_on_a_local_cluster_fits_reuses_isolates_failures_and_refits(
             elif fit["analyses"]["pairwise"]["status"] == "fitted":  # skipped where the population has no pair
                 assert isinstance(fit["analyses"]["pairwise"]["slot_a_advantage"], float)
     assert {k: v for k, v in _statuses(second).items() if k not in failed} == {
-        k: "reused" for k in statuses if k not in failed
-    }
-    reused = store.read_parquet(store.path(f"results/{second['run_id']}/components.parquet"))
-    original = store.read_parquet(store.path(f"{folder}/components.parquet"))
-    assert reused.sort(reused.columns).equals(original.sort(original.columns))
-
-    # New judgments of one item set: only its fits are refitted.
-    extra = pl.read_ndjson(tmp_path / "landing" / "sim-code.jsonl").with_columns(pl.col("replicate") + 10)
-    extra.write_ndjson(tmp_path / "landing" / "sim-code-more.jsonl")
-    third = _run(tmp_path, prefect_server, config, ok=False, **failing)
-    got = {k: v for k, v in _statuses(third).items() if k not in failed}
-    assert got == {
         ("sim-chat", "all", "all"): "reused", ("sim-chat", "three", "all"): "reused",
         ("sim-code", "all", "all"): "fitted", ("sim-code", "three", "all"): "fitted",
     }
+    assert set(_statuses(second, "pairwise").values()) == {"reused"}  # the pairwise item set is sim-chat's
+    # What the rerun prints: each reused fit's row as the first run printed it, numbers and all, and
+    # a progress line saying it was reused.
+    printed, reprinted = _printed_rows(first["_stdout"]), _printed_rows(second["_stdout"])
+    assert len(printed) == len(reprinted) == len(first["fits"])  # two tables: pointwise fits, then pairwise
+    kept = [k for k, row in enumerate(reprinted) if row[3] != "fitted"]  # all but sim-code's refits
+    assert len(kept) == len(printed) - 2
+    assert [reprinted[k][:3] + reprinted[k][4:] for k in kept] == [printed[k][:3] + printed[k][4:] for k in kept]
+    assert [reprinted[k][3] for k in kept] == [{"fitted": "reused"}.get(printed[k][3], printed[k][3]) for k in kept]
+    assert all(cell not in ("-", "n/a") for k in kept if reprinted[k][2] == "all" for cell in reprinted[k][4:])
+    progress = second["_stdout"].splitlines()
+    for fit in second["fits"]:
+        label = f"{fit['protocol']} {fit['item_set']} / {fit['universe']} / {fit['population']}"
+        said = [line for line in progress if "] fit reused, inputs unchanged" in line and line.endswith(label)]
+        assert len(said) == (fit["status"] == "reused"), (label, fit["status"])
+    unchanged = pl.col("item_set") == "sim-chat"
+    reused = store.read_parquet(store.path(f"results/{second['run_id']}/components.parquet")).filter(unchanged)
+    original = store.read_parquet(store.path(f"{folder}/components.parquet")).filter(unchanged)
+    assert reused.height > 0
+    assert reused.sort(reused.columns).equals(original.sort(original.columns))
+
     forced = _run(tmp_path, prefect_server, config, "--force", ok=False, **failing)
     assert {v for k, v in _statuses(forced).items() if k not in failed} == {"fitted"}
 
-    # The report is rebuilt from the run folder alone.
+    # The report is rebuilt from the run folder alone (the command in this process: a subprocess's
+    # start and imports were 2-3 s each).
+    from typer.testing import CliRunner
+
+    from jurymeter.cli.app import app
+
     page = Path(store.path(f"results/{forced['run_id']}/report/index.html"))
     page.unlink()
-    rebuilt = subprocess.run(
-        [sys.executable, "-m", "jurymeter.cli", "report", "latest", "--store", store.url],
-        capture_output=True, text=True, timeout=300,
-    )
-    assert rebuilt.returncode == 0, rebuilt.stderr
+    rebuilt = CliRunner().invoke(app, ["report", "latest", "--store", store.url])
+    assert rebuilt.exit_code == 0, rebuilt.output
     assert f"report: {page}" in rebuilt.stdout
     assert page.stat().st_size > 10_000
-    missing = subprocess.run(
-        [sys.executable, "-m", "jurymeter.cli", "report", "no-such-run", "--store", store.url],
-        capture_output=True, text=True, timeout=300,
-    )
-    assert missing.returncode == 1
+    missing = CliRunner().invoke(app, ["report", "no-such-run", "--store", store.url])
+    assert missing.exit_code == 1
     assert missing.stderr.count("\n") == 1
     assert "not a complete run folder" in missing.stderr
 
@@ -763,7 +805,9 @@ if __name__ == "__main__":
 @pytest.mark.slow
 def test_a_transient_io_error_is_retried(tmp_path: Path, prefect_server: str) -> None:
     _landing(tmp_path)
-    config = LOCAL_CONFIG.format(root=tmp_path).replace('populations = ["all", "solo"]', "")
+    # One G-study fit: the retry is the publishing's, whatever was fitted.
+    config = (LOCAL_CONFIG.format(root=tmp_path).replace('populations = ["all", "solo"]', 'analyses = ["gstudy"]')
+              .replace('universes = ["all", "three"]', 'universes = ["all"]'))
     (tmp_path / "jm.toml").write_text(config)
     (tmp_path / "retry.py").write_text(RETRY_SCRIPT)
     result = subprocess.run(
@@ -813,7 +857,8 @@ def test_flow_against_an_s3_store_and_landing(tmp_path: Path, prefect_server: st
         moto_s3.client.upload_file(str(path), moto_s3.bucket, f"landing/{path.name}")
     config = (
         f'store = "s3://{moto_s3.bucket}/store"\nlanding = "s3://{moto_s3.bucket}/landing"\n'
-        f'home = "{tmp_path}/.jurymeter"\nscale = [1, 10]\n[fit]\nn_boot = 12\n'
+        f'home = "{tmp_path}/.jurymeter"\nscale = [1, 10]\n[fit]\nn_boot = {FEW_DRAWS}\n{SEQUENTIAL_DRAWS}'
+        "[dask]\nworkers = 1\n"  # one worker process to start: what is checked is the store's, not the cluster's
     )
     summary = _run(tmp_path, prefect_server, config)
     assert set(_statuses(summary).values()) == {"fitted"}

@@ -27,17 +27,20 @@ import orjson
 import polars as pl
 import psutil
 import pytest
+from typer.testing import CliRunner
 
 from flow_util import venv_env
 from ingest_util import assert_same_store
+from jurymeter.cli.app import app
 from jurymeter.io.store import Store
 from jurymeter.pipeline.history import load_history, published_runs
 from test_nightly import _landing
 
 pytestmark = pytest.mark.slow
 
-# n_boot: few draws (the sequential GLMM's bootstrap is most of a fit's time); the kills wait for
-# the store's state, not for a time, and the rerun's tables equal the clean run's at any count.
+# n_boot: few draws, the sequential analysis's fewer still (its GLMM refits are most of a fit's
+# time: tests/test_nightly.py, SEQUENTIAL_DRAWS); the kills wait for the store's state, not for a
+# time, and the rerun's tables equal the clean run's at any count.
 CONFIG = """\
 store = "{root}/store"
 landing = "{root}/landing"
@@ -45,6 +48,8 @@ home = "{root}/.jurymeter"
 scale = [1, 10]
 [fit]
 n_boot = 12
+[fit.sequential]
+n_boot = 2
 [dask]
 workers = 1
 """
@@ -147,9 +152,9 @@ def _kill_during(root: Path, api: str, config: Path, stage: str, when: Callable[
     assert published_runs(Store(str(store_dir))) == [], stage
     if stage == "publish":
         assert _run_folders(store_dir), "killed while the run folder was written"
-    latest = subprocess.run([sys.executable, "-m", "jurymeter.cli", "report", "latest", "--store", str(store_dir)],
-                            capture_output=True, text=True, timeout=120)
-    assert latest.returncode == 1, latest.stderr
+    # The command in this process (a subprocess's start and imports were 2-3 s of each kill's time).
+    latest = CliRunner().invoke(app, ["report", "latest", "--store", str(store_dir)])
+    assert latest.exit_code == 1, latest.output
     assert "no run in" in latest.stderr
 
 
