@@ -151,6 +151,14 @@ def test_plan_flags_errors(planned: tuple[Store, Path], tmp_path: Path) -> None:
     both = CliRunner().invoke(app, [*base, "--crossed", "--price", "judge-a=1", "--budget", "3"])
     assert both.exit_code == 1
     assert "--crossed" in both.output
+    for flags, said in ((["--target-mdd", "-1"], "--target-mdd must be a positive number"),
+                        (["--target-mdd", "nan"], "--target-mdd must be a positive number"),
+                        (["--target-erho2", "1"], "--target-erho2 must be between 0 and 1"),
+                        (["--target-mdd", "1", "--target-erho2", "0.8"], "give one of --target-mdd and --target-erho2")):
+        refused = CliRunner().invoke(app, [*base, *flags])
+        assert refused.exit_code == 1, flags
+        assert said in refused.output, refused.output
+        assert not (tmp_path / "x.csv").exists()
     assert "Traceback" not in again.output + bad.output + both.output
 
 
@@ -228,8 +236,8 @@ def test_a_target_mdd_sizes_the_plan_to_the_fewest_calls_reaching_it(planned: tu
         return 1.959963984540054 * (2 * (components["si"] / n_i + components["sj"] / n_j
                                          + components["sij"] / (n_i * n_j))) ** 0.5
 
-    target = round(0.5 * (mdd(24, 3) + mdd(6, 1)), 3)  # between the full design and a small one
-    best = min(((i, j) for i in range(2, 25) for j in range(1, 4) if mdd(i, j) <= target),
+    target = round(0.5 * (mdd(24, 3) + mdd(6, 2)), 3)  # between the full design and a small one
+    best = min(((i, j) for i in range(2, 25) for j in range(2, 4) if mdd(i, j) <= target),
                key=lambda ij: (ij[0] * ij[1], ij[1]))
     result = CliRunner().invoke(app, ["plan", "--config", str(_config(store)), "--item-set", "sim-chat",
                                       "--target-mdd", str(target), "--plan-id", "sized", "--out",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -129,6 +130,12 @@ def _plan(out_path: Path, store: str | None, storage_option: list[str] | None, c
         raise ConfigError(msg)
     if targeted and item_set is None:
         msg = "--target-mdd and --target-erho2 size the plan from a G-study: give the --item-set it is fitted on"
+        raise ConfigError(msg)
+    if target_mdd is not None and not (math.isfinite(target_mdd) and target_mdd > 0):
+        msg = f"--target-mdd must be a positive number of score points, got {target_mdd!r}"
+        raise ConfigError(msg)
+    if target_erho2 is not None and not 0 < target_erho2 < 1:
+        msg = f"--target-erho2 must be between 0 and 1 (exclusive), got {target_erho2!r}"
         raise ConfigError(msg)
     crossed = crossed or targeted  # a target sizes the crossed design the D-study describes
     if crossed and prices:

@@ -164,8 +164,9 @@ def cheapest_crossed(
 ) -> tuple[int, int] | None:
     r"""The crossed design with the fewest judge calls whose D-study reaches the target: ``(items, judges)``.
 
-    Every ``(n_i, n_j)`` with ``2 <= n_i <= max_items`` and ``1 <= n_j <= max_judges``
-    (``n_j`` fixed at 1 when the design has no judge facet) is evaluated at
+    Every ``(n_i, n_j)`` with ``2 <= n_i <= max_items`` and ``2 <= n_j <= max_judges``
+    (a run of one judge could not be measured as the plan: its G-study has no
+    judge facet; ``n_j`` is 1 when tonight's design has none either) is evaluated at
     tonight's components (the D-study of Brennan 2001, ch. 4); the cost of a
     crossed plan is :math:`n_s n_i n_j` calls, so the cheapest is the smallest
     :math:`n_i n_j` reaching ``MDD95 <= target_mdd`` or ``E rho^2 >= target_erho2``
@@ -180,12 +181,14 @@ def cheapest_crossed(
     if (target_mdd is None) == (target_erho2 is None):
         msg = "give one target: an MDD95 or an E rho^2"
         raise DesignError(msg)
-    if max_items < 2 or max_judges < 1:
-        msg = f"a crossed plan needs at least 2 items and 1 judge (got {max_items} and {max_judges})"
-        raise DesignError(msg)
     judged = roles.judge in design.facets
+    least_judges = 2 if judged else 1
+    if max_items < 2 or max_judges < least_judges:
+        msg = (f"a crossed plan needs at least 2 items and {least_judges} judge{'s' if judged else ''} "
+               f"(got {max_items} and {max_judges})")
+        raise DesignError(msg)
     items = np.arange(2, max_items + 1, dtype=np.float64)[:, None]
-    judges = np.arange(1, (max_judges if judged else 1) + 1, dtype=np.float64)[None, :]
+    judges = np.arange(least_judges, (max_judges if judged else 1) + 1, dtype=np.float64)[None, :]
     n: dict[str, np.ndarray | float] = {f: float(sizes[f]) for f in design.facets if f != roles.system}
     n[roles.item] = items
     if judged:

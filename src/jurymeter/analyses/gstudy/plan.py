@@ -76,7 +76,11 @@ def plan_predictions(
         draws = np.linalg.solve(np.asarray(report["ems_coefficients"], dtype=float), ms_draws.T).T
     else:
         draws = components_from_ms(ms_draws, design, sizes)
-    planned = planned_sizes(design, sizes, {_ROLE[k]: int(n) for k, n in counts.items() if _ROLE[k] in design.facets})
+    try:
+        planned = planned_sizes(design, sizes, {_ROLE[k]: int(n) for k, n in counts.items()
+                                                if _ROLE[k] in design.facets})
+    except DesignError as exc:  # e.g. one judge planned where tonight had several: its run has no judge facet
+        return {key: None for key in PREDICTED}, {key: f"the plan's sizes cannot be predicted: {exc}" for key in PREDICTED}
     predicted = predict_plan(sigma2, draws, design, planned, seed=seed + 1)
     out: dict[str, Predicted | None] = {}
     for key in PREDICTED:
@@ -109,6 +113,8 @@ def cheapest_sizes(
     if why is not None:
         return f"the plan cannot be sized from this G-study: {why}"
     design, sizes, sigma2 = _fitted(report)
+    if PAPER_ROLES.judge in design.facets and max_judges < 2:
+        return "the plan cannot be sized: the item set has one judge in these ids, and a measured plan needs two"
     if report.get("estimator") == "henderson":  # a Henderson D-study is at its harmonic-mean sizes
         sizes = {f: max(1, round(float(v))) for f, v in {**sizes, **(report.get("dstudy_sizes") or {})}.items()}
     found = cheapest_crossed(sigma2, design, sizes, max_items=max_items, max_judges=max_judges,
