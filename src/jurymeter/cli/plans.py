@@ -13,7 +13,6 @@ from jurymeter.cli.common import (
     StorageOpt,
     StoreOpt,
     ids_from_file,
-    open_store,
     pairs,
     run_command,
     write_table,
@@ -22,7 +21,8 @@ from jurymeter.errors import ConfigError, JurymeterError
 from jurymeter.render.text import out, safe_text
 
 if TYPE_CHECKING:
-
+    from jurymeter.io.store import Store
+    from jurymeter.pipeline.config import RunConfig
     from jurymeter.stats.cyclic import VarianceComponents
 
 
@@ -121,6 +121,8 @@ def _plan(out_path: Path, store: str | None, storage_option: list[str] | None, c
           target_mdd: float | None = None, target_erho2: float | None = None) -> None:
     import polars as pl
 
+    from jurymeter.cli.common import run_config
+    from jurymeter.io.store import Store
     from jurymeter.pipeline.plans import check_plan_id, free_plan_id
     from jurymeter.stats.cyclic.planner import plan_cost_weighted, plan_crossed, plan_round_robin
 
@@ -147,12 +149,15 @@ def _plan(out_path: Path, store: str | None, storage_option: list[str] | None, c
     if plan_id is not None:
         check_plan_id(plan_id)  # before anything is read or written
 
+    # The configuration and store of an --item-set, resolved once: the ids, tonight's G-study and the plan use them.
+    settings = run_config(config, store, storage_option) if item_set is not None else None
+    plan_store = Store(settings.store, settings.storage_options) if settings is not None else None
     found = {"items": ids_from_file(items), "systems": ids_from_file(systems), "judges": ids_from_file(judges)}
     if any(v is None for v in found.values()):
-        if item_set is None:
+        if item_set is None or plan_store is None:
             msg = "give --item-set (to read ids from the store) or all of --items, --systems and --judges"
             raise ConfigError(msg)
-        target_store = open_store(store, storage_option, config)
+        target_store = plan_store
         target_store.check()
         records = target_store.scan("pointwise", item_set, columns=["item_id", "system_id", "judge_id"]).collect()
         if not records.height:
@@ -184,7 +189,8 @@ def _plan(out_path: Path, store: str | None, storage_option: list[str] | None, c
             + ("" if cost.optimal else " (allocation not proven optimal)")
         )
     elif crossed:
-        tonight = _tonight_gstudy(store, storage_option, config, item_set) if item_set is not None else None
+        tonight = (_tonight_gstudy(settings, plan_store, item_set)
+                   if item_set is not None and settings is not None and plan_store is not None else None)
         if tonight is not None and targeted:  # (a target needs --item-set: checked above)
             ids = _sized(ids, tonight, target_mdd, target_erho2, seed)
         table = plan_crossed(ids["items"], ids["systems"], ids["judges"], generations=generations)
@@ -192,7 +198,7 @@ def _plan(out_path: Path, store: str | None, storage_option: list[str] | None, c
         table = plan_round_robin(
             ids["items"], ids["systems"], ids["judges"], generations=generations, seed=seed
         )
-    the_plan_id = free_plan_id(open_store(store, storage_option, config), plan_id) if item_set is not None else ""
+    the_plan_id = free_plan_id(plan_store, plan_id) if plan_store is not None else ""
     write_table(table, out_path)
     calls = table.group_by("judge_id").agg(pl.len().alias("calls")).sort("judge_id")
     out.print(
@@ -203,10 +209,10 @@ def _plan(out_path: Path, store: str | None, storage_option: list[str] | None, c
     )
     if cost_note:
         out.print(cost_note, markup=False)
-    if item_set is not None:
+    if item_set is not None and plan_store is not None:
         kind = "cost_weighted" if prices else "crossed" if crossed else "round_robin"
         counts = {k: len(ids[k]) for k in ("systems", "items", "judges")}
-        _store_plan(table, store, storage_option, config, item_set, the_plan_id,
+        _store_plan(table, plan_store, item_set, the_plan_id,
                     next_item_set or f"{item_set}-{the_plan_id}", kind, counts, generations, seed,
                     tonight)
 
@@ -215,16 +221,12 @@ def _plan(out_path: Path, store: str | None, storage_option: list[str] | None, c
 _Tonight = tuple[dict[str, Any] | None, str, str | None]
 
 
-def _tonight_gstudy(store: str | None, storage_option: list[str] | None, config: Path | None,
-                    item_set: str) -> _Tonight:
+def _tonight_gstudy(settings: RunConfig, plan_store: Store, item_set: str) -> _Tonight:
     """The item set's G-study as the run last fitted these records (the fit cache), else fitted now."""
     from jurymeter.cli.analyses import fit_report
-    from jurymeter.cli.common import run_config
-    from jurymeter.io.store import Store
     from jurymeter.pipeline.cache import cached_report
 
-    settings = run_config(config, store, storage_option)
-    report = cached_report(Store(settings.store, settings.storage_options), settings, item_set, "gstudy")
+    report = cached_report(plan_store, settings, item_set, "gstudy")
     if report is not None:
         return report, "the run's fit (cache)", None
     try:
@@ -254,17 +256,13 @@ def _sized(ids: dict[str, list[str]], tonight: _Tonight, target_mdd: float | Non
     return {**ids, "items": sorted(ids["items"][k] for k in order), "judges": ids["judges"][:n_judges]}
 
 
-def _store_plan(table: Any, store: str | None, storage_option: list[str] | None, config: Path | None,
-                item_set: str, plan_id: str, target: str, kind: str, counts: dict[str, int], generations: int,
-                seed: int, tonight: _Tonight | None) -> None:
+def _store_plan(table: Any, plan_store: Store, item_set: str, plan_id: str, target: str, kind: str,
+                counts: dict[str, int], generations: int, seed: int, tonight: _Tonight | None) -> None:
     """Predict the planned run from the item set's G-study, store the plan, and print the predictions."""
     from jurymeter.analyses.gstudy.plan import plan_predictions
-    from jurymeter.cli.common import run_config
-    from jurymeter.io.store import Store
     from jurymeter.pipeline.plans import COMPARED, plan_record, store_plan
     from jurymeter.stats.plan_prediction import PREDICTED, Predicted
 
-    settings = run_config(config, store, storage_option)
     report, fit, why = tonight if tonight is not None else (None, "none", None)
     predictions: dict[str, Predicted | None]
     if why is not None:
@@ -274,7 +272,7 @@ def _store_plan(table: Any, store: str | None, storage_option: list[str] | None,
     record = plan_record(plan_id, source={"item_set": item_set, "universe": "all", "population": "all", "fit": fit},
                          item_set=target, kind=kind, counts=counts, generations=generations,
                          predictions=predictions, null_reasons=reasons)
-    folder = store_plan(Store(settings.store, settings.storage_options), record, table)
+    folder = store_plan(plan_store, record, table)
     out.print(f"stored plan {safe_text(plan_id)} in {safe_text(folder)}; ingest its judgments with "
               f"--item-set {safe_text(target)} and the next run measures it"
               + ("" if tonight is None or why is not None else " (predicted from a G-study fitted now: no run has "

@@ -65,9 +65,7 @@ def plan_predictions(
     if why is not None:
         return {key: None for key in PREDICTED}, {key: why for key in PREDICTED}
     design, sizes, sigma2 = _fitted(report)
-    components = report["components"]
-    ms = np.array([components[f"sigma2_{label.replace(':', '_')}"]["ms"] for label in design.labels], dtype=float)
-    df = np.array([components[f"sigma2_{label.replace(':', '_')}"]["df"] for label in design.labels], dtype=float)
+    ms, df = _column(report, design, "ms"), _column(report, design, "df")
     intervals = report.get("intervals") or {}
     n_boot = int(intervals.get("n_boot") or 800)
     method: IntervalMethod = "percentile" if intervals.get("method") == "percentile" else "pivotal"
@@ -94,13 +92,18 @@ def plan_predictions(
     return out, reasons
 
 
+def _column(report: Mapping[str, Any], design: Design, field: str) -> np.ndarray:
+    """One field (``raw``, ``ms``, ``df``) of every component of the report, in ``design.effects`` order
+    (the report keys them ``sigma2_<label>``, ``:`` written ``_``: ``stats.gstudy_report.components``)."""
+    components = report["components"]
+    return np.array([components[f"sigma2_{label.replace(':', '_')}"][field] for label in design.labels], dtype=float)
+
+
 def _fitted(report: Mapping[str, Any]) -> tuple[Design, dict[str, int], np.ndarray]:
     """The report's design, sizes and raw components (``design.effects`` order)."""
     design = Design.parse(str(report["design"]))
     sizes = {str(k): int(v) for k, v in report["sizes"].items()}
-    components = report["components"]
-    sigma2 = np.array([components[f"sigma2_{label.replace(':', '_')}"]["raw"] for label in design.labels], dtype=float)
-    return design, sizes, sigma2
+    return design, sizes, _column(report, design, "raw")
 
 
 def cheapest_sizes(
