@@ -68,3 +68,69 @@ def test_a_fixed_facet_must_be_a_facet_beside_the_object() -> None:
         error_variances(s2, DESIGN, {"i": 15, "j": 4}, fixed=frozenset({"q"}))
     with pytest.raises(DesignError, match="fixed facets \\['s'\\]"):
         error_variances(s2, DESIGN, {"i": 15, "j": 4}, fixed=frozenset({"s"}))
+
+
+def _finite_pool_moments(n_i: int, n_j: int, pool: int, reps: int, seed: int) -> dict[str, tuple[float, float]]:
+    """Monte Carlo truth of tau, sigma2_delta and sigma2_Delta for judges drawn n_j of a pool of ``pool``.
+
+    Each replicate draws every effect of the random model (TRUTH), a universe of ``pool`` judges and
+    ``n_i`` new items (items unlimited), samples ``n_j`` of the pool's judges without replacement, and
+    measures the definitions: the universe score is a system's mean over all the pool's judges and
+    unlimited items (the item effects average to 0), delta_s the deviation of its observed mean from
+    it around the systems' average, Delta_s the deviation itself. Returns (mean, standard error) each.
+    """
+    rng = np.random.default_rng(seed)
+    systems = 8
+    sd = {k: np.sqrt(v) for k, v in TRUTH.items()}
+    a_s = rng.normal(0, sd["s"], (reps, systems))
+    b_j = rng.normal(0, sd["j"], (reps, 1, pool))
+    c_sj = rng.normal(0, sd["sj"], (reps, systems, pool))
+    b_i = rng.normal(0, sd["i"], (reps, 1, n_i, 1))
+    c_si = rng.normal(0, sd["si"], (reps, systems, n_i, 1))
+    chosen = np.argsort(rng.random((reps, pool)), axis=1)[:, :n_j]  # n_j of the pool, without replacement
+    take = np.take_along_axis
+    bj_n = take(b_j, chosen[:, None, :], axis=2)
+    csj_n = take(c_sj, np.broadcast_to(chosen[:, None, :], (reps, systems, n_j)), axis=2)
+    c_ij = rng.normal(0, sd["ij"], (reps, 1, n_i, n_j))
+    e = rng.normal(0, sd["sij"], (reps, systems, n_i, n_j))
+    observed = (a_s[:, :, None, None] + b_i + c_si + bj_n[:, :, None, :] + csj_n[:, :, None, :] + c_ij + e)
+    x_bar = observed.mean(axis=(2, 3))
+    universe = a_s + (b_j + c_sj).mean(axis=2)
+    rel = (x_bar - x_bar.mean(axis=1, keepdims=True)) - (universe - universe.mean(axis=1, keepdims=True))
+    per_rep = {
+        "tau": universe.var(axis=1, ddof=1),
+        "delta": rel.var(axis=1, ddof=1),
+        "Delta": ((x_bar - universe) ** 2).mean(axis=1),
+    }
+    return {k: (float(v.mean()), float(v.std(ddof=1) / np.sqrt(reps))) for k, v in per_rep.items()}
+
+
+@pytest.mark.parametrize(("n_j", "pool"), [(3, 6), (2, 2), (4, 40)])
+def test_a_finite_judge_pool_matches_its_definition_by_simulation(n_j: int, pool: int) -> None:
+    # Known truth by definition (sampling n_j of a pool's judges): the formula is not used to make it.
+    n_i = 5
+    truth = _finite_pool_moments(n_i, n_j, pool, reps=6000, seed=11 + pool)
+    sigma2 = np.array([TRUTH[DESIGN.label(e).replace(":", "")] for e in DESIGN.effects])
+    n = {"i": float(n_i), "j": float(n_j)}
+    tau, delta, absolute = error_variances(sigma2, DESIGN, n, universe={"j": pool})
+    for name, value in (("tau", tau), ("delta", delta), ("Delta", absolute)):
+        mean, se = truth[name]
+        assert float(value) == pytest.approx(mean, abs=4 * se), (name, float(value), mean, se)
+    if n_j == pool:  # every judge of the pool: the fixed panel
+        fixed = error_variances(sigma2, DESIGN, n, fixed=frozenset({"j"}))
+        np.testing.assert_allclose(np.array(fixed), np.array([tau, delta, absolute]), rtol=1e-12)
+    # an unlimited pool is the random model; the finite one lies strictly between it and the fixed panel
+    random_tau, random_delta, _ = error_variances(sigma2, DESIGN, n)
+    if n_j < pool:
+        assert float(random_delta) > float(delta)
+        assert float(tau) > float(random_tau)
+
+
+def test_a_pool_smaller_than_the_panel_or_named_twice_is_refused() -> None:
+    _, s2 = _fit(7)
+    with pytest.raises(DesignError, match="a universe of 3 levels cannot give a D-study of 4"):
+        error_variances(s2, DESIGN, {"i": 15, "j": 4}, universe={"j": 3})
+    with pytest.raises(DesignError, match="both fixed and with a finite universe"):
+        error_variances(s2, DESIGN, {"i": 15, "j": 4}, fixed=frozenset({"j"}), universe={"j": 9})
+    with pytest.raises(DesignError, match="fixed facets \\['q'\\]"):
+        error_variances(s2, DESIGN, {"i": 15, "j": 4}, universe={"q": 9})

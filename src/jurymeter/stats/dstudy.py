@@ -75,63 +75,88 @@ def _sizes(design: Design, obj: str, n: Mapping[str, Size]) -> dict[str, np.ndar
 
 def error_variances(
     sigma2: np.ndarray, design: Design, n: Mapping[str, Size], *, obj: str = "s",
-    fixed: frozenset[str] = frozenset(),
+    fixed: frozenset[str] = frozenset(), universe: Mapping[str, Size] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     r"""Universe-score, relative and absolute error variance at D-study sizes ``n``.
 
     ``n`` maps every facet but ``obj`` to its D-study count (``np.inf`` allowed;
     arrays broadcast against the batch axes of ``sigma2``). ``sigma2`` is
-    ``(..., n_effects)`` in ``design.effects`` order.
+    ``(..., n_effects)`` in ``design.effects`` order: a random-effects G-study's
+    components (every facet's levels drawn from an unlimited universe).
 
-    ``fixed``: facets of a mixed universe (Brennan 2001, sec. 4.3-4.4: a fixed
-    judge panel, a fixed prompt template), whose ``n`` levels are all of the
-    universe's. An effect of ``obj`` with fixed facets only besides it is part
-    of the universe score, :math:`\tau = \sigma^2_s + \sum \sigma^2_{sH}/n_H`
-    (Brennan's rule 4.3.1: it is averaged over the fixed levels), not of :math:`\delta`;
-    an effect of fixed facets alone is a constant of every universe score and
-    leaves :math:`\Delta`; every effect with a random facet stays error,
-    divided by all its facets' counts (Brennan 2001, sec. 4.4, for
-    :math:`p \times I \times H` with H fixed:
-    :math:`\tau = \sigma^2_p + \sigma^2_{ph}/n_h`,
-    :math:`\delta = \sigma^2_{pi}/n_i + \sigma^2_{pih}/(n_i n_h)`).
+    ``universe`` maps a facet to the number of levels :math:`N_f` of its universe
+    of generalization when that is finite (a pool of 12 judges, a benchmark of
+    500 items of which ``n_f`` are used; absent: unlimited, the paper's random
+    facet). ``fixed`` facets are those whose ``n`` levels are all of the universe's,
+    :math:`N_f = n_f` (Brennan 2001, sec. 4.3-4.4: a fixed judge panel, a fixed
+    prompt template). The universe score is a system's mean over every level of
+    the universe, so an effect :math:`T` of ``obj`` with other facets :math:`F`
+    splits into a universe-score part and an error part (the variance of a mean of
+    :math:`\prod n_f` of the :math:`\prod N_f` independent effects around their
+    mean over all of them is :math:`\sigma^2_T (1/\prod n_f - 1/\prod N_f)`):
+
+    - :math:`\tau = \sigma^2_s + \sum_{T \ni s} \sigma^2_T / \prod_{f \in F} N_f`;
+    - :math:`\sigma^2_\delta = \sum_{T \ni s} \sigma^2_T (1/\prod_F n_f - 1/\prod_F N_f)`;
+    - :math:`\sigma^2_\Delta = \sigma^2_\delta + \sum_{T \not\ni s} \sigma^2_T (1/\prod_T n_f - 1/\prod_T N_f)`.
+
+    With every :math:`N_f` unlimited this is the random model (module docstring).
+    With fixed facets it is Brennan's rule 4.3.1: an effect of ``obj`` with fixed
+    facets only besides it is averaged into the universe score
+    (:math:`p \times I \times H`, H fixed: :math:`\tau = \sigma^2_p + \sigma^2_{ph}/n_h`,
+    :math:`\delta = \sigma^2_{pi}/n_i + \sigma^2_{pih}/(n_i n_h)`), an effect of fixed
+    facets alone leaves :math:`\Delta`, and every effect with an unlimited facet
+    stays error, divided by all its facets' counts. Between the two, the factor
+    :math:`1 - n/N` is the finite-population correction of sampling ``n`` of ``N``
+    levels without replacement (Cronbach et al. 1972, ch. 4; Brennan 2001, sec. 4.5).
 
     Returns
     -------
     tau, delta, absolute
-        :math:`\sigma^2_s`, :math:`\sigma^2_\delta` and :math:`\sigma^2_\Delta`
-        (module docstring; paper appendix, relative error) from the raw
-        components: they may be negative.
+        :math:`\tau`, :math:`\sigma^2_\delta` and :math:`\sigma^2_\Delta`
+        from the raw components: they may be negative.
 
     Raises
     ------
     DesignError
-        A size is missing, below 1 or NaN.
+        A size is missing, below 1 or NaN; a fixed or finite facet is not a facet
+        beside ``obj``, is both, or has fewer universe levels than ``n`` samples.
     """
-    unknown = sorted(set(fixed) - (set(design.facets) - {obj}))
+    declared = set(fixed) | set(universe or {})
+    unknown = sorted(declared - (set(design.facets) - {obj}))
     if unknown:
         msg = f"fixed facets {unknown} are not facets of {design.facets} beside the object {obj!r}"
         raise DesignError(msg)
+    both = sorted(set(fixed) & set(universe or {}))
+    if both:
+        msg = f"facets {both} are declared both fixed and with a finite universe: name each once"
+        raise DesignError(msg)
     sizes = _sizes(design, obj, n)
+    levels = {f: sizes[f] for f in fixed}
+    for f, count in (universe or {}).items():
+        levels[f] = np.asarray(count, dtype=np.float64)
+        if not np.all(levels[f] >= sizes[f]):  # also refuses NaN
+            msg = f"facet {f!r}: a universe of {count!r} levels cannot give a D-study of {n[f]!r} of them"
+            raise DesignError(msg)
     sigma2 = np.asarray(sigma2, dtype=np.float64)
     tau = np.zeros(sigma2.shape[:-1])
     delta = np.zeros(sigma2.shape[:-1])
     absolute_extra = np.zeros(sigma2.shape[:-1])
     for k, effect in enumerate(design.effects):
-        divisor = np.ones(())
-        for f in effect:
-            if f != obj:
-                divisor = divisor * sizes[f]
-        finite = np.isfinite(divisor)
-        term = np.where(finite, sigma2[..., k] / np.where(finite, divisor, 1.0), 0.0)
-        random_part = bool((effect - {obj}) - fixed)
         if effect == frozenset({obj}):
             tau = tau + sigma2[..., k]
-        elif obj in effect and not random_part:  # sH with H fixed: the universe score averages it
-            tau = tau + term
-        elif obj in effect:
-            delta = delta + term
-        elif random_part:  # an effect of fixed facets alone is the same for every system: no error
-            absolute_extra = absolute_extra + term
+            continue
+        sampled, universe_levels = np.ones(()), np.ones(())
+        for f in effect - {obj}:
+            sampled = sampled * sizes[f]
+            universe_levels = universe_levels * levels.get(f, np.inf)
+        # 1 / prod n - 1 / prod N, written so that n = N gives exactly 0 (a fixed facet: no error)
+        at_universe = 1.0 / universe_levels
+        error_share = np.where(sampled == universe_levels, 0.0, 1.0 / sampled - at_universe)
+        if obj in effect:
+            tau = tau + sigma2[..., k] * at_universe
+            delta = delta + sigma2[..., k] * error_share
+        else:  # the same for every system: absolute error only
+            absolute_extra = absolute_extra + sigma2[..., k] * error_share
     return tau, delta, delta + absolute_extra
 
 
