@@ -53,7 +53,7 @@ def test_the_cache_key_follows_the_code_that_shapes_a_fit(tmp_path: Path) -> Non
         ("target = 1.5", "target must be in (0, 1), got 1.5"),
         ('analyses = ["gstudy", "pairs"]', "analyses names 'pairs' (registered: gstudy, cyclic, pairwise"),
         ("[fit.nonesuch]\nx = 1", "[fit.nonesuch] names no analysis"),
-        ("[fit.gstudy]\nscreen = 1.0", "[fit.gstudy]: unknown key(s) screen (known: estimator, henderson_intervals, screen_threshold)"),
+        ("[fit.gstudy]\nscreen = 1.0", "[fit.gstudy]: unknown key(s) screen (known: estimator, fixed, henderson_intervals, item_pool, judge_pool, screen_threshold)"),
         ("[fit.cyclic]\nbudgets = [5, 'ten']", "budgets must be a list of integers"),
     ],
 )

@@ -54,6 +54,9 @@ def gstudy_request(
     screen_threshold: float,
     estimator_name: str,
     henderson_interval_name: str,
+    fixed: tuple[str, ...] = (),
+    judge_pool: int = 0,
+    item_pool: int = 0,
 ) -> GStudyRequest:
     """The statistics' request for one fit, from a fit's settings and the G-study's options (validated)."""
     return GStudyRequest(
@@ -68,6 +71,9 @@ def gstudy_request(
         screen_threshold=screen_threshold,
         estimator=estimator(estimator_name),
         henderson_intervals=henderson_intervals(henderson_interval_name),
+        fixed=fixed,
+        judge_pool=judge_pool,
+        item_pool=item_pool,
     )
 
 

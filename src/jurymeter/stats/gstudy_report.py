@@ -72,6 +72,8 @@ class ReportParts:
     nested: dict[str, Any] | None
     judge_offsets: list[dict[str, Any]]
     henderson: HendersonParts | None = None
+    # The D-study of the declared universe (fixed facets, finite pools: jurymeter.stats.universe); None: random
+    universe: dict[str, Any] | None = None
 
 
 def gstudy_report(parts: ReportParts) -> dict[str, Any]:
@@ -111,6 +113,7 @@ def gstudy_report(parts: ReportParts) -> dict[str, Any]:
         "mdd95_in_sd_of_system_means": mdd_sd,
         "sd_of_system_means": parts.sd_means,
         "system_means": parts.system_means,
+        "universe_dstudy": parts.universe,
     })
     if h is not None:
         report["system_means_kind"] = h.system_means_kind

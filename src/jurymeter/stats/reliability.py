@@ -35,8 +35,8 @@ from jurymeter.stats.blocks import BalancedBlock, BlockLayout, GenerationMode, b
 from jurymeter.stats.bootstrap import (
     DEFAULT_RESAMPLES,
     IntervalMethod,
-    bootstrap_reliability,
     intervals_from_draws,
+    resample_components,
 )
 from jurymeter.stats.diagnostics import (
     EnsembleRefits,
@@ -78,6 +78,7 @@ from jurymeter.stats.henderson_cells import (
     block_dropped,
 )
 from jurymeter.stats.nested_split import NestedSplitChunks
+from jurymeter.stats.universe import Universe, universe_report
 
 # The MDD false-positive check refits whole simulated data sets; above this many
 # observations per data set it is skipped (reported as null) to keep a nightly
@@ -120,6 +121,11 @@ class GStudyRequest:
     interval_method: IntervalMethod = "pivotal"
     estimator: Estimator = "auto"
     henderson_intervals: HendersonIntervals = "auto"
+    # The declared universe of generalization (``[fit.gstudy] fixed``, ``judge_pool``, ``item_pool``):
+    # the report's ``universe`` block; 0 = an unlimited pool.
+    fixed: tuple[str, ...] = ()
+    judge_pool: int = 0
+    item_pool: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.item_set, str) or not self.item_set:
@@ -156,6 +162,19 @@ class GStudyRequest:
             if not isinstance(values, tuple) or any((k := _int_or_none(v)) is None or k < low for v in values):
                 _refuse(name, values, allowed)
             object.__setattr__(self, name, tuple(int(v) for v in values))
+        for name in ("judge_pool", "item_pool"):
+            object.__setattr__(self, name, _integer(name, getattr(self, name), 0))
+        if not isinstance(self.fixed, tuple) or not all(isinstance(v, str) for v in self.fixed):
+            _refuse("fixed", self.fixed, "a tuple of facet names")
+        try:
+            self.universe()
+        except DesignError as error:
+            _refuse("fixed", self.fixed, f"a valid universe ({error})")
+
+    def universe(self) -> Universe:
+        """The declared universe of generalization (:class:`jurymeter.stats.universe.Universe`)."""
+        pools = {role: size for role, size in (("judges", self.judge_pool), ("items", self.item_pool)) if size}
+        return Universe(fixed=self.fixed, pools=pools)
 
 
 Estimator = Literal["auto", "henderson", "balanced"]
@@ -348,11 +367,13 @@ def _balanced_report(chunks: GStudyChunks) -> dict[str, Any]:
     item_means = np.concatenate(chunks.item_means, axis=1)
     system_means = item_means.mean(axis=1)
     sd_means = float(np.std(system_means, ddof=1)) if len(system_means) > 1 else float("nan")
-    boot = bootstrap_reliability(
-        fit, n_boot=request.n_boot, seed=request.seed, target=request.target, sd_of_system_means=sd_means,
-        method=request.interval_method,
+    # bootstrap_reliability's draws, kept: the declared universe's intervals are of the same draws
+    draws = resample_components(fit, request.n_boot, request.seed, method=request.interval_method)
+    boot = intervals_from_draws(
+        fit, draws, target=request.target, sd_of_system_means=sd_means, method=request.interval_method,
     )
     notes = ReportNotes(fit, PAPER_ROLES)  # the summary's and the checks' below, in one set of dicts
+    universe = _universe(fit, draws, PAPER_ROLES.observed(design, fit.sizes), request, notes)
     summary = dstudy_summary(fit, target=request.target, budgets=request.budgets, notes=notes)
     naive = _naive_bootstrap(chunks, fit, notes)
     items = (
@@ -378,8 +399,22 @@ def _balanced_report(chunks: GStudyChunks) -> dict[str, Any]:
         method=boot.method, naive=naive, rank_reliability={**wrong, "mdd_false_positive_rate": fpr},
         ensembles=ensembles,
         items=None if items is None else item_report(items, layout.items, request.screen_threshold, screened, notes),
-        nested=chunks.nested_split(notes), judge_offsets=offsets,
+        nested=chunks.nested_split(notes), judge_offsets=offsets, universe=universe,
     ))
+
+
+def _universe(
+    fit: GStudy, draws: np.ndarray, native: dict[str, float], request: GStudyRequest, notes: ReportNotes
+) -> dict[str, Any] | None:
+    """The report's ``universe`` block (:func:`jurymeter.stats.universe.universe_report`), its null reasons in ``notes``."""
+    levels = {f: int(n) for f, n in fit.sizes.items()}
+    block, reason = universe_report(fit, draws, native, request.universe(), levels)
+    if block is None:
+        notes.null_reasons["universe_dstudy"] = str(reason)
+        return None
+    for key, why in block.pop("null_reasons").items():
+        notes.null_reasons[f"universe_dstudy.{key}"] = why
+    return block
 
 
 def _naive_bootstrap(chunks: GStudyChunks, fit: GStudy, notes: ReportNotes) -> dict[str, Any]:
@@ -546,6 +581,7 @@ def henderson_report(
         method=request.interval_method,
     )
     notes = ReportNotes(fit, roles)
+    universe = _universe(fit, draws, native, request, notes)
     summary = dstudy_summary(fit, target=request.target, budgets=request.budgets, notes=notes, native=native)
     summary["dstudy_sizes"] = dict(native)
     generations = native.get(roles.generation or "g", 1.0)
@@ -571,7 +607,7 @@ def henderson_report(
         naive={"halfwidth": None, "mdd95_single_judge": single, "mdd95_over_halfwidth": None,
                "generations": generations},
         rank_reliability={**wrong, "mdd_false_positive_rate": None}, ensembles={}, items=None, nested=None,
-        judge_offsets=henderson_judge_offsets(cells, fitted, fit, notes),
+        judge_offsets=henderson_judge_offsets(cells, fitted, fit, notes), universe=universe,
         henderson=HendersonParts(
             estimator_note=note, balanced_block=None if layout is None else layout.summary(),
             balanced_block_drops=dropped,

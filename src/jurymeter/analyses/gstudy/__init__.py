@@ -51,9 +51,17 @@ class GStudyOptions:
     # The intervals of a Henderson fit: "auto" (the record bootstrap up to a size,
     # chi-square draws above it), "records" or "chisquare" (docs/henderson.md).
     henderson_intervals: str = "auto"
+    # The universe of generalization (docs/gstudy.md, "Fixed facets and finite pools"): facets whose
+    # levels in the study are all of the universe's ("judges": a fixed panel; "items": this benchmark),
+    # and the size of a finite pool the judges or items were drawn from (0: unlimited, the paper's).
+    fixed: tuple[str, ...] = ()
+    judge_pool: int = 0
+    item_pool: int = 0
 
     def __post_init__(self) -> None:
+        from jurymeter.analyses.commands import OptionError
         from jurymeter.errors import ConfigError
+        from jurymeter.stats.universe import FACET_ROLES
 
         if self.estimator not in ESTIMATOR_CHOICES:
             msg = f"[fit.gstudy] estimator (--estimator) must be one of {ESTIMATOR_CHOICES}; got {self.estimator!r}"
@@ -62,6 +70,19 @@ class GStudyOptions:
             msg = (f"[fit.gstudy] henderson_intervals (--henderson-intervals) must be one of "
                    f"{HENDERSON_INTERVAL_CHOICES}; got {self.henderson_intervals!r}")
             raise ConfigError(msg)
+        # OptionError: the configuration reader and the CLI rename the field to the key or flag written
+        unknown = [f for f in self.fixed if f not in FACET_ROLES]
+        if unknown or len(set(self.fixed)) != len(self.fixed):
+            allowed = f"a list naming each of {', '.join(FACET_ROLES)} at most once"
+            raise OptionError("fixed", allowed, list(self.fixed))  # noqa: EM101 (the field's name, not a message)
+        for role, pool in (("judges", self.judge_pool), ("items", self.item_pool)):
+            key = f"{role[:-1]}_pool"
+            if isinstance(pool, bool) or not isinstance(pool, int) or pool < 0:
+                raise OptionError(key, f"a whole number of {role} (0: unlimited)", pool)
+            if pool and role in self.fixed:
+                allowed = (f"0 while {role} are fixed (a fixed facet's universe is the study's own levels: "
+                           "give one of the two)")
+                raise OptionError(key, allowed, pool)
 
 
 def request_of(item_set: str, settings: FitSettings, options: GStudyOptions) -> GStudyRequest:
@@ -72,7 +93,8 @@ def request_of(item_set: str, settings: FitSettings, options: GStudyOptions) -> 
         item_set, judges=settings.judges, systems=settings.systems, generations=settings.generations,
         n_boot=settings.n_boot, seed=settings.seed, target=settings.target, interval=settings.interval,
         screen_threshold=options.screen_threshold, estimator_name=options.estimator,
-        henderson_interval_name=options.henderson_intervals,
+        henderson_interval_name=options.henderson_intervals, fixed=options.fixed,
+        judge_pool=options.judge_pool, item_pool=options.item_pool,
     )
 
 

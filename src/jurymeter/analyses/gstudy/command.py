@@ -24,6 +24,11 @@ from jurymeter.analyses.gstudy import (
 from jurymeter.render.text import fmt, fmt_bound, out, print_notes, safe_text
 
 
+def fixed_of(text: str) -> tuple[str, ...]:
+    """``--fixed judges,items`` as the facets' names (checked by :class:`~jurymeter.analyses.gstudy.GStudyOptions`)."""
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
 def write_screened(report: Mapping[str, Any], path: Path) -> None:
     """The item ids that pass the screen, one per line (``--screened-out``)."""
     kept = report["items"]["screened_items"] if report["items"] else []
@@ -41,6 +46,7 @@ def print_gstudy(report: dict[str, Any]) -> None:
     _print_judge_offsets(report)
     _print_components(report)
     _print_dstudy(report)
+    _print_universe(report)
     _print_checks(report)
     print_notes(_notes(report))
 
@@ -185,6 +191,28 @@ def _print_dstudy(report: dict[str, Any]) -> None:
     )
 
 
+def _print_universe(report: dict[str, Any]) -> None:
+    """The declared universe's D-study (``--fixed``, ``--judge-pool``, ``--item-pool``) beside the random one."""
+    universe = report.get("universe_dstudy")
+    if not universe:
+        reason = (report.get("null_reasons") or {}).get("universe_dstudy", "")
+        if reason and not reason.startswith("no facet is declared"):  # declared, but it changes nothing
+            out.print(f"declared universe: {safe_text(reason)}", markup=False)
+        return
+    iv = universe["intervals"]
+
+    def with_interval(key: str) -> str:
+        return (f"{fmt(universe[key], none='n/a')} [{fmt_bound(iv[key].get('low'))}, "
+                f"{fmt_bound(iv[key].get('high'))}]")
+
+    out.print(
+        f"declared universe ({safe_text(universe['declared'])}): E rho^2 {with_interval('erho2')}, "
+        f"Phi {with_interval('phi')}, MDD95 {with_interval('mdd95')} at the study's sizes "
+        f"(the random universe's: E rho^2 {fmt(report['erho2'])}, MDD95 {fmt(report['mdd95'])})",
+        markup=False,
+    )
+
+
 def _print_checks(report: dict[str, Any]) -> None:
     """Budget optima, the naive bootstrap, rank reliability, ensembles, the nested design and items."""
     block = report["block"]
@@ -254,6 +282,12 @@ COMMAND = Command(
         Flag("henderson_intervals", "--henderson-intervals", "Intervals of an every-record fit: 'auto' (default: "
              "the record bootstrap up to 200M records x draws, chi-square draws above), 'records' or 'chisquare'",
              Rule(choices=HENDERSON_INTERVAL_CHOICES)),
+        Flag("fixed", "--fixed", "Facets fixed in the universe: 'judges' (this panel), 'items' (this benchmark) "
+             "or 'judges,items'", parse=fixed_of),
+        Flag("judge_pool", "--judge-pool", "Judges in the pool the panel was drawn from (0: unlimited)",
+             Rule(low=0, integer=True)),
+        Flag("item_pool", "--item-pool", "Items in the pool the benchmark was drawn from (0: unlimited)",
+             Rule(low=0, integer=True)),
     ),
     show=print_gstudy,
     outputs=(Output("--screened-out", "Write the screened item ids here, one per line", write_screened),),

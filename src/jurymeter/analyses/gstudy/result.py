@@ -154,6 +154,8 @@ class GStudyReport(TypedDict, total=False):
     items: ItemScreen
     judge_offsets: list[JudgeOffsetRow]
     system_means: dict[str, float]
+    # The declared universe's D-study (stats/universe.py: universe_report); None when none is declared
+    universe_dstudy: dict[str, Any] | None
     # Read only by the JSON and the page's tables: typed loosely.
     request: dict[str, Any]
     budget_optimum: dict[str, Any]

@@ -52,6 +52,10 @@ DSTUDY_LABELS = {
     "mdd95_in_sd_of_system_means": "MDD95 in SDs of the system means (SD)",
     "judges_needed": "judges needed for the target, 30 items, 3 runs (judges)",
     "items_needed": "items needed for the target, 1 judge, 1 run (items)",
+    # The declared universe's ([fit.gstudy] fixed, judge_pool, item_pool), at the observed sizes
+    "universe_erho2": "E\u03c1\u00b2 in the declared universe (0\u20131)",
+    "universe_phi": "\u03a6 in the declared universe (0\u20131)",
+    "universe_mdd95": "MDD95 in the declared universe (score points)",
 }
 
 
@@ -75,6 +79,12 @@ def gstudy_section(page: SectionBuilder) -> None:
     page.add(_components_html(components))
     _subsection(page, "D-study", _dstudy_lead(_estimates(dstudy)))
     page.add(_dstudy_html(dstudy))
+    if summary.get("universe_declared"):  # why the declared universe's rows differ from the random ones
+        page.add(f'<p class="note">Declared universe: {_e(summary["universe_declared"])} '
+                 "(docs/gstudy.md, \u201cFixed facets and finite pools\u201d): a fixed facet\u2019s levels are all "
+                 "of the universe\u2019s, so its interaction with the systems is part of what is measured, not "
+                 "error; a pool of N levels leaves the error of sampling n of them, 1 \u2212 n/N of the random "
+                 "one\u2019s.</p>")
     _judge_effects(page)
     title = page.title
     curve, ceilings, grid = page.rows("erho2_curve"), page.rows("ceilings"), page.rows("nomogram")

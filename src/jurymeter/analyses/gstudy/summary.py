@@ -54,7 +54,22 @@ class NullReasons(TypedDict):
     mdd95_reason: str | None
 
 
-class GStudyHeadline(DroppedSummary, IndexSummary, NullReasons):
+class UniverseSummary(TypedDict):
+    """The declared universe's D-study in the run summary (``[fit.gstudy] fixed``, ``judge_pool``, ``item_pool``)."""
+
+    universe_declared: str | None
+    universe_erho2: float | None
+    universe_mdd95: float | None
+
+
+def universe_summary(report: Mapping[str, Any]) -> UniverseSummary:
+    """The declared universe, its E rho^2 and MDD95 at the study's sizes (all ``None`` when none is declared)."""
+    universe = report.get("universe_dstudy") or {}
+    return {"universe_declared": universe.get("declared"), "universe_erho2": universe.get("erho2"),
+            "universe_mdd95": universe.get("mdd95")}
+
+
+class GStudyHeadline(DroppedSummary, IndexSummary, NullReasons, UniverseSummary):
     """The G-study's entry in the run summary: exactly the keys of :attr:`GStudySummary.headline`."""
 
     design: str
@@ -103,6 +118,9 @@ class GStudySummary(SummaryPart[GStudyResult]):
         Headline("erho2_reason", "why no E\u03c1\u00b2", "text", table=False),
         Headline("ceiling_reason", "why no single-judge ceiling", "text", table=False),
         Headline("mdd95_reason", "why no MDD95", "text", table=False),
+        Headline("universe_declared", "declared universe", "text", table=False),
+        Headline("universe_erho2", "E\u03c1\u00b2 in the declared universe", table=False),
+        Headline("universe_mdd95", "MDD95 in the declared universe (points)", table=False),
     )
     # What the run history follows across published runs (pipeline.history, issue 16 point 4).
     tracked = (
@@ -124,7 +142,7 @@ class GStudySummary(SummaryPart[GStudyResult]):
             "design": result.design, "systems": result.systems, "items": result.items,
             "judges": result.judges, "erho2": result.erho2, "ceiling": result.ceiling,
             "mdd95": result.mdd95, "design_note": result.design_note, **dropped_summary(result.report),
-            **index_summary(result.report), **_null_reasons(result),
+            **index_summary(result.report), **_null_reasons(result), **universe_summary(result.report),
         }
 
     def sentence(self, part: Mapping[str, Any], context: HeadlineContext) -> str | None:
@@ -149,6 +167,8 @@ class GStudySummary(SummaryPart[GStudyResult]):
             reach.append(f"{part['judges_needed']} judges reach E\u03c1\u00b2 {part['target']:g} at 30 items")
         if reach:
             clauses.append(", ".join(reach))
+        if part.get("universe_declared") and part.get("universe_mdd95") is not None:
+            clauses.append(f"with {part['universe_declared']}: MDD {part['universe_mdd95']:.2f} {context.points()}")
         if part.get("lenient_offset") is not None and part.get("harsh_offset") is not None:
             clauses.append(f"most lenient judge {part.get('lenient_judge')} {part['lenient_offset']:+.2f}, "
                            f"harshest {part.get('harsh_judge')} {part['harsh_offset']:+.2f} points")

@@ -16,6 +16,8 @@ DSTUDY_QUANTITIES = (
     "ceiling", "ceiling_3_judges", "mdd95_in_sd_of_system_means",
     "judges_needed", "items_needed",
 )
+# ... and those of a declared universe (report key universe_dstudy), published as universe_<quantity>.
+UNIVERSE_QUANTITIES = ("erho2", "phi", "mdd95")
 
 
 def _number(value: Any) -> float | None:
@@ -58,7 +60,17 @@ class GStudyTables(TablesPart[GStudyResult]):
             }
             for name, c in report["components"].items()
         ]
-        rows["dstudy"] = _dstudy(report, report["intervals"], report.get("null_reasons") or {})
+        reasons = report.get("null_reasons") or {}
+        rows["dstudy"] = _dstudy(report, report["intervals"], reasons)
+        universe = report.get("universe_dstudy")
+        if universe:  # the declared universe's D-study (fixed facets, finite pools), as universe_<quantity>
+            rows["dstudy"] += [
+                {**row, "quantity": f"universe_{row['quantity']}"}
+                for row in _dstudy(universe, universe["intervals"],
+                                   {k.removeprefix("universe_dstudy."): v for k, v in reasons.items()
+                                    if k.startswith("universe_dstudy.")},
+                                   UNIVERSE_QUANTITIES)
+            ]
         rows["ceilings"] = [{"judges": int(j), "ceiling": v} for j, v in report["ceiling_by_judges"].items()]
         rows["erho2_curve"] = [dict(row) for row in report["erho2_curve"]]
         nomo = report["nomogram"]
@@ -84,14 +96,14 @@ class GStudyTables(TablesPart[GStudyResult]):
 
 
 def _dstudy(top: Mapping[str, Any], intervals: Mapping[str, Mapping[str, Any]],
-            reasons: Mapping[str, str]) -> list[dict[str, Any]]:
+            reasons: Mapping[str, str], quantities: tuple[str, ...] = DSTUDY_QUANTITIES) -> list[dict[str, Any]]:
     """The ``dstudy`` rows: each quantity's estimate (the report's own, else its interval's), bounds and null reason.
 
     ``top``: the report, read by the quantity's name (some quantities, such as
     ``ceiling_3_judges``, are only in ``intervals``).
     """
     rows = []
-    for q in DSTUDY_QUANTITIES:
+    for q in quantities:
         estimate = _number(top.get(q, intervals.get(q, {}).get("estimate")))
         rows.append({
             "quantity": q,
