@@ -23,6 +23,7 @@ import numpy as np
 
 from jurymeter.errors import DesignError
 from jurymeter.stats.bootstrap import percentile_interval
+from jurymeter.stats.design import Design
 from jurymeter.stats.dstudy import PAPER_ROLES, Z95, Facets, error_variances, truncated_ratio
 from jurymeter.stats.gstudy import GStudy
 
@@ -75,6 +76,17 @@ class Universe:
         parts = [f"{role} fixed" for role in self.fixed]
         parts += [f"{role} from a pool of {size}" for role, size in self.pools.items()]
         return "; ".join(parts) if parts else "every facet random"
+
+
+def _no_error_reason(design: Design, delta: float, declared: frozenset[str], roles: Facets) -> str:
+    """Why the declared universe has no MDD: every facet of the system effects fixed, or negative estimates."""
+    facets = set(design.facets) - {roles.system}
+    if delta == 0 and facets <= declared:
+        return (f"sigma2_delta = 0 in this universe: every facet of the design ({', '.join(sorted(facets))}) is "
+                "fixed, so no relative error is left and no floor can be stated; with one rating per cell the "
+                "judge's run-to-run noise is confounded with the last interaction and counted as universe score, "
+                "so score each cell more than once (runs) to measure it")
+    return f"sigma2_delta = {delta:.4g} <= 0 in this universe (negative estimates): no floor can be estimated"
 
 
 def _letter(role: str, roles: Facets) -> str:
@@ -158,8 +170,8 @@ def universe_report(
         values[name] = v if np.isfinite(v) else None
         if values[name] is None:
             null_reasons[name] = (
-                f"sigma2_delta = {delta:.4g} <= 0 in this universe: no floor can be estimated"
-                if name == "mdd95" else f"tau = {tau:.4g} and its error variance are <= 0: no ratio (0/0)"
+                _no_error_reason(design, delta, fixed | set(pools), roles) if name == "mdd95"
+                else f"tau = {tau:.4g} and its error variance are <= 0: no ratio (0/0)"
             )
         intervals[name] = percentile_interval(v, sample, level, share=True).to_json()
     return {
