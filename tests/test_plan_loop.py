@@ -154,7 +154,9 @@ def test_plan_flags_errors(planned: tuple[Store, Path], tmp_path: Path) -> None:
     for flags, said in ((["--target-mdd", "-1"], "--target-mdd must be a positive number"),
                         (["--target-mdd", "nan"], "--target-mdd must be a positive number"),
                         (["--target-erho2", "1"], "--target-erho2 must be between 0 and 1"),
-                        (["--target-mdd", "1", "--target-erho2", "0.8"], "give one of --target-mdd and --target-erho2")):
+                        (["--target-mdd", "1", "--target-erho2", "0.8"], "give one of --target-mdd and --target-erho2"),
+                        (["--next-item-set", " "], "--next-item-set must name the item set"),
+                        (["--universe", "nonesuch"], "--universe 'nonesuch': no universe 'nonesuch' in the config")):
         refused = CliRunner().invoke(app, [*base, *flags])
         assert refused.exit_code == 1, flags
         assert said in refused.output, refused.output
@@ -253,3 +255,28 @@ def test_a_target_mdd_sizes_the_plan_to_the_fewest_calls_reaching_it(planned: tu
     assert far.exit_code == 1
     assert "no crossed plan within the item set's 24 items and 3 judges reaches MDD95 <= 0.01" in far.output
     assert not (tmp_path / "far.csv").exists()
+
+
+def test_a_plan_in_a_judge_universe_takes_its_judges_and_its_g_study(planned: tuple[Store, Path],
+                                                                     tmp_path: Path) -> None:
+    # The G-study's advice for judges who never share systems is "fit one judge universe at a time";
+    # a plan follows it: --universe names the judges and the G-study (the one of those judges) it predicts from.
+    store, _ = planned
+    config = _config(store)
+    config.write_text(config.read_text() + '[universes]\npair = ["judge-a", "judge-b"]\n')
+    out = tmp_path / "pair.csv"
+    result = CliRunner().invoke(app, ["plan", "--config", str(config), "--item-set", "sim-chat", "--crossed",
+                                      "--universe", "pair", "--plan-id", "p-pair", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    table = pl.read_csv(out)
+    assert sorted(table["judge_id"].unique().to_list()) == ["judge-a", "judge-b"]
+    record = orjson.loads((Path(store.url) / "plans" / "p-pair" / "plan.json").read_bytes())
+    assert record["source"]["universe"] == "pair"
+    assert record["counts"]["judges"] == 2
+    got = CliRunner().invoke(app, ["gstudy", "--config", str(config), "--item-set", "sim-chat", "--universe", "pair",
+                                   "--json"])
+    assert got.exit_code == 0, got.output
+    report = orjson.loads(got.output)
+    assert report["block"]["judges"] == 2
+    # the prediction's point at the plan's own sizes is the D-study of the two judges' G-study
+    assert record["predictions"]["erho2"]["point"] == pytest.approx(report["erho2"], rel=1e-9)

@@ -10,8 +10,10 @@ import typer
 
 from jurymeter.cli.common import (
     ConfigOpt,
+    PopulationOpt,
     StorageOpt,
     StoreOpt,
+    UniverseOpt,
     ids_from_file,
     pairs,
     run_command,
@@ -72,6 +74,8 @@ def plan(
         float | None,
         typer.Option("--target-erho2", help="Size the crossed plan: the fewest calls reaching E rho^2 >= Y"),
     ] = None,
+    universe: UniverseOpt = None,
+    population: PopulationOpt = None,
 ) -> None:
     """Write a round-robin judge assignment (system, item, generation, judge) for the next run.
 
@@ -83,10 +87,13 @@ def plan(
     set's G-study); the run that fits the planned judgments, ingested into
     --next-item-set, compares what it measures with them. --target-mdd or
     --target-erho2 sizes the crossed plan: the fewest judge calls (items x
-    judges, within the item set's) whose D-study reaches the target.
+    judges, within the item set's) whose D-study reaches the target. --universe and
+    --population (names of the configuration) take the judges and systems, and
+    tonight's G-study, of that judge universe and system population.
     """
     run_command(_plan, out_path, store, storage_option, config, item_set, items, systems, judges,
-         generations, seed, prices, budget, components, crossed, plan_id, next_item_set, target_mdd, target_erho2)
+         generations, seed, prices, budget, components, crossed, plan_id, next_item_set, target_mdd, target_erho2,
+         universe or "all", population or "all")
 
 
 
@@ -118,11 +125,13 @@ def _plan_components(components: str | None, item_set: str | None, store: str | 
 def _plan(out_path: Path, store: str | None, storage_option: list[str] | None, config: Path | None, item_set: str | None, items: Path | None, systems: Path | None, judges: Path | None, generations: int, seed: int,
           prices: list[str] | None = None, budget: float | None = None, components: str | None = None,
           crossed: bool = False, plan_id: str | None = None, next_item_set: str | None = None,
-          target_mdd: float | None = None, target_erho2: float | None = None) -> None:
+          target_mdd: float | None = None, target_erho2: float | None = None, universe: str = "all",
+          population: str = "all") -> None:
     import polars as pl
 
     from jurymeter.cli.common import run_config
     from jurymeter.io.store import Store
+    from jurymeter.pipeline.jobs import named_levels
     from jurymeter.pipeline.plans import check_plan_id, free_plan_id
     from jurymeter.stats.cyclic.planner import plan_cost_weighted, plan_crossed, plan_round_robin
 
@@ -146,12 +155,19 @@ def _plan(out_path: Path, store: str | None, storage_option: list[str] | None, c
     if item_set is None and (plan_id is not None or next_item_set is not None):
         msg = "--plan-id and --next-item-set name a stored plan, which needs the --item-set it is drawn from"
         raise ConfigError(msg)
+    if item_set is None and (universe, population) != ("all", "all"):
+        msg = "--universe and --population choose the judges, systems and G-study of an --item-set: give it"
+        raise ConfigError(msg)
     if plan_id is not None:
         check_plan_id(plan_id)  # before anything is read or written
+    if next_item_set is not None and not next_item_set.strip():
+        msg = "--next-item-set must name the item set the planned judgments go into, got an empty name"
+        raise ConfigError(msg)
 
     # The configuration and store of an --item-set, resolved once: the ids, tonight's G-study and the plan use them.
     settings = run_config(config, store, storage_option) if item_set is not None else None
     plan_store = Store(settings.store, settings.storage_options) if settings is not None else None
+    scope = named_levels(settings, universe, population) if settings is not None else {}
     found = {"items": ids_from_file(items), "systems": ids_from_file(systems), "judges": ids_from_file(judges)}
     if any(v is None for v in found.values()):
         if item_set is None or plan_store is None:
@@ -159,9 +175,13 @@ def _plan(out_path: Path, store: str | None, storage_option: list[str] | None, c
             raise ConfigError(msg)
         target_store = plan_store
         target_store.check()
-        records = target_store.scan("pointwise", item_set, columns=["item_id", "system_id", "judge_id"]).collect()
+        scan = target_store.scan("pointwise", item_set, columns=["item_id", "system_id", "judge_id"])
+        for column, levels in scope.items():  # the judge universe's judges, the population's systems
+            scan = scan.filter(pl.col(column).is_in(list(levels)))
+        records = scan.collect()
         if not records.height:
-            msg = f"no pointwise records for item set {item_set!r} in {target_store.url}"
+            msg = (f"no pointwise records for item set {item_set!r} in {target_store.url}"
+                   + (f" in universe {universe!r} and population {population!r}" if scope else ""))
             raise ConfigError(msg)
         for key, column in (("items", "item_id"), ("systems", "system_id"), ("judges", "judge_id")):
             if found[key] is None:
@@ -189,7 +209,7 @@ def _plan(out_path: Path, store: str | None, storage_option: list[str] | None, c
             + ("" if cost.optimal else " (allocation not proven optimal)")
         )
     elif crossed:
-        tonight = (_tonight_gstudy(settings, plan_store, item_set)
+        tonight = (_tonight_gstudy(settings, plan_store, item_set, universe, population)
                    if item_set is not None and settings is not None and plan_store is not None else None)
         if tonight is not None and targeted:  # (a target needs --item-set: checked above)
             ids = _sized(ids, tonight, target_mdd, target_erho2, seed)
@@ -212,25 +232,28 @@ def _plan(out_path: Path, store: str | None, storage_option: list[str] | None, c
     if item_set is not None and plan_store is not None:
         kind = "cost_weighted" if prices else "crossed" if crossed else "round_robin"
         counts = {k: len(ids[k]) for k in ("systems", "items", "judges")}
-        _store_plan(table, plan_store, item_set, the_plan_id,
-                    next_item_set or f"{item_set}-{the_plan_id}", kind, counts, generations, seed,
+        _store_plan(table, plan_store, {"item_set": item_set, "universe": universe, "population": population},
+                    the_plan_id, next_item_set or f"{item_set}-{the_plan_id}", kind, counts, generations, seed,
                     tonight)
+
 
 
 # Tonight's G-study of the item set: its report and where it came from, or why there is none.
 _Tonight = tuple[dict[str, Any] | None, str, str | None]
 
 
-def _tonight_gstudy(settings: RunConfig, plan_store: Store, item_set: str) -> _Tonight:
+def _tonight_gstudy(settings: RunConfig, plan_store: Store, item_set: str, universe: str = "all",
+                    population: str = "all") -> _Tonight:
     """The item set's G-study as the run last fitted these records (the fit cache), else fitted now."""
     from jurymeter.cli.analyses import fit_report
     from jurymeter.pipeline.cache import cached_report
 
-    report = cached_report(plan_store, settings, item_set, "gstudy")
+    report = cached_report(plan_store, settings, item_set, "gstudy", universe=universe, population=population)
     if report is not None:
         return report, "the run's fit (cache)", None
     try:
-        _, report = fit_report(settings, "gstudy", item_set, title="the G-study the plan predicts from")
+        _, report = fit_report(settings, "gstudy", item_set, universe, population,
+                               title="the G-study the plan predicts from")
     except JurymeterError as exc:  # the plan is still worth storing: its predictions say why they are missing
         return None, "fitted by plan", str(exc)
     return report, "fitted by plan", None
@@ -256,7 +279,7 @@ def _sized(ids: dict[str, list[str]], tonight: _Tonight, target_mdd: float | Non
     return {**ids, "items": sorted(ids["items"][k] for k in order), "judges": ids["judges"][:n_judges]}
 
 
-def _store_plan(table: Any, plan_store: Store, item_set: str, plan_id: str, target: str, kind: str,
+def _store_plan(table: Any, plan_store: Store, source: dict[str, str], plan_id: str, target: str, kind: str,
                 counts: dict[str, int], generations: int, seed: int, tonight: _Tonight | None) -> None:
     """Predict the planned run from the item set's G-study, store the plan, and print the predictions."""
     from jurymeter.analyses.gstudy.plan import plan_predictions
@@ -269,7 +292,7 @@ def _store_plan(table: Any, plan_store: Store, item_set: str, plan_id: str, targ
         predictions, reasons = {k: None for k in PREDICTED}, {k: why for k in PREDICTED}
     else:
         predictions, reasons = plan_predictions(report or {}, counts, crossed=kind == "crossed", seed=seed)
-    record = plan_record(plan_id, source={"item_set": item_set, "universe": "all", "population": "all", "fit": fit},
+    record = plan_record(plan_id, source={**source, "fit": fit},
                          item_set=target, kind=kind, counts=counts, generations=generations,
                          predictions=predictions, null_reasons=reasons)
     folder = store_plan(plan_store, record, table)

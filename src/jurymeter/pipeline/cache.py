@@ -69,9 +69,11 @@ def read_cached(store: Store, job: FitJob, *, figures: bool) -> FitOutcome | Non
     return FitOutcome(job, REUSED, tables, report, summary, None, 0.0, figures=drawn)
 
 
-def cached_report(store: Store, config: RunConfig, item_set: str, analysis: str) -> dict[str, Any] | None:
-    """One analysis's report of ``item_set`` (pointwise, every judge, every system) as the nightly run last fitted
-    these very records (the cache holds it under the fit's content key), or ``None`` when no run fitted them.
+def cached_report(store: Store, config: RunConfig, item_set: str, analysis: str, *, universe: str = "all",
+                  population: str = "all") -> dict[str, Any] | None:
+    """One analysis's report of ``item_set`` (pointwise, in ``universe`` and ``population``: names of the
+    configuration) as the nightly run last fitted these very records (the cache holds it under the fit's content
+    key), or ``None`` when no run fitted them.
 
     A plan drawn after the run reads tonight's G-study this way instead of fitting again (``jurymeter plan``:
     a read per item set, ``bench/plans.py``).
@@ -79,7 +81,8 @@ def cached_report(store: Store, config: RunConfig, item_set: str, analysis: str)
     from jurymeter.pipeline.jobs import plan_fits
 
     for job in plan_fits(store, config).jobs:
-        if job.protocol == "pointwise" and job.names == {"item_set": item_set, "universe": "all", "population": "all"}:
+        if job.protocol == "pointwise" and job.names == {"item_set": item_set, "universe": universe,
+                                                         "population": population}:
             cached = read_cached(store, job, figures=False)
             report = ((cached.report or {}).get("analyses") or {}).get(analysis) if cached is not None else None
             return report if isinstance(report, dict) else None

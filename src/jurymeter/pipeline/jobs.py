@@ -167,6 +167,27 @@ def fit_job(store: Store, config: RunConfig, item_set: str, protocol: Protocol, 
     )
 
 
+def named_levels(config: RunConfig, universe: str, population: str) -> dict[str, tuple[str, ...]]:
+    """The judge ids of ``--universe`` and the system ids of ``--population`` by record column (none for "all").
+
+    Raises
+    ------
+    ConfigError
+        A name the configuration's ``[universes]`` or ``[populations]`` does not define (the flag named).
+    """
+    levels: dict[str, tuple[str, ...]] = {}
+    for kind, chosen, defined, column in (("universe", universe, config.universes, "judge_id"),
+                                          ("population", population, config.populations, "system_id")):
+        if chosen == "all":
+            continue
+        if chosen not in defined:
+            msg = (f"--{kind} {chosen!r}: no {kind} {chosen!r} in the config file "
+                   f"(known: {', '.join(sorted(defined)) or 'none'}; [{kind}s] defines them)")
+            raise ConfigError(msg)
+        levels[column] = defined[chosen]
+    return levels
+
+
 def command_job(config: RunConfig, name: str, item_set: str, *, universe: str = "all",
                 population: str = "all") -> FitJob:
     """The fit an analysis's command runs: one item set, the analysis ``name``, read from ``config`` as a run reads it.
@@ -195,12 +216,7 @@ def command_job(config: RunConfig, name: str, item_set: str, *, universe: str = 
         hint = f"; {item_set!r} is a {other} item set" if item_set in store.item_sets(other) else ""
         msg = f"no {protocol} item set {item_set!r} in {store.url} (item sets: {', '.join(present) or 'none'}{hint})"
         raise ConfigError(msg)
-    for kind, chosen, defined in (("universe", universe, config.universes),
-                                  ("population", population, config.populations)):
-        if chosen != "all" and chosen not in defined:
-            msg = (f"--{kind} {chosen!r}: no {kind} {chosen!r} in the config file "
-                   f"(known: {', '.join(sorted(defined)) or 'none'}; [{kind}s] defines them)")
-            raise ConfigError(msg)
+    named_levels(config, universe, population)
     check_levels(store, config, [(protocol, item_set)], universes=(universe,), populations=(population,),
                  flag=True)
     return fit_job(store, config, item_set, protocol, universe, population,
