@@ -156,6 +156,8 @@ def test_plan_flags_errors(planned: tuple[Store, Path], tmp_path: Path) -> None:
                         (["--target-erho2", "1"], "--target-erho2 must be between 0 and 1"),
                         (["--target-mdd", "1", "--target-erho2", "0.8"], "give one of --target-mdd and --target-erho2"),
                         (["--next-item-set", " "], "--next-item-set must name the item set"),
+                        (["--batch-size", "4"], "--batch-size orders a judge's items for a system in batches"),
+                        (["--crossed", "--batch-size", "1"], "--batch-size must be at least 2, got 1"),
                         (["--universe", "nonesuch"], "--universe 'nonesuch': no universe 'nonesuch' in the config")):
         refused = CliRunner().invoke(app, [*base, *flags])
         assert refused.exit_code == 1, flags
@@ -280,3 +282,20 @@ def test_a_plan_in_a_judge_universe_takes_its_judges_and_its_g_study(planned: tu
     assert report["block"]["judges"] == 2
     # the prediction's point at the plan's own sizes is the D-study of the two judges' G-study
     assert record["predictions"]["erho2"]["point"] == pytest.approx(report["erho2"], rel=1e-9)
+
+
+def test_a_batched_plan_stores_its_orders(planned: tuple[Store, Path], tmp_path: Path) -> None:
+    store, _ = planned
+    out = tmp_path / "batched.csv"
+    result = CliRunner().invoke(app, ["plan", "--config", str(_config(store)), "--item-set", "sim-chat", "--crossed",
+                                      "--batch-size", "6", "--plan-id", "p-batch", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    table = pl.read_csv(out)
+    # 24 items in batches of 6: 4 per judge and system, each a Williams-ordered batch of 6 positions
+    assert table.height == 6 * 24 * 3
+    assert table.group_by("batch_id").len()["len"].unique().to_list() == [6]
+    assert table["batch_id"].n_unique() == 6 * 4 * 3
+    record = orjson.loads((Path(store.url) / "plans" / "p-batch" / "plan.json").read_bytes())
+    assert record["batches"] == {"size": 6, "design": "williams", "batches": 72}
+    stored = pl.read_parquet(Path(store.url) / "plans" / "p-batch" / "assignments.parquet")
+    assert stored.sort(stored.columns).equals(table.sort(table.columns).cast(stored.schema))

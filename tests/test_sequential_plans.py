@@ -172,3 +172,57 @@ def test_bad_input_is_refused(kwargs: dict[str, object], error: type[Exception],
 
 def test_williams_squares_use_numpy_ints() -> None:
     assert williams_square(np.int64(6)).dtype == np.int64  # type: ignore[arg-type]
+
+
+def _adjacent_pairs(frame: pl.DataFrame) -> dict[tuple[str, str], int]:
+    """Ordered (item, next item) pairs over every batch of ``frame``, counted by brute force."""
+    found: dict[tuple[str, str], int] = {}
+    for _, batch in frame.sort("batch_position").group_by("batch_id", maintain_order=True):
+        ids = batch["item_id"].to_list()
+        for a, b in itertools.pairwise(ids):
+            found[(a, b)] = found.get((a, b), 0) + 1
+    return found
+
+
+def test_a_crossed_plan_in_batches_keeps_its_calls_and_balances_each_judges_orders() -> None:
+    from jurymeter.stats.cyclic.planner import plan_crossed
+    from jurymeter.stats.sequential.plans import batched_plan
+
+    items = [f"q{k}" for k in range(8)]
+    systems = [f"s{k}" for k in range(4)]  # 4 systems x 2 generations = 8 batches per group: one full square
+    plan = plan_crossed(items, systems, ["j1", "j2"], generations=2)
+    batched = batched_plan(plan, 4, seed=5)
+    # the same calls, each in exactly one batch, positions 0..V-1 within a batch
+    assert batched.drop("batch_id", "batch_position").sort(plan.columns).equals(plan.sort(plan.columns))
+    per_batch = batched.group_by("batch_id").agg(
+        pl.len(), pl.col("judge_id").n_unique().alias("judges"), pl.col("system_id").n_unique().alias("systems"),
+        pl.col("generation").n_unique().alias("generations"), pl.col("batch_position").sort().alias("positions"))
+    assert per_batch["len"].to_list() == [4] * per_batch.height
+    assert set(per_batch["judges"]) == set(per_batch["systems"]) == set(per_batch["generations"]) == {1}
+    assert all(p == [0, 1, 2, 3] for p in per_batch["positions"].to_list())
+    for judge in ("j1", "j2"):
+        mine = batched.filter(pl.col("judge_id") == judge)
+        for group in mine["batch_id"].str.split("/").list.get(1).unique().to_list():
+            one = mine.filter(pl.col("batch_id").str.starts_with(f"{judge}/{group}/"))
+            group_items = sorted(one["item_id"].unique().to_list())
+            # Williams: over the full square (8 batches of 4 items: 2 cycles of 4 rows) every item is at every
+            # position twice, and every ordered pair of distinct items is adjacent twice
+            positions = one.group_by("item_id", "batch_position").len()["len"].to_list()
+            assert positions == [2] * (len(group_items) * 4)
+            pairs = _adjacent_pairs(one)
+            assert pairs == {(a, b): 2 for a in group_items for b in group_items if a != b}
+
+
+def test_batches_need_a_crossed_plan_and_two_items() -> None:
+    from jurymeter.errors import DesignError
+    from jurymeter.stats.cyclic.planner import plan_crossed, plan_round_robin
+    from jurymeter.stats.sequential.plans import batched_plan
+
+    rr = plan_round_robin([f"q{k}" for k in range(6)], ["a", "b"], ["j1", "j2", "j3"], generations=1, seed=0)
+    with pytest.raises(DesignError, match="need a crossed plan"):
+        batched_plan(rr, 3)
+    with pytest.raises(DesignError, match="at least 2 items"):
+        batched_plan(plan_crossed(["q0"], ["a", "b"], ["j1"]), 2)
+    # 5 items in batches of 4: two groups (3 and 2), never a batch of one
+    sizes = batched_plan(plan_crossed([f"q{k}" for k in range(5)], ["a"], ["j1"]), 4).group_by("batch_id").len()
+    assert sorted(sizes["len"].to_list()) == [2, 3]

@@ -74,6 +74,11 @@ def plan(
         float | None,
         typer.Option("--target-erho2", help="Size the crossed plan: the fewest calls reaching E rho^2 >= Y"),
     ] = None,
+    batch_size: Annotated[
+        int | None,
+        typer.Option("--batch-size", help="Crossed plan in batches of about V items per judge and system, "
+                     "Williams-ordered (batch_id, batch_position)"),
+    ] = None,
     universe: UniverseOpt = None,
     population: PopulationOpt = None,
 ) -> None:
@@ -90,10 +95,12 @@ def plan(
     judges, within the item set's) whose D-study reaches the target. --universe and
     --population (names of the configuration) take the judges and systems, and
     tonight's G-study, of that judge universe and system population.
+    --batch-size V orders a crossed plan in batches (each judge rates a system's
+    items V at a time, Williams orders balancing position and carry-over).
     """
     run_command(_plan, out_path, store, storage_option, config, item_set, items, systems, judges,
          generations, seed, prices, budget, components, crossed, plan_id, next_item_set, target_mdd, target_erho2,
-         universe or "all", population or "all")
+         universe or "all", population or "all", batch_size)
 
 
 
@@ -126,7 +133,7 @@ def _plan(out_path: Path, store: str | None, storage_option: list[str] | None, c
           prices: list[str] | None = None, budget: float | None = None, components: str | None = None,
           crossed: bool = False, plan_id: str | None = None, next_item_set: str | None = None,
           target_mdd: float | None = None, target_erho2: float | None = None, universe: str = "all",
-          population: str = "all") -> None:
+          population: str = "all", batch_size: int | None = None) -> None:
     import polars as pl
 
     from jurymeter.cli.common import run_config
@@ -149,6 +156,11 @@ def _plan(out_path: Path, store: str | None, storage_option: list[str] | None, c
         msg = f"--target-erho2 must be between 0 and 1 (exclusive), got {target_erho2!r}"
         raise ConfigError(msg)
     crossed = crossed or targeted  # a target sizes the crossed design the D-study describes
+    if batch_size is not None and (not crossed or batch_size < 2):
+        msg = (f"--batch-size must be at least 2, got {batch_size}" if batch_size < 2 else
+               "--batch-size orders a judge's items for a system in batches, which needs every batch to hold the "
+               "same items: add --crossed")
+        raise ConfigError(msg)
     if crossed and prices:
         msg = "--crossed gives every judge every cell; --price and --budget choose a share of the calls: use one"
         raise ConfigError(msg)
@@ -214,6 +226,10 @@ def _plan(out_path: Path, store: str | None, storage_option: list[str] | None, c
         if tonight is not None and targeted:  # (a target needs --item-set: checked above)
             ids = _sized(ids, tonight, target_mdd, target_erho2, seed)
         table = plan_crossed(ids["items"], ids["systems"], ids["judges"], generations=generations)
+        if batch_size is not None:
+            from jurymeter.stats.sequential.plans import batched_plan
+
+            table = batched_plan(table, batch_size, seed=seed)
     else:
         table = plan_round_robin(
             ids["items"], ids["systems"], ids["judges"], generations=generations, seed=seed
@@ -229,12 +245,17 @@ def _plan(out_path: Path, store: str | None, storage_option: list[str] | None, c
     )
     if cost_note:
         out.print(cost_note, markup=False)
+    if batch_size is not None:
+        out.print(f"in {table['batch_id'].n_unique():,} batches of about {batch_size} items (Williams orders: "
+                  "each item at each position and after each other item equally often over a judge's full "
+                  "cycles); ingest the judgments with their batch_id and batch_position", markup=False)
     if item_set is not None and plan_store is not None:
         kind = "cost_weighted" if prices else "crossed" if crossed else "round_robin"
         counts = {k: len(ids[k]) for k in ("systems", "items", "judges")}
         _store_plan(table, plan_store, {"item_set": item_set, "universe": universe, "population": population},
                     the_plan_id, next_item_set or f"{item_set}-{the_plan_id}", kind, counts, generations, seed,
-                    tonight)
+                    tonight, None if batch_size is None else {"size": batch_size, "design": "williams",
+                                                              "batches": table["batch_id"].n_unique()})
 
 
 
@@ -280,7 +301,8 @@ def _sized(ids: dict[str, list[str]], tonight: _Tonight, target_mdd: float | Non
 
 
 def _store_plan(table: Any, plan_store: Store, source: dict[str, str], plan_id: str, target: str, kind: str,
-                counts: dict[str, int], generations: int, seed: int, tonight: _Tonight | None) -> None:
+                counts: dict[str, int], generations: int, seed: int, tonight: _Tonight | None,
+                batches: dict[str, Any] | None = None) -> None:
     """Predict the planned run from the item set's G-study, store the plan, and print the predictions."""
     from jurymeter.analyses.gstudy.plan import plan_predictions
     from jurymeter.pipeline.plans import COMPARED, plan_record, store_plan
@@ -294,7 +316,7 @@ def _store_plan(table: Any, plan_store: Store, source: dict[str, str], plan_id: 
         predictions, reasons = plan_predictions(report or {}, counts, crossed=kind == "crossed", seed=seed)
     record = plan_record(plan_id, source={**source, "fit": fit},
                          item_set=target, kind=kind, counts=counts, generations=generations,
-                         predictions=predictions, null_reasons=reasons)
+                         predictions=predictions, null_reasons=reasons, batches=batches)
     folder = store_plan(plan_store, record, table)
     out.print(f"stored plan {safe_text(plan_id)} in {safe_text(folder)}; ingest its judgments with "
               f"--item-set {safe_text(target)} and the next run measures it"

@@ -80,8 +80,9 @@ def plan_record(
     predictions: Mapping[str, Predicted | None],
     null_reasons: Mapping[str, str],
     created: str | None = None,
+    batches: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The ``plan.json`` of a plan (``docs/results.md``, "Plans")."""
+    """The ``plan.json`` of a plan (``docs/results.md``, "Plans"); ``batches``: its batch orders, if any."""
     return {
         "plan_id": plan_id,
         "created": created or dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -92,6 +93,7 @@ def plan_record(
         "generations": generations,
         "predictions": {k: (asdict(p) if p is not None else None) for k, p in predictions.items()},
         "null_reasons": dict(null_reasons),
+        "batches": None if batches is None else dict(batches),
     }
 
 

@@ -244,3 +244,64 @@ def _orders(v: int, n: int, k: int, *, design: str, seed: int) -> np.ndarray:
         return orders
     permuted: np.ndarray = rng.permuted(np.tile(np.arange(v), (n, 1)), axis=1)
     return permuted
+
+
+def batched_plan(plan: pl.DataFrame, batch_size: int, *, design: Design = "williams", seed: int = 0) -> pl.DataFrame:
+    r"""A crossed judge plan with batch orders: each judge rates a system's items in batches of about ``batch_size``.
+
+    ``plan`` has one row per call (``system_id, item_id, generation, judge_id``:
+    :func:`jurymeter.stats.cyclic.planner.plan_crossed`), every judge on the same items
+    for every system and generation. The items are split (after a seeded shuffle) into
+    :math:`g = \lceil V / \text{batch\_size} \rceil` groups as even as possible (each of
+    at least 2 items: fewer groups when the last would hold one). A batch is one
+    judge's calls on one group for one (system, generation); a judge's batches of one
+    group are ordered by :func:`batch_plan` (Williams rows by default), so over every
+    complete cycle of the square's rows each item is at each position equally often
+    and follows every other item equally often ([LiDing2026]_ table 1: the order
+    design that balances position and carry-over). The :math:`b`-th batch of a
+    judge's group is the :math:`b`-th (system, generation) in id order.
+
+    Returns
+    -------
+    polars.DataFrame
+        ``plan``'s rows and columns with ``batch_id`` (String: ``<judge>/<group>/<batch>``)
+        and ``batch_position`` (Int64, 0-based), in batch and position order.
+
+    Raises
+    ------
+    DesignError
+        A judge without the same items for every system and generation (not a crossed
+        plan), fewer than 2 items, or ``batch_size < 2``.
+    """
+    from jurymeter.errors import DesignError
+
+    size = count("batch_size", batch_size, minimum=2)
+    items = sorted(plan["item_id"].unique().to_list())
+    if len(items) < 2:
+        msg = f"batch orders need at least 2 items per batch; the plan has {len(items)}"
+        raise DesignError(msg)
+    per_cell = plan.group_by("judge_id", "system_id", "generation").agg(pl.col("item_id").n_unique().alias("n"))
+    if per_cell["n"].min() != len(items) or plan.height != per_cell.height * len(items):
+        msg = ("batch orders need a crossed plan (every judge on the same items, once, for every system and "
+               "generation): use --crossed")
+        raise DesignError(msg)
+    groups = -(-len(items) // size)
+    while groups > 1 and len(items) // groups < 2:
+        groups -= 1
+    shuffled = [items[k] for k in np.random.default_rng(seed).permutation(len(items))]
+    bounds = np.linspace(0, len(items), groups + 1).round().astype(int)
+    frames = []
+    for judge in sorted(plan["judge_id"].unique().to_list()):
+        cells = (plan.filter(pl.col("judge_id") == judge).select("system_id", "generation").unique()
+                 .sort("system_id", "generation"))
+        for g in range(groups):
+            group = shuffled[bounds[g]:bounds[g + 1]]
+            orders = batch_plan(group, cells.height, [judge], design=design, seed=seed, batch_prefix=f"{judge}/{g}/")
+            index = orders["batch_id"].rank("dense").cast(pl.Int64) - 1  # batch ids sort in batch order
+            frames.append(orders.with_columns(
+                system_id=pl.Series(cells["system_id"].to_list()).gather(index),
+                generation=pl.Series(cells["generation"].to_list()).gather(index),
+            ))
+    batches = pl.concat(frames)
+    return (plan.join(batches, on=["system_id", "item_id", "generation", "judge_id"], how="inner")
+            .sort("batch_id", "batch_position"))
