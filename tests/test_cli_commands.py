@@ -250,3 +250,22 @@ def test_no_command_s_help_loses_text_to_rich_markup() -> None:
         assert "````" not in result.output, args
         assert "()" not in result.output, args
         assert "[]" not in result.output, args
+
+
+def test_verbose_is_a_flag_only_of_commands_whose_printout_folds_notes() -> None:
+    # A flag that does nothing is a lie in --help: cyclic, pairwise and sequential print no notes to list.
+    from typer.testing import CliRunner
+
+    from jurymeter.analyses import registered
+    from jurymeter.analyses.commands import command_of
+    from jurymeter.cli import app
+
+    for analysis in registered():
+        command = command_of(analysis.command)
+        if command is None:
+            continue
+        shown = CliRunner().invoke(app, [analysis.name, "--help"], env={"COLUMNS": "200"}).output
+        assert ("--verbose" in shown) == command.notes, analysis.name
+    refused = CliRunner().invoke(app, ["cyclic", "--item-set", "x", "--verbose"])
+    assert refused.exit_code == 2
+    assert "No such option: --verbose" in refused.output

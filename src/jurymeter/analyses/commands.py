@@ -169,6 +169,9 @@ class Command:
         Files the command may write from the report.
     names : tuple of str
         The fit's names added to the report (``item_set``, ``universe``, ``population``).
+    notes : bool
+        Its printout folds the fit's notes into a count (``render.text.print_notes``): the command
+        then takes ``--verbose``, which lists them; a command without notes has no such flag.
     """
 
     help: str
@@ -178,6 +181,7 @@ class Command:
     show: Callable[[dict[str, Any]], None] | None = None
     outputs: tuple[Output, ...] = ()
     names: tuple[str, ...] = ("item_set",)
+    notes: bool = False
 
     def option_rules(self) -> dict[str, Rule]:
         """What each field of the analysis's own options admits (its flags' rules; ``FitSettings`` has its own)."""

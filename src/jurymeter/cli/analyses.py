@@ -3,7 +3,7 @@
 The CLI iterates over :func:`jurymeter.analyses.registered` and adds one typer
 command per analysis that declares one: the shared flags (``--item-set``,
 ``--store``, ``--storage-option``, ``--config``, ``--universe``, ``--population``,
-``--json``, ``--verbose``), then the analysis's own, each defaulting to its field's default.
+``--json``; ``--verbose`` where the printout folds notes: ``Command.notes``), then the analysis's own, each defaulting to its field's default.
 A run reads ``--config`` as ``jurymeter run`` does; a flag given on the command
 line overrides the file (``[fit]`` or ``[fit.<name>]``), a flag left out changes
 nothing, and its error names the flag (:func:`jurymeter.pipeline.config.load_config`).
@@ -87,8 +87,9 @@ def analysis_command(analysis: Analysis[Any, Any], command: Command) -> Callable
         params.append(_own(flag, FitSettings if flag.settings else analysis.options_type))
     params.append(_shared("as_json", Annotated[bool, typer.Option("--json", help="Print the full report as JSON")],
                           False))
-    params.append(_shared("verbose", Annotated[bool, typer.Option(
-        "--verbose", help="List every note of the fit (by default one line counts them)")], False))
+    if command.notes:  # only a printout that folds notes into a count has something to list
+        params.append(_shared("verbose", Annotated[bool, typer.Option(
+            "--verbose", help="List every note of the fit (by default one line counts them)")], False))
     for output in command.outputs:
         params.append(_shared(_param(output.flag), Annotated[Path | None, typer.Option(output.flag, help=output.help)]))
 

@@ -291,4 +291,5 @@ COMMAND = Command(
     ),
     show=print_gstudy,
     outputs=(Output("--screened-out", "Write the screened item ids here, one per line", write_screened),),
+    notes=True,
 )
