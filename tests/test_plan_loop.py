@@ -299,3 +299,26 @@ def test_a_batched_plan_stores_its_orders(planned: tuple[Store, Path], tmp_path:
     assert record["batches"] == {"size": 6, "design": "williams", "batches": 72}
     stored = pl.read_parquet(Path(store.url) / "plans" / "p-batch" / "assignments.parquet")
     assert stored.sort(stored.columns).equals(table.sort(table.columns).cast(stored.schema))
+
+
+def test_a_priced_target_takes_the_cheapest_judges_and_says_the_cost(planned: tuple[Store, Path],
+                                                                     tmp_path: Path) -> None:
+    store, _ = planned
+    base = ["plan", "--config", str(_config(store)), "--item-set", "sim-chat", "--target-mdd", "0.9"]
+    prices = ["--price", "judge-a=3", "--price", "judge-b=1", "--price", "judge-c=1"]
+    out = tmp_path / "priced.csv"
+    result = CliRunner().invoke(app, [*base, *prices, "--plan-id", "p-priced", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    table = pl.read_csv(out)
+    judges = sorted(table["judge_id"].unique().to_list())
+    items = table["item_id"].n_unique()
+    assert "judge-a" not in judges or len(judges) == 3  # the dear judge only when all three are needed
+    cost = items * sum({"judge-a": 3, "judge-b": 1, "judge-c": 1}[j] for j in judges)
+    assert f"least-cost plan reaching the target: {items} items x {len(judges)} judges" in result.output
+    assert f"{cost:g} per system" in result.output
+    missing = CliRunner().invoke(app, [*base, "--price", "judge-a=3", "--out", str(tmp_path / "x.csv")])
+    assert missing.exit_code == 1
+    assert "--price must give a price for each of the item set's judges" in missing.output
+    both = CliRunner().invoke(app, [*base, *prices, "--budget", "9", "--out", str(tmp_path / "x.csv")])
+    assert both.exit_code == 1
+    assert "--budget sizes the cost-weighted plan" in both.output

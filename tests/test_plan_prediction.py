@@ -124,6 +124,31 @@ def test_cheapest_crossed_design_is_the_brute_force_search(target_mdd: float | N
     assert got == best
 
 
+@pytest.mark.parametrize("target", [0.5, 0.8, 1.0])
+@pytest.mark.parametrize("prices", [(3.0, 1.0, 1.0, 2.5, 0.5), (1.0, 1.0, 1.0, 1.0, 1.0), (0.2, 5.0, 5.0, 5.0, 4.0)])
+def test_the_least_cost_crossed_design_is_the_brute_force_search_over_judge_subsets(
+        prices: tuple[float, ...], target: float) -> None:
+    import itertools
+
+    from jurymeter.stats.plan_prediction import cheapest_crossed
+
+    s2 = _truth()
+    k = {DESIGN.label(e): i for i, e in enumerate(DESIGN.effects)}
+    best = None
+    for n_i in range(2, 151):
+        for n_j in range(2, 6):
+            delta = s2[k["si"]] / n_i + s2[k["sj"]] / n_j + s2[k["sij"]] / (n_i * n_j)
+            if 1.959963984540054 * np.sqrt(2 * delta) > target:
+                continue
+            # every subset of n_j judges, priced: the cheapest subset is what a user would pick by hand
+            cost = min(n_i * sum(c) for c in itertools.combinations(prices, n_j))
+            if best is None or (cost, n_j, n_i) < best:
+                best = (cost, n_j, n_i)
+    got = cheapest_crossed(s2, DESIGN, TODAY, max_items=150, max_judges=5, target_mdd=target, prices=list(prices))
+    assert best is not None
+    assert got == (best[2], best[1])
+
+
 def test_cheapest_crossed_says_none_when_out_of_reach() -> None:
     from jurymeter.stats.plan_prediction import cheapest_crossed
 

@@ -161,8 +161,12 @@ def _plan(out_path: Path, store: str | None, storage_option: list[str] | None, c
                "--batch-size orders a judge's items for a system in batches, which needs every batch to hold the "
                "same items: add --crossed")
         raise ConfigError(msg)
-    if crossed and prices:
-        msg = "--crossed gives every judge every cell; --price and --budget choose a share of the calls: use one"
+    if crossed and prices and not targeted:
+        msg = ("--crossed gives every judge every cell; --price and --budget choose a share of the calls: use one "
+               "(or give --price with --target-mdd or --target-erho2: the cheapest crossed plan in money)")
+        raise ConfigError(msg)
+    if targeted and budget is not None:
+        msg = "--budget sizes the cost-weighted plan; a target sizes the crossed plan by its least cost: use one"
         raise ConfigError(msg)
     if item_set is None and (plan_id is not None or next_item_set is not None):
         msg = "--plan-id and --next-item-set name a stored plan, which needs the --item-set it is drawn from"
@@ -201,15 +205,11 @@ def _plan(out_path: Path, store: str | None, storage_option: list[str] | None, c
     ids = {k: v for k, v in found.items() if v is not None}  # all three, from the files or the store
     cost_note = None
     tonight: _Tonight | None = None
-    if prices:
+    if prices and not targeted:
         if budget is None:
             msg = "--price needs --budget (money per system)"
             raise ConfigError(msg)
-        try:
-            price_map = {k: float(v) for k, v in pairs(prices, "--price").items()}
-        except ValueError:
-            msg = "--price expects JUDGE=PRICE with a number for PRICE"
-            raise ConfigError(msg) from None
+        price_map = _price_map(prices)
         cost = plan_cost_weighted(
             ids["items"], ids["systems"], ids["judges"], prices=price_map, budget=budget,
             components=_plan_components(components, item_set, store, storage_option, config), seed=seed,
@@ -224,7 +224,7 @@ def _plan(out_path: Path, store: str | None, storage_option: list[str] | None, c
         tonight = (_tonight_gstudy(settings, plan_store, item_set, universe, population)
                    if item_set is not None and settings is not None and plan_store is not None else None)
         if tonight is not None and targeted:  # (a target needs --item-set: checked above)
-            ids = _sized(ids, tonight, target_mdd, target_erho2, seed)
+            ids, cost_note = _sized(ids, tonight, target_mdd, target_erho2, seed, _prices(prices, ids["judges"]))
         table = plan_crossed(ids["items"], ids["systems"], ids["judges"], generations=generations)
         if batch_size is not None:
             from jurymeter.stats.sequential.plans import batched_plan
@@ -250,7 +250,7 @@ def _plan(out_path: Path, store: str | None, storage_option: list[str] | None, c
                   "each item at each position and after each other item equally often over a judge's full "
                   "cycles); ingest the judgments with their batch_id and batch_position", markup=False)
     if item_set is not None and plan_store is not None:
-        kind = "cost_weighted" if prices else "crossed" if crossed else "round_robin"
+        kind = "cost_weighted" if prices and not crossed else "crossed" if crossed else "round_robin"
         counts = {k: len(ids[k]) for k in ("systems", "items", "judges")}
         _store_plan(table, plan_store, {"item_set": item_set, "universe": universe, "population": population},
                     the_plan_id, next_item_set or f"{item_set}-{the_plan_id}", kind, counts, generations, seed,
@@ -280,9 +280,38 @@ def _tonight_gstudy(settings: RunConfig, plan_store: Store, item_set: str, unive
     return report, "fitted by plan", None
 
 
+def _price_map(prices: list[str]) -> dict[str, float]:
+    """``--price JUDGE=PRICE`` as numbers by judge."""
+    try:
+        return {k: float(v) for k, v in pairs(prices, "--price").items()}
+    except ValueError:
+        msg = "--price expects JUDGE=PRICE with a number for PRICE"
+        raise ConfigError(msg) from None
+
+
+def _prices(prices: list[str] | None, judges: list[str]) -> dict[str, float] | None:
+    """``--price JUDGE=PRICE`` for every candidate judge (a target's least-cost plan), or ``None`` without prices."""
+    if not prices:
+        return None
+    given = _price_map(prices)
+    unknown = sorted(set(given) - set(judges))
+    missing = [j for j in judges if j not in given]
+    if unknown or missing:
+        msg = ("--price must give a price for each of the item set's judges (" + ", ".join(judges) + ")"
+               + (f"; no judge {', '.join(unknown)}" if unknown else "")
+               + (f"; missing {', '.join(missing)}" if missing else ""))
+        raise ConfigError(msg)
+    bad = [j for j, p in given.items() if not (math.isfinite(p) and p >= 0)]
+    if bad:
+        msg = f"--price must be a number >= 0; got {', '.join(f'{j}={given[j]!r}' for j in bad)}"
+        raise ConfigError(msg)
+    return given
+
+
 def _sized(ids: dict[str, list[str]], tonight: _Tonight, target_mdd: float | None, target_erho2: float | None,
-           seed: int) -> dict[str, list[str]]:
-    """The ids of the cheapest crossed design reaching the target: a seeded sample of the items, the first judges."""
+           seed: int, prices: dict[str, float] | None = None) -> tuple[dict[str, list[str]], str | None]:
+    """The ids of the cheapest crossed design reaching the target (a seeded sample of the items; the first judges,
+    or with prices the cheapest), and the plan's cost per system when priced."""
     import numpy as np
 
     from jurymeter.analyses.gstudy.plan import cheapest_sizes
@@ -291,13 +320,19 @@ def _sized(ids: dict[str, list[str]], tonight: _Tonight, target_mdd: float | Non
     if report is None:
         msg = f"--target-mdd/--target-erho2 need the item set's G-study: {why}"
         raise ConfigError(msg)
-    sized = cheapest_sizes(report, max_items=len(ids["items"]), max_judges=len(ids["judges"]),
-                           target_mdd=target_mdd, target_erho2=target_erho2)
+    judges = ids["judges"] if prices is None else sorted(ids["judges"], key=lambda j: (prices[j], j))
+    sized = cheapest_sizes(report, max_items=len(ids["items"]), max_judges=len(judges),
+                           target_mdd=target_mdd, target_erho2=target_erho2,
+                           prices=None if prices is None else [prices[j] for j in judges])
     if isinstance(sized, str):
         raise ConfigError(sized)
     n_items, n_judges = sized
     order = np.random.default_rng(seed).permutation(len(ids["items"]))[:n_items]
-    return {**ids, "items": sorted(ids["items"][k] for k in order), "judges": ids["judges"][:n_judges]}
+    chosen = judges[:n_judges]
+    note = None if prices is None else (
+        f"least-cost plan reaching the target: {n_items} items x {n_judges} judges ({', '.join(chosen)}), "
+        f"{n_items * sum(prices[j] for j in chosen):g} per system")
+    return {**ids, "items": sorted(ids["items"][k] for k in order), "judges": chosen}, note
 
 
 def _store_plan(table: Any, plan_store: Store, source: dict[str, str], plan_id: str, target: str, kind: str,

@@ -27,7 +27,7 @@ planned sizes, the number a D-study prints.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -160,9 +160,17 @@ def cheapest_crossed(
     max_judges: int,
     target_mdd: float | None = None,
     target_erho2: float | None = None,
+    prices: Sequence[float] | None = None,
     roles: Facets = PAPER_ROLES,
 ) -> tuple[int, int] | None:
     r"""The crossed design with the fewest judge calls whose D-study reaches the target: ``(items, judges)``.
+
+    ``prices``: the price of a call to each of the ``max_judges`` candidate judges. The
+    cheapest design is then the one of least money: the D-study does not tell judges
+    apart, so ``n_j`` judges are the ``n_j`` cheapest, and a design costs
+    :math:`n_s n_i \sum_{k \le n_j} p_{(k)}` (the iso-cost trade-off of the paper's
+    appendix, "Minimising :math:`\sigma^2_\delta` subject to cost", turned round: the
+    least cost that reaches the target).
 
     Every ``(n_i, n_j)`` with ``2 <= n_i <= max_items`` and ``2 <= n_j <= max_judges``
     (a run of one judge could not be measured as the plan: its G-study has no
@@ -201,7 +209,15 @@ def cheapest_crossed(
     reaches = np.broadcast_to(reaches, (items.shape[0], judges.shape[1]))
     if not reaches.any():
         return None
-    calls = np.where(reaches, items * judges, np.inf)
+    if prices is not None:
+        if len(prices) != max_judges or not all(np.isfinite(p) and p >= 0 for p in prices):
+            msg = f"prices must be {max_judges} numbers >= 0, one per candidate judge; got {list(prices)!r}"
+            raise DesignError(msg)
+        cheapest = np.cumsum(np.sort(np.asarray(prices, dtype=np.float64)))  # the k cheapest judges' price
+        per_item = cheapest[judges.astype(int) - 1] if judged else cheapest[:1][None, :]
+        calls = np.where(reaches, items * per_item, np.inf)
+    else:
+        calls = np.where(reaches, items * judges, np.inf)
     best = np.argwhere(calls == calls.min())
     i, j = min(best.tolist(), key=lambda ij: (ij[1], ij[0]))
     return int(items[i, 0]), int(judges[0, j])

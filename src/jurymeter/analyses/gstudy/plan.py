@@ -14,7 +14,7 @@ and complete, so its sampling step is the balanced one either way.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -109,8 +109,10 @@ def _fitted(report: Mapping[str, Any]) -> tuple[Design, dict[str, int], np.ndarr
 def cheapest_sizes(
     report: Mapping[str, Any], *, max_items: int, max_judges: int,
     target_mdd: float | None = None, target_erho2: float | None = None,
+    prices: Sequence[float] | None = None,
 ) -> tuple[int, int] | str:
-    """``(items, judges)`` of the crossed plan with the fewest calls reaching the target at tonight's components
+    """``(items, judges)`` of the crossed plan with the fewest calls (or, with ``prices``, the least money: the
+    ``judges`` cheapest) reaching the target at tonight's components
     (:func:`~jurymeter.stats.plan_prediction.cheapest_crossed`), or why there is none, in words."""
     why = _not_predictable(report, {"judges": 1}, True)
     if why is not None:
@@ -121,7 +123,7 @@ def cheapest_sizes(
     if report.get("estimator") == "henderson":  # a Henderson D-study is at its harmonic-mean sizes
         sizes = {f: max(1, round(float(v))) for f, v in {**sizes, **(report.get("dstudy_sizes") or {})}.items()}
     found = cheapest_crossed(sigma2, design, sizes, max_items=max_items, max_judges=max_judges,
-                             target_mdd=target_mdd, target_erho2=target_erho2)
+                             target_mdd=target_mdd, target_erho2=target_erho2, prices=prices)
     if found is None:
         what = f"MDD95 <= {target_mdd:g}" if target_mdd is not None else f"E rho^2 >= {target_erho2:g}"
         return (f"no crossed plan within the item set's {max_items} items and {max_judges} judges reaches {what} "
