@@ -22,7 +22,6 @@ from jurymeter.stats.cyclic.strategies import StrategyComparison, strategy_varia
 from jurymeter.stats.cyclic.sums import CYCLIC_DESIGN, CyclicSums
 from jurymeter.stats.gstudy import components_from_ms
 
-
 _LABEL = {lab: idx for idx, lab in enumerate(CYCLIC_DESIGN.labels)}
 
 
