@@ -81,7 +81,7 @@ def test_point_is_eq_3_to_5_at_the_plans_sizes_from_appendix_d_components() -> N
     truth = VarianceComponents(0.8, 0.3, float(np.mean(gamma**2)), 0.6)
     data = {f"s{q}": simulate(rng, 15, 3, gamma + 0.1 * q - np.mean(gamma + 0.1 * q), truth) for q in range(3)}
     comp = np.mean([appendix_d(x) for x in data.values()], axis=0)  # averaged over systems, each weighs one
-    alpha, beta, gam, eps = comp
+    _alpha, beta, gam, eps = comp
     n, budget, k = 40, 8, 4  # the plan: 40 items, 8 generations each (one call each), 4 judges
     got, reasons = strategy_predictions(report_of(data), {"systems": 3, "items": n, "judges": k}, budget=budget)
     assert reasons == {}
@@ -92,7 +92,8 @@ def test_point_is_eq_3_to_5_at_the_plans_sizes_from_appendix_d_components() -> N
         p = got[key]
         assert p is not None
         assert p.point == pytest.approx(value, rel=EXACT), key
-        assert p.low is not None and p.high is not None
+        assert p.low is not None
+        assert p.high is not None
         assert p.low < p.point < p.high
     # The cost plan's components are the same average (mean_components), so the two agree.
     mc = mean_components(report_of(data))
@@ -105,7 +106,8 @@ def test_the_papers_27_to_40_percent_cut_from_random_to_cycling_at_b5() -> None:
     cuts = []
     for s in range(5):
         p = predict_strategy_variances([from_table2(s)], n_items=80, budget=5, k_total=5, n_draws=10)
-        assert p["var_round_robin"] is not None and p["var_random_judge"] is not None
+        assert p["var_round_robin"] is not None
+        assert p["var_random_judge"] is not None
         cuts.append(1 - p["var_round_robin"].point / p["var_random_judge"].point)
         if TABLE2["generation"][s] == 0:  # "for Gemini and Claude, all-judges converges to CyclicJudge"
             assert p["var_all_judges"].point == pytest.approx(p["var_round_robin"].point, rel=1e-9)  # type: ignore[union-attr]
@@ -176,7 +178,10 @@ def test_interval_covers_the_true_strategy_variances_95_percent() -> None:
         report = report_of({"s": simulate(rng, 20, 3, gamma, truth)})
         got, _ = strategy_predictions(report, {"items": n_plan, "judges": k}, budget=budget, seed=rep)
         c, a = got["var_round_robin"], got["var_all_judges"]
-        assert c is not None and a is not None and c.low is not None and a.low is not None
+        assert c is not None
+        assert a is not None
+        assert c.low is not None
+        assert a.low is not None
         hits_c += c.low <= true_c <= c.high  # type: ignore[operator]
         hits_a += a.low <= true_a <= a.high  # type: ignore[operator]
     assert COVER_LOW <= hits_c / REPS <= COVER_HIGH, hits_c
@@ -213,7 +218,11 @@ def test_bounds_keep_eq_32_and_33_order_as_truncated_draws_do() -> None:
     system = SystemMeanSquares(20, 3, 4, (9.0, 0.9, 1.2, 1.0), (19, 40, 3, 177))
     got = predict_strategy_variances([system], n_items=20, budget=4, k_total=4, seed=1)
     a, b, c = got["var_all_judges"], got["var_random_judge"], got["var_round_robin"]
-    assert a is not None and b is not None and c is not None
+    assert a is not None
+    assert b is not None
+    assert c is not None
     assert a.point == pytest.approx(c.point, rel=EXACT)  # sigma2_beta = 0 at the point
-    assert a.low >= c.low and a.high > c.high  # type: ignore[operator]
-    assert b.low >= c.low and b.high > c.high  # type: ignore[operator]
+    assert a.low >= c.low
+    assert a.high > c.high
+    assert b.low >= c.low
+    assert b.high > c.high
