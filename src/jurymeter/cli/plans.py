@@ -89,8 +89,9 @@ def plan(
     uniform round robin's for the same money. With --crossed every judge scores
     every cell. With --item-set the plan is also stored in the store with its
     predictions (MDD95 and E rho^2 with 95% prediction intervals, from the item
-    set's G-study); the run that fits the planned judgments, ingested into
-    --next-item-set, compares what it measures with them. --target-mdd or
+    set's G-study; a round-robin or cost-weighted plan: each allocation strategy's
+    variance with a 95% interval, from the item set's CyclicJudge fit); the run that fits
+    the planned judgments, ingested into --next-item-set, compares what it measures with them. --target-mdd or
     --target-erho2 sizes the crossed plan: the fewest judge calls (items x
     judges, within the item set's) whose D-study reaches the target. --universe and
     --population (names of the configuration) take the judges and systems, and
