@@ -182,6 +182,16 @@ def test_a_round_robin_plan_stores_each_strategys_variance_and_the_run_does_not_
         assert rows[key]["inside"] is None
         assert rows[key]["predicted"] == plan["predictions"][key]["point"]
         assert rows[key]["reason"].startswith("not measured by a run")
+    # A cost-weighted plan: its own variance is the one the planner prints (plan_variance on its rows, fitted
+    # from the same report), without the scenario term.
+    cost = CliRunner().invoke(app, ["plan", "--config", str(_config(store)), "--item-set", "sim-chat", "--plan-id", "cw",
+                                    "--price", "judge-a=1", "--price", "judge-b=2", "--price", "judge-c=4",
+                                    "--budget", str(12 * 14), "--out", str(tmp_path / "cw.csv")])
+    assert cost.exit_code == 0, cost.output
+    printed = float(cost.output.split("cost-weighted plan: predicted variance ")[1].split()[0])
+    p = _plan_json_of(store, "cw")["predictions"]["var_cost_weighted"]
+    assert p["point"] + c.sigma2_scenario / n == pytest.approx(printed, rel=1e-5)  # printed to 6 digits
+    assert p["low"] < p["point"] < p["high"]
 
 
 def test_plan_flags_errors(planned: tuple[Store, Path], tmp_path: Path) -> None:
