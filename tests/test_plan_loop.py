@@ -52,7 +52,11 @@ def planned(tmp_path: Path) -> tuple[Store, Path]:
 
 
 def _plan_json(store: Store) -> dict:
-    return orjson.loads((Path(store.url) / "plans" / "p1" / "plan.json").read_bytes())
+    return _plan_json_of(store, "p1")
+
+
+def _plan_json_of(store: Store, plan_id: str) -> dict:
+    return orjson.loads((Path(store.url) / "plans" / plan_id / "plan.json").read_bytes())
 
 
 def test_plan_is_stored_with_its_predictions(planned: tuple[Store, Path]) -> None:
@@ -135,8 +139,59 @@ def test_round_robin_plan_says_why_it_has_no_prediction(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "not predicted: a round robin gives each system-item cell one judge" in result.output
     plan = orjson.loads((Path(store.url) / "plans" / "rr" / "plan.json").read_bytes())
-    assert plan["predictions"] == {"mdd95": None, "erho2": None}
+    assert plan["predictions"] == {"mdd95": None, "erho2": None, "var_all_judges": None, "var_random_judge": None,
+                                   "var_round_robin": None}
+    # One generation per item: CyclicJudge cannot run, and the strategy variances say so.
+    assert "needs at least two generations per scenario" in plan["null_reasons"]["var_round_robin"]
+    assert "variance with the round robin (C): not predicted: CyclicJudge cannot run" in " ".join(result.output.split())
     assert plan["item_set"] == "sim-chat-rr"
+
+
+def test_a_round_robin_plan_stores_each_strategys_variance_and_the_run_does_not_compare_them(tmp_path: Path) -> None:
+    """With generations, tonight's CyclicJudge fit gives the plan eq. 3-5 at its sizes with intervals; the run's
+    comparison carries them with the reason a run cannot measure them (stats checked in test_strategy_prediction)."""
+    from jurymeter.pipeline.plans import load_plans, plan_checks
+    from jurymeter.stats.cyclic.fit import mean_components
+
+    store = Store(str(tmp_path / "store"))
+    _ingest(store, tmp_path, "tonight", seed=1, n_systems=3, n_items=12, n_judges=3, n_generations=2)
+    result = CliRunner().invoke(app, ["plan", "--config", str(_config(store)), "--item-set", "sim-chat",
+                                      "--plan-id", "rr", "--generations", "6", "--out", str(tmp_path / "rr.csv")])
+    assert result.exit_code == 0, result.output
+    plan = _plan_json_of(store, "rr")
+    assert plan["source"]["cyclic_fit"] == "fitted by plan"
+    cyclic = CliRunner().invoke(app, ["cyclic", "--config", str(_config(store)), "--item-set", "sim-chat", "--json"])
+    assert cyclic.exit_code == 0, cyclic.output
+    c = mean_components(orjson.loads(cyclic.output))  # the report the `cyclic` command prints, read independently
+    n, budget, k = 12, 6, 3
+    want = {"var_all_judges": (k * c.sigma2_generation + c.sigma2_residual) / (n * budget),
+            "var_random_judge": (c.sigma2_generation + c.sigma2_judge + c.sigma2_residual) / (n * budget),
+            "var_round_robin": (c.sigma2_generation + c.sigma2_residual) / (n * budget)}
+    for key, value in want.items():
+        p = plan["predictions"][key]
+        assert p["point"] == pytest.approx(value, rel=1e-9), key
+        assert p["low"] < p["point"] < p["high"]
+    assert f"predicted variance with the round robin (C) {want['var_round_robin']:.3g}" in result.output
+    plans, unreadable = load_plans(store)
+    assert unreadable == []
+    assert [p["plan_id"] for p in plans] == ["rr"]
+    dstudy = pl.DataFrame({"item_set": ["sim-chat-rr"], "universe": ["all"], "population": ["all"],
+                           "quantity": ["mdd95"], "estimate": [0.5], "low": [0.4], "high": [0.6]})
+    rows = {r["quantity"]: r for r in plan_checks(plans, {"dstudy": dstudy}, {"fits": []})}
+    for key in want:
+        assert rows[key]["inside"] is None
+        assert rows[key]["predicted"] == plan["predictions"][key]["point"]
+        assert rows[key]["reason"].startswith("not measured by a run")
+    # A cost-weighted plan: its own variance is the one the planner prints (plan_variance on its rows, fitted
+    # from the same report), without the scenario term.
+    cost = CliRunner().invoke(app, ["plan", "--config", str(_config(store)), "--item-set", "sim-chat", "--plan-id", "cw",
+                                    "--price", "judge-a=1", "--price", "judge-b=2", "--price", "judge-c=4",
+                                    "--budget", str(12 * 14), "--out", str(tmp_path / "cw.csv")])
+    assert cost.exit_code == 0, cost.output
+    printed = float(cost.output.split("cost-weighted plan: predicted variance ")[1].split()[0])
+    p = _plan_json_of(store, "cw")["predictions"]["var_cost_weighted"]
+    assert p["point"] + c.sigma2_scenario / n == pytest.approx(printed, rel=1e-5)  # printed to 6 digits
+    assert p["low"] < p["point"] < p["high"]
 
 
 def test_plan_flags_errors(planned: tuple[Store, Path], tmp_path: Path) -> None:

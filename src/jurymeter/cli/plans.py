@@ -89,8 +89,9 @@ def plan(
     uniform round robin's for the same money. With --crossed every judge scores
     every cell. With --item-set the plan is also stored in the store with its
     predictions (MDD95 and E rho^2 with 95% prediction intervals, from the item
-    set's G-study); the run that fits the planned judgments, ingested into
-    --next-item-set, compares what it measures with them. --target-mdd or
+    set's G-study; a round-robin or cost-weighted plan: each allocation strategy's
+    variance with a 95% interval, from the item set's CyclicJudge fit); the run that fits
+    the planned judgments, ingested into --next-item-set, compares what it measures with them. --target-mdd or
     --target-erho2 sizes the crossed plan: the fewest judge calls (items x
     judges, within the item set's) whose D-study reaches the target. --universe and
     --population (names of the configuration) take the judges and systems, and
@@ -105,8 +106,10 @@ def plan(
 
 
 def _plan_components(components: str | None, item_set: str | None, store: str | None,
-                     storage_option: list[str] | None, config: Path | None) -> VarianceComponents:
-    """The cost plan's components: ``--components``, or CyclicJudge's on ``--item-set`` averaged over its systems."""
+                     storage_option: list[str] | None, config: Path | None,
+                     tonight: _Tonight | None = None) -> VarianceComponents:
+    """The cost plan's components: ``--components``, or CyclicJudge's on ``--item-set`` averaged over its systems
+    (``tonight``: that report, already read or fitted, or why there is none)."""
     from jurymeter.stats.cyclic import VarianceComponents
 
     if components is not None:
@@ -121,8 +124,14 @@ def _plan_components(components: str | None, item_set: str | None, store: str | 
         raise ConfigError(msg)
     from jurymeter.cli.analyses import fit_report
     from jurymeter.cli.common import run_config
+    from jurymeter.errors import DesignError
     from jurymeter.stats.cyclic.fit import mean_components
 
+    if tonight is not None:
+        report, _, why = tonight
+        if report is None:
+            raise DesignError(str(why))
+        return mean_components(report)
     # CyclicJudge on the item set through the nightly run's fit path (the store checked,
     # [fit.cyclic] read); the average over its systems is the library's.
     _, report = fit_report(run_config(config, store, storage_option), "cyclic", item_set, title="CyclicJudge")
@@ -205,6 +214,10 @@ def _plan(out_path: Path, store: str | None, storage_option: list[str] | None, c
     ids = {k: v for k, v in found.items() if v is not None}  # all three, from the files or the store
     cost_note = None
     tonight: _Tonight | None = None
+    # Tonight's CyclicJudge report: the strategy variances of a round-robin or cost-weighted plan.
+    cyclic = (_tonight_report(settings, plan_store, item_set, universe, population, "cyclic", "CyclicJudge")
+              if not crossed and item_set is not None and settings is not None and plan_store is not None else None)
+    strategy_budget: tuple[int, list[int] | None] = (generations, None)  # calls per item, per judge
     if prices and not targeted:
         if budget is None:
             msg = "--price needs --budget (money per system)"
@@ -212,9 +225,12 @@ def _plan(out_path: Path, store: str | None, storage_option: list[str] | None, c
         price_map = _price_map(prices)
         cost = plan_cost_weighted(
             ids["items"], ids["systems"], ids["judges"], prices=price_map, budget=budget,
-            components=_plan_components(components, item_set, store, storage_option, config), seed=seed,
+            components=_plan_components(components, item_set, store, storage_option, config,
+                                        cyclic if components is None else None), seed=seed,
         )
         table = cost.plan
+        per_judge = [int(cost.calls_per_item[j]) for j in ids["judges"]]
+        strategy_budget = (sum(per_judge), per_judge)
         cost_note = (
             f"cost-weighted plan: predicted variance {cost.variance:.6g} for {cost.cost:g} per system; "
             f"uniform round robin for the same money: {cost.uniform_variance:.6g} for {cost.uniform_cost:g}"
@@ -255,7 +271,8 @@ def _plan(out_path: Path, store: str | None, storage_option: list[str] | None, c
         _store_plan(table, plan_store, {"item_set": item_set, "universe": universe, "population": population},
                     the_plan_id, next_item_set or f"{item_set}-{the_plan_id}", kind, counts, generations, seed,
                     tonight, None if batch_size is None else {"size": batch_size, "design": "williams",
-                                                              "batches": table["batch_id"].n_unique()})
+                                                              "batches": table["batch_id"].n_unique()},
+                    cyclic, strategy_budget)
 
 
 
@@ -266,15 +283,21 @@ _Tonight = tuple[dict[str, Any] | None, str, str | None]
 def _tonight_gstudy(settings: RunConfig, plan_store: Store, item_set: str, universe: str = "all",
                     population: str = "all") -> _Tonight:
     """The item set's G-study as the run last fitted these records (the fit cache), else fitted now."""
+    return _tonight_report(settings, plan_store, item_set, universe, population, "gstudy",
+                           "the G-study the plan predicts from")
+
+
+def _tonight_report(settings: RunConfig, plan_store: Store, item_set: str, universe: str, population: str,
+                    analysis: str, title: str) -> _Tonight:
+    """One analysis's report of the item set as the run last fitted these records (the fit cache), else fitted now."""
     from jurymeter.cli.analyses import fit_report
     from jurymeter.pipeline.cache import cached_report
 
-    report = cached_report(plan_store, settings, item_set, "gstudy", universe=universe, population=population)
+    report = cached_report(plan_store, settings, item_set, analysis, universe=universe, population=population)
     if report is not None:
         return report, "the run's fit (cache)", None
     try:
-        _, report = fit_report(settings, "gstudy", item_set, universe, population,
-                               title="the G-study the plan predicts from")
+        _, report = fit_report(settings, analysis, item_set, universe, population, title=title)
     except JurymeterError as exc:  # the plan is still worth storing: its predictions say why they are missing
         return None, "fitted by plan", str(exc)
     return report, "fitted by plan", None
@@ -337,10 +360,13 @@ def _sized(ids: dict[str, list[str]], tonight: _Tonight, target_mdd: float | Non
 
 def _store_plan(table: Any, plan_store: Store, source: dict[str, str], plan_id: str, target: str, kind: str,
                 counts: dict[str, int], generations: int, seed: int, tonight: _Tonight | None,
-                batches: dict[str, Any] | None = None) -> None:
-    """Predict the planned run from the item set's G-study, store the plan, and print the predictions."""
+                batches: dict[str, Any] | None = None, cyclic: _Tonight | None = None,
+                strategy_budget: tuple[int, list[int] | None] | None = None) -> None:
+    """Predict the planned run from the item set's G-study (a round-robin or cost-weighted plan: its strategy
+    variances from the item set's CyclicJudge report), store the plan, and print the predictions."""
+    from jurymeter.analyses.cyclic.plan import strategy_predictions
     from jurymeter.analyses.gstudy.plan import plan_predictions
-    from jurymeter.pipeline.plans import COMPARED, plan_record, store_plan
+    from jurymeter.pipeline.plans import COMPARED, STRATEGY_NAMES, plan_record, store_plan
     from jurymeter.stats.plan_prediction import PREDICTED, Predicted
 
     report, fit, why = tonight if tonight is not None else (None, "none", None)
@@ -349,7 +375,17 @@ def _store_plan(table: Any, plan_store: Store, source: dict[str, str], plan_id: 
         predictions, reasons = {k: None for k in PREDICTED}, {k: why for k in PREDICTED}
     else:
         predictions, reasons = plan_predictions(report or {}, counts, crossed=kind == "crossed", seed=seed)
-    record = plan_record(plan_id, source={**source, "fit": fit},
+    strategies: dict[str, Predicted | None] = {}
+    cyclic_fit = None
+    if kind in ("round_robin", "cost_weighted") and strategy_budget is not None:
+        cyclic_report, cyclic_fit, cyclic_why = cyclic if cyclic is not None else (None, "none", None)
+        calls, per_judge = strategy_budget
+        strategies, strategy_reasons = strategy_predictions(cyclic_report, counts, budget=calls,
+                                                            calls_per_judge=per_judge, why=cyclic_why, seed=seed)
+        predictions = {**predictions, **strategies}
+        reasons = {**reasons, **strategy_reasons}
+    record = plan_record(plan_id, source={**source, "fit": fit, **({} if cyclic_fit is None else
+                                                                  {"cyclic_fit": cyclic_fit})},
                          item_set=target, kind=kind, counts=counts, generations=generations,
                          predictions=predictions, null_reasons=reasons, batches=batches)
     folder = store_plan(plan_store, record, table)
@@ -367,6 +403,14 @@ def _store_plan(table: Any, plan_store: Store, source: dict[str, str], plan_id: 
             point = "n/a" if p.point is None else f"{p.point:.3g}"
             out.print(f"  predicted {name} {point} [{p.low:.3g}, {p.high:.3g}] (95% prediction interval: "
                       "tonight's uncertainty and the next run's sampling)", markup=False)
+    for key in strategies:
+        p = strategies[key]
+        name = STRATEGY_NAMES[key]
+        if p is None or p.low is None or p.point is None:
+            out.print(f"  {name}: not predicted: {safe_text(reasons.get(key, 'no interval'))}", markup=False)
+        else:
+            out.print(f"  predicted {name} {p.point:.3g} [{p.low:.3g}, {p.high:.3g}] (per system, scenario term "
+                      "excluded; 95% interval: tonight's CyclicJudge uncertainty)", markup=False)
 
 
 def simulate(

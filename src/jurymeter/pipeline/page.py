@@ -50,7 +50,7 @@ import polars as pl
 from jurymeter.analyses import registered
 from jurymeter.analyses.base import dropped_line, headline_why
 from jurymeter.analyses.headlines import fit_label, names_label, run_headlines
-from jurymeter.pipeline.plans import COMPARED
+from jurymeter.pipeline.plans import NAMES
 from jurymeter.render.history import History, history_alerts, history_html, since_last_run_html
 from jurymeter.render.html import (
     CSS,
@@ -478,7 +478,7 @@ def _plans_section(summary: Mapping[str, Any]) -> str:
     for r in rows:
         verdict = ("inside" if r["inside"] else "OUTSIDE") if r["inside"] is not None else f"not compared: {r['reason']}"
         body.append([
-            _e(r["plan_id"]), _e(r["item_set"]), _e(COMPARED.get(str(r["quantity"]), r["quantity"])),
+            _e(r["plan_id"]), _e(r["item_set"]), _e(NAMES.get(str(r["quantity"]), r["quantity"])),
             _e(f"{_num(r['predicted'])} [{_interval(r['predicted_low'], r['predicted_high'])}]"),
             _e(f"{_num(r['realised'])} [{_interval(r['realised_low'], r['realised_high'])}]"),
             _e(verdict),

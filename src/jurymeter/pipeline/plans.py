@@ -32,6 +32,18 @@ PLANS = "plans"
 _PLAN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 # The quantities compared, with their names on the page and in alerts (the dstudy table's keys).
 COMPARED = {"mdd95": "MDD95", "erho2": "E\u03c1\u00b2"}
+# A round-robin or cost-weighted plan's strategy variances (stats/cyclic/strategy_prediction): predicted, never
+# compared, since one run of the plan gives one score per system and no spread of it.
+STRATEGY_NAMES = {
+    "var_all_judges": "variance with all judges (A)",
+    "var_random_judge": "variance with a random judge (B)",
+    "var_round_robin": "variance with the round robin (C)",
+    "var_cost_weighted": "variance of this cost-weighted plan",
+}
+NAMES = {**COMPARED, **STRATEGY_NAMES}
+_UNMEASURED = ("not measured by a run: a strategy's variance is the spread of a system's score over repeated runs "
+               "of the plan, and one run gives one score per system (CyclicJudge's subsampling check measures it on "
+               "a crossed run with several generations: jurymeter cyclic)")
 
 
 def default_plan_id(now: dt.datetime | None = None) -> str:
@@ -220,6 +232,22 @@ def plan_checks(
             else:
                 row["inside"] = bool(predicted["low"] <= row["realised"] <= predicted["high"])
             rows.append(row)
+        for key in STRATEGY_NAMES:
+            predicted = (plan.get("predictions") or {}).get(key)
+            if key not in (plan.get("predictions") or {}):
+                continue  # a plan that does not predict it (crossed, or stored before it was predicted)
+            row = {
+                "plan_id": plan.get("plan_id"), "item_set": item_set, "quantity": key,
+                "predicted": None, "predicted_low": None, "predicted_high": None,
+                "realised": None, "realised_low": None, "realised_high": None,
+                "planned_sizes": planned, "realised_sizes": sizes, "followed": followed, "inside": None,
+                "reason": _UNMEASURED if predicted is not None else
+                "not predicted: " + str((plan.get("null_reasons") or {}).get(key) or "no interval"),
+            }
+            if predicted is not None:
+                row.update(predicted=predicted.get("point"), predicted_low=predicted.get("low"),
+                           predicted_high=predicted.get("high"))
+            rows.append(row)
     return rows
 
 
@@ -229,7 +257,7 @@ def _num(value: Any) -> str:
 
 def plan_line(row: Mapping[str, Any]) -> str:
     """``planned MDD95 0.40 [0.36, 0.45], realised 0.43 [0.39, 0.48]``: one row of :func:`plan_checks` in words."""
-    name = COMPARED[str(row["quantity"])]
+    name = NAMES.get(str(row["quantity"]), str(row["quantity"]))
     realised = f"realised {_num(row['realised'])}"
     if row.get("realised_low") is not None:
         realised += f" [{_num(row['realised_low'])}, {_num(row['realised_high'])}]"

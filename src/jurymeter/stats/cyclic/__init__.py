@@ -40,7 +40,9 @@ coverage), :mod:`~jurymeter.stats.cyclic.subsampling` (the Monte Carlo check),
 (``__all__``) from :mod:`jurymeter.stats.cyclic` itself. :mod:`~jurymeter.stats.cyclic.fit`
 (one item set's report from the store's records, each system on its own complete block) and
 :mod:`~jurymeter.stats.cyclic.planner` (judge assignments; the cost-weighted plan's integer
-allocation of calls in :mod:`~jurymeter.stats.cyclic.allocation`) build on them.
+allocation of calls in :mod:`~jurymeter.stats.cyclic.allocation`) and
+:mod:`~jurymeter.stats.cyclic.strategy_prediction` (a plan's strategy variances with intervals)
+build on them.
 
 References
 ----------

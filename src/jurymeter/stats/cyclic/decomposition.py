@@ -13,6 +13,7 @@ from scipy import stats
 from jurymeter.errors import DesignError
 from jurymeter.stats.cyclic.checks import _ids, _positive_int, _readonly, _scores
 from jurymeter.stats.cyclic.components import (
+    COMPONENTS,
     VarianceComponents,
     VarianceContributions,
     variance_contributions,
@@ -21,8 +22,52 @@ from jurymeter.stats.cyclic.strategies import StrategyComparison, strategy_varia
 from jurymeter.stats.cyclic.sums import CYCLIC_DESIGN, CyclicSums
 from jurymeter.stats.gstudy import components_from_ms
 
+_LABEL = {lab: idx for idx, lab in enumerate(CYCLIC_DESIGN.labels)}
+
 
 # --------------------------------------------------------------------------- appendix D and H
+def cyclic_components_from_ms(ms: np.ndarray, *, n: int, m: int, k: int) -> np.ndarray:
+    r"""Raw components (``COMPONENTS`` order) from :math:`(MS_S, MS_G, MS_J, MS_W)`: the EMS solve of every fit.
+
+    Parameters
+    ----------
+    ms : numpy.ndarray
+        ``(..., 4)`` mean squares of scenarios (eq. 22), generations (eq. 21),
+        judges (appendix H) and the pooled residual (eq. 20); leading axes are
+        draws (:mod:`jurymeter.stats.cyclic.strategy_prediction`).
+    n, m, k
+        Scenarios, generations per scenario, judges of the fitted block.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(..., 4)``: :math:`\sigma^2_\alpha, \sigma^2_\beta, \sigma^2_\gamma, \sigma^2_\varepsilon`
+        before truncation.
+
+    Notes
+    -----
+    The engine's EMS matrix of ``(g:i) x j`` (:func:`jurymeter.stats.gstudy.components_from_ms`)
+    with :math:`MS_W` in both of the residual's effects (``ij`` and ``gj:i``, eq. 20) gives
+    eq. 23-24 and :math:`\sigma^2_j`; the fixed panel's dispersion is
+    :math:`\sigma^2_\gamma = \frac{K-1}{K}\sigma^2_j`, which is eq. 25 ([Zhu2026] appendix D).
+
+    >>> [round(float(v), 12) for v in cyclic_components_from_ms(np.array([13.0, 5.0, 9.0, 1.0]), n=10, m=2, k=4)]
+    [1.0, 1.0, 0.3, 1.0]
+    """
+    values = np.asarray(ms, dtype=np.float64)
+    full = np.empty((*values.shape[:-1], len(CYCLIC_DESIGN.labels)))
+    full[..., _LABEL["i"]] = values[..., 0]
+    full[..., _LABEL["g:i"]] = values[..., 1]
+    full[..., _LABEL["j"]] = values[..., 2]
+    full[..., _LABEL["ij"]] = values[..., 3]
+    full[..., _LABEL["gj:i"]] = values[..., 3]
+    sigma = components_from_ms(full, CYCLIC_DESIGN, {"i": n, "g": m, "j": k})
+    return np.stack(
+        [sigma[..., _LABEL["i"]], sigma[..., _LABEL["g:i"]], sigma[..., _LABEL["j"]] * (k - 1) / k, values[..., 3]],
+        axis=-1,
+    )
+
+
 def sigma2_judge_from_offsets(
     offsets: np.ndarray, *, sigma2_residual: float, n_subjects: int
 ) -> float:
@@ -250,21 +295,15 @@ def fit_cyclic_sums(
     if at_k > k:
         msg = f"at_judges must be <= the panel size {k}, got {at_k}"
         raise DesignError(msg)
-    design = CYCLIC_DESIGN
     df, ss, ms = sums.terms.mean_squares()
-    label = {lab: idx for idx, lab in enumerate(design.labels)}
+    label = _LABEL
     pooled = (label["ij"], label["gj:i"])
     df_w = float(df[list(pooled)].sum())
     ms_w = float(ss[list(pooled)].sum() / df_w)
-    ms_pooled = ms.copy()
-    ms_pooled[list(pooled)] = ms_w
-    sigma = components_from_ms(ms_pooled, design, sums.terms.sizes)
-    raw = {
-        "sigma2_scenario": float(sigma[label["i"]]),
-        "sigma2_generation": float(sigma[label["g:i"]]),
-        "sigma2_judge": float(sigma[label["j"]] * (k - 1) / k),
-        "sigma2_residual": ms_w,
-    }
+    sigma = cyclic_components_from_ms(
+        np.array([ms[label["i"]], ms[label["g:i"]], ms[label["j"]], ms_w]), n=n, m=m, k=k
+    )
+    raw = {f"sigma2_{name}": float(v) for name, v in zip(COMPONENTS, sigma, strict=True)}
     truncated = tuple(key for key, value in raw.items() if value < 0)
     kept = {key: max(value, 0.0) for key, value in raw.items()}
     grand = sums.terms.grand_mean

@@ -101,6 +101,32 @@ class StrategyComparison:
         }
 
 
+def strategy_numerators(sigma2: np.ndarray, *, k_total: int) -> np.ndarray:
+    r"""Numerators of eq. 3-5, :math:`nB\,V_A, nB\,V_B, nB\,V_C`, from components in ``COMPONENTS`` order.
+
+    Parameters
+    ----------
+    sigma2 : numpy.ndarray
+        ``(..., 4)``: :math:`\sigma^2_\alpha, \sigma^2_\beta, \sigma^2_\gamma, \sigma^2_\varepsilon`
+        (leading axes: draws).
+    k_total : int
+        Panel size :math:`K_{tot}`.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(..., 3)``: :math:`K_{tot}\sigma^2_\beta + \sigma^2_\varepsilon`,
+        :math:`\sigma^2_\beta + \sigma^2_\gamma + \sigma^2_\varepsilon`,
+        :math:`\sigma^2_\beta + \sigma^2_\varepsilon` ([Zhu2026] eq. 3-5; see :func:`strategy_variances`).
+
+    >>> strategy_numerators(np.array([1.53, 0.266, 0.947, 1.486]), k_total=5).round(3).tolist()
+    [2.816, 2.699, 1.752]
+    """
+    c = np.asarray(sigma2, dtype=np.float64)
+    beta, gamma, eps = c[..., 1], c[..., 2], c[..., 3]
+    return np.stack([k_total * beta + eps, beta + gamma + eps, beta + eps], axis=-1)
+
+
 def strategy_variances(
     components: VarianceComponents,
     budgets: Sequence[int],
@@ -148,10 +174,9 @@ def strategy_variances(
     k_total = _positive_int("k_total", k_total)
     b = _budgets(budgets, k_total)
     c = components
-    beta, gamma, eps = c.sigma2_generation, c.sigma2_judge, c.sigma2_residual
-    num_a = k_total * beta + eps
-    num_b = beta + gamma + eps
-    num_c = beta + eps
+    beta, gamma = c.sigma2_generation, c.sigma2_judge
+    num_a, num_b, num_c = (float(v) for v in strategy_numerators(
+        np.array([c.sigma2_scenario, beta, gamma, c.sigma2_residual]), k_total=k_total))
     scale = 1.0 / (n * b.astype(np.float64))
     margin = (k_total - 1) * beta - gamma
     winner: Winner = "B" if margin > 0 else "A" if margin < 0 else "tie"
