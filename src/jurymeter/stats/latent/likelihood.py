@@ -36,13 +36,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import special
+from scipy import linalg, special
 
 from jurymeter.stats.latent.model import Layout, Link
 
 # Newton's method on the modes stops when the Newton decrement r' M^{-1} r is below this
 # (the deviance is then within about this of its value at the exact mode).
-DECREMENT = 1e-10
+DECREMENT = 1e-12
 MAX_NEWTON = 50
 # Probabilities are floored here so a category's log never is -inf (only far outside any fit).
 P_FLOOR = 1e-300
@@ -221,24 +221,20 @@ class Factor:
 
     def __init__(self, a: np.ndarray, b: np.ndarray, big: np.ndarray) -> None:
         n_l, m, g = b.shape
-        self.a, self.b = a, b
-        self.a_chol = np.linalg.cholesky(a)  # raises LinAlgError when a block is not positive definite
-        logdet_a = 2.0 * np.sum(np.log(np.diagonal(self.a_chol, axis1=1, axis2=2)))
-        self.c = self._solve_a(b)  # A^{-1} B
+        self.b = b
+        chol = np.linalg.cholesky(a)  # raises LinAlgError when a block is not positive definite
+        logdet_a = 2.0 * np.sum(np.log(np.diagonal(chol, axis1=1, axis2=2)))
+        self.a_inv = np.linalg.inv(a)
+        self.c = self.a_inv @ b  # A^{-1} B
         schur = big - b.reshape(n_l * m, g).T @ self.c.reshape(n_l * m, g)
-        self.s_chol = np.linalg.cholesky(schur)
-        self.logdet = float(logdet_a + 2.0 * np.sum(np.log(np.diag(self.s_chol))))
-
-    def _solve_a(self, rhs: np.ndarray) -> np.ndarray:
-        y = np.linalg.solve(self.a_chol, rhs)
-        return np.linalg.solve(np.swapaxes(self.a_chol, 1, 2), y)
+        self.s_factor = linalg.cho_factor(schur, lower=True)
+        self.logdet = float(logdet_a + 2.0 * np.sum(np.log(np.diag(self.s_factor[0]))))
 
     def solve(self, r: Modes) -> Modes:
-        ar = self._solve_a(r.local[:, :, None])[:, :, 0]
+        ar = np.einsum("lmn,ln->lm", self.a_inv, r.local)
         n_l, m, g = self.b.shape
         rhs = r.border - self.b.reshape(n_l * m, g).T @ ar.reshape(-1)
-        y = np.linalg.solve(self.s_chol, rhs)
-        x_g = np.linalg.solve(self.s_chol.T, y)
+        x_g = linalg.cho_solve(self.s_factor, rhs)
         x_a = ar - self.c @ x_g
         return Modes(x_a, x_g)
 

@@ -20,6 +20,7 @@ an upper bound NaN.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,7 +30,9 @@ from jurymeter.errors import DesignError
 from jurymeter.stats.latent.likelihood import Cube, Modes, laplace_deviance
 from jurymeter.stats.latent.model import TERMS, LatentCells, Layout, Link, check_link, design_terms, link_variance
 
-# Central-difference step of the gradient (parameters are O(1)).
+# Forward-difference step of the gradient (parameters are O(1)). The deviance is computed to about
+# 1e-12 (likelihood.DECREMENT), so the rounding error is near 1e-7 and the truncation error, half the
+# step times the curvature, moves the optimum by about half the step: 5e-6 in an SD.
 GRAD_STEP = 1e-5
 # ... and of the Hessian for the Wald intervals.
 HESS_STEP = 1e-4
@@ -38,8 +41,8 @@ PGTOL = 1e-5
 MAX_ITER = 500
 START_SD = 0.5
 MAX_SD = 20.0
-# An SD below this at the optimum is on its boundary (L-BFGS-B puts it at 0 exactly).
-BOUNDARY_SD = 1e-6
+# An SD below this at the optimum is on its boundary (sigma2 < 1e-8; L-BFGS-B stops at or next to 0).
+BOUNDARY_SD = 1e-4
 Z95 = float(special.ndtri(0.975))
 
 
@@ -110,30 +113,32 @@ def _start_thresholds(counts: np.ndarray, link: Link) -> np.ndarray:
     return np.concatenate([theta[:1], np.log(np.maximum(np.diff(theta), 1e-3))])
 
 
-def _central_gradient(f: object, x: np.ndarray, step: float) -> np.ndarray:
-    fun = f  # a callable of one array
+def _forward_gradient(fun: Callable[[np.ndarray], float], x: np.ndarray, step: float,
+                      upper: np.ndarray) -> np.ndarray:
+    """Forward differences (backward where ``x + step`` would pass ``upper``)."""
+    f0 = fun(x)
     grad = np.empty_like(x)
     for n in range(x.size):
+        h = step if x[n] + step <= upper[n] else -step
         e = np.zeros_like(x)
-        e[n] = step
-        grad[n] = (fun(x + e) - fun(x - e)) / (2 * step)  # type: ignore[operator]
+        e[n] = h
+        grad[n] = (fun(x + e) - f0) / h
     return grad
 
 
-def _hessian(fun: object, x: np.ndarray, step: float) -> np.ndarray:
-    f = fun
+def _hessian(f: Callable[[np.ndarray], float], x: np.ndarray, step: float) -> np.ndarray:
     p = x.size
     h = np.empty((p, p))
-    f0 = f(x)  # type: ignore[operator]
+    f0 = f(x)
     for a in range(p):
         ea = np.zeros(p)
         ea[a] = step
-        h[a, a] = (f(x + ea) - 2 * f0 + f(x - ea)) / step**2  # type: ignore[operator]
+        h[a, a] = (f(x + ea) - 2 * f0 + f(x - ea)) / step**2
         for b in range(a):
             eb = np.zeros(p)
             eb[b] = step
             h[a, b] = h[b, a] = (
-                f(x + ea + eb) - f(x + ea - eb) - f(x - ea + eb) + f(x - ea - eb)  # type: ignore[operator]
+                f(x + ea + eb) - f(x + ea - eb) - f(x - ea + eb) + f(x - ea - eb)
             ) / (4 * step**2)
     return h
 
@@ -183,8 +188,10 @@ def fit_latent(cells: LatentCells, *, link: str = "logit", intervals: bool = Tru
     def fun(x: np.ndarray) -> float:
         return problem.deviance(x[:p_sd], x[p_sd:])
 
+    upper = np.concatenate([np.full(p_sd, MAX_SD), np.full(k - 1, np.inf)])
+
     def jac(x: np.ndarray) -> np.ndarray:
-        return _central_gradient(fun, x, GRAD_STEP)
+        return _forward_gradient(fun, x, GRAD_STEP, upper)
 
     bounds = [(0.0, MAX_SD)] * p_sd + [(None, None)] * (k - 1)
     result = optimize.minimize(
