@@ -132,8 +132,8 @@ class Cube:
         return np.bincount(self.layout.flat, weights=values, minlength=self.size).reshape(self.dims)
 
     def eta(self, sigma: np.ndarray, b: Modes) -> np.ndarray:
-        """:math:`\\eta` of every cell (``sigma``: the six slots' SDs, solver order)."""
-        n_l, n_x, n_y = self.dims
+        r""":math:`\eta` of every cell (``sigma``: the six slots' SDs, solver order)."""
+        _, n_x, n_y = self.dims
         s_l, s_x, s_y, s_lx, s_ly, s_xy = sigma
         loc, bor = b.local, b.border
         cube = (
@@ -144,12 +144,11 @@ class Cube:
             + (s_ly * loc[:, 1 + n_x:])[:, None, :]
             + (s_xy * bor[n_x + n_y:]).reshape(n_x, n_y)[None, :, :]
         )
-        flat = cube.reshape(-1)
+        flat: np.ndarray = cube.reshape(-1)
         return flat if self.complete else flat[self.layout.flat]
 
     def gradient(self, sigma: np.ndarray, g_cells: np.ndarray) -> Modes:
         r""":math:`\Lambda Z^\top g` on the modes' layout."""
-        n_l, n_x, n_y = self.dims
         s_l, s_x, s_y, s_lx, s_ly, s_xy = sigma
         g = self.to_cube(g_cells)
         g_lx, g_ly = g.sum(axis=2), g.sum(axis=1)

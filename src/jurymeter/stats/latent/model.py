@@ -59,7 +59,7 @@ def check_link(link: str) -> Link:
     if link not in LINKS:
         msg = f"The 'link' parameter of fit_latent must be one of {list(LINKS)}. Got {link!r} instead."
         raise DesignError(msg)
-    return link  # type: ignore[return-value]
+    return link
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,15 @@ from scipy import optimize, special
 
 from jurymeter.errors import DesignError
 from jurymeter.stats.latent.likelihood import Cube, Modes, laplace_deviance
-from jurymeter.stats.latent.model import TERMS, LatentCells, Layout, Link, check_link, design_terms, link_variance
+from jurymeter.stats.latent.model import (
+    TERMS,
+    LatentCells,
+    Layout,
+    Link,
+    check_link,
+    design_terms,
+    link_variance,
+)
 
 # Forward-difference step of the gradient (parameters are O(1)). The deviance is computed to about
 # 1e-12 (likelihood.DECREMENT), so the rounding error is near 1e-7 and the truncation error, half the
@@ -52,13 +60,13 @@ class LatentConvergenceError(DesignError):
 
 @dataclass(frozen=True)
 class LatentFit:
-    """A fitted latent-scale G-study (:func:`fit_latent`).
+    r"""A fitted latent-scale G-study (:func:`fit_latent`).
 
     ``sigma2`` maps each of the six terms of :data:`~jurymeter.stats.latent.model.TERMS`
     that the design fits to its latent variance component; ``residual`` is the
-    link's variance (:math:`\\pi^2/3` or 1). ``boundary`` lists the fitted terms at 0.
+    link's variance (:math:`\pi^2/3` or 1). ``boundary`` lists the fitted terms at 0.
     ``ci_sigma2`` holds each fitted term's 95 % Wald interval (log-SD scale).
-    ``thresholds`` are the :math:`\\theta_k` (binary: ``-intercept``).
+    ``thresholds`` are the :math:`\theta_k` (binary: ``-intercept``).
     """
 
     link: Link
