@@ -13,7 +13,7 @@
 Times are wall and CPU (this process: ``time.process_time``, every thread) around each step, with
 the CPU-seconds the rest of the machine used meanwhile (a shared machine slows a step down).
 
-    .venv/bin/python bench/latent.py                      # appends to bench/RESULTS.md
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/latent.py   # appends to bench/RESULTS.md
     .venv/bin/python bench/latent.py --no-append --no-r   # ours only
 """
 

@@ -101,6 +101,19 @@ class Modes:
     def copy(self) -> Modes:
         return Modes(self.local.copy(), self.border.copy())
 
+    def rescaled(self, ratio: np.ndarray, dims: tuple[int, int, int]) -> Modes:
+        """The modes with each slot's ``b`` times ``ratio`` (six slots): the same ``u`` at new SDs."""
+        _, n_x, n_y = dims
+        local = self.local.copy()
+        border = self.border.copy()
+        local[:, 0] *= ratio[0]
+        border[:n_x] *= ratio[1]
+        border[n_x:n_x + n_y] *= ratio[2]
+        local[:, 1:1 + n_x] *= ratio[3]
+        local[:, 1 + n_x:] *= ratio[4]
+        border[n_x + n_y:] *= ratio[5]
+        return Modes(local, border)
+
 
 @dataclass(frozen=True)
 class LaplaceValue:

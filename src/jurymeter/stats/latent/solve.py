@@ -95,6 +95,7 @@ class _Problem:
         self.slot_of = [slots.index(t) for t in fitted]
         self.k = k
         self.modes: Modes | None = None
+        self.modes_sigma = np.zeros(6)
         self.evaluations = 0
 
     def sigma6(self, sd: np.ndarray) -> np.ndarray:
@@ -108,8 +109,14 @@ class _Problem:
 
     def deviance(self, sd: np.ndarray, tp: np.ndarray) -> float:
         self.evaluations += 1
-        value = laplace_deviance(self.cube, self.sigma6(sd), self.thresholds(tp), self.modes)
-        self.modes = value.modes
+        sigma = self.sigma6(sd)
+        start = self.modes
+        if start is not None:  # keep u = sigma b of the last modes (a warm start one Newton step nearer)
+            both = (sigma > 0) & (self.modes_sigma > 0)
+            ratio = np.where(both, self.modes_sigma / np.where(both, sigma, 1.0), 0.0)
+            start = start.rescaled(ratio, self.cube.dims)
+        value = laplace_deviance(self.cube, sigma, self.thresholds(tp), start)
+        self.modes, self.modes_sigma = value.modes, sigma
         return value.deviance
 
 
@@ -215,7 +222,7 @@ def fit_latent(cells: LatentCells, *, link: str = "logit", intervals: bool = Tru
     x = result.x.copy()
     x[:p_sd][at_bound] = 0.0
     sd = x[:p_sd]
-    final = laplace_deviance(cube, problem.sigma6(sd), problem.thresholds(x[p_sd:]), problem.modes)
+    final = laplace_deviance(cube, problem.sigma6(sd), problem.thresholds(x[p_sd:]))
     interior = tuple(t for t, b in zip(layout.fitted, at_bound, strict=True) if not b)
     ci: dict[str, tuple[float, float]] = {t: (0.0, float("nan")) for t in layout.fitted}
     cov = np.full((len(interior) + k - 1,) * 2, np.nan)
