@@ -128,9 +128,9 @@ def _start_thresholds(counts: np.ndarray, link: Link) -> np.ndarray:
     return np.concatenate([theta[:1], np.log(np.maximum(np.diff(theta), 1e-3))])
 
 
-def _forward_gradient(fun: Callable[[np.ndarray], float], x: np.ndarray, step: float,
-                      upper: np.ndarray) -> np.ndarray:
-    """Forward differences (backward where ``x + step`` would pass ``upper``)."""
+def _value_and_gradient(fun: Callable[[np.ndarray], float], x: np.ndarray, step: float,
+                        upper: np.ndarray) -> tuple[float, np.ndarray]:
+    """The value and its forward differences (backward where ``x + step`` would pass ``upper``)."""
     f0 = fun(x)
     grad = np.empty_like(x)
     for n in range(x.size):
@@ -138,7 +138,7 @@ def _forward_gradient(fun: Callable[[np.ndarray], float], x: np.ndarray, step: f
         e = np.zeros_like(x)
         e[n] = h
         grad[n] = (fun(x + e) - f0) / h
-    return grad
+    return f0, grad
 
 
 def _hessian(f: Callable[[np.ndarray], float], x: np.ndarray, step: float) -> np.ndarray:
@@ -205,15 +205,15 @@ def fit_latent(cells: LatentCells, *, link: str = "logit", intervals: bool = Tru
 
     upper = np.concatenate([np.full(p_sd, MAX_SD), np.full(k - 1, np.inf)])
 
-    def jac(x: np.ndarray) -> np.ndarray:
-        return _forward_gradient(fun, x, GRAD_STEP, upper)
+    def fun_and_jac(x: np.ndarray) -> tuple[float, np.ndarray]:
+        return _value_and_gradient(fun, x, GRAD_STEP, upper)
 
     bounds = [(0.0, MAX_SD)] * p_sd + [(None, None)] * (k - 1)
     result = optimize.minimize(
-        fun, x0, jac=jac, method="L-BFGS-B", bounds=bounds,
+        fun_and_jac, x0, jac=True, method="L-BFGS-B", bounds=bounds,
         options={"maxiter": MAX_ITER, "gtol": PGTOL, "ftol": 1e-15},
     )
-    grad = jac(result.x)
+    _, grad = fun_and_jac(result.x)
     at_bound = result.x[:p_sd] <= BOUNDARY_SD
     free = np.concatenate([~at_bound, np.ones(k - 1, dtype=bool)])
     if not (result.success or np.max(np.abs(grad[free])) < 1e-3):
