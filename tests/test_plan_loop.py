@@ -377,3 +377,28 @@ def test_a_priced_target_takes_the_cheapest_judges_and_says_the_cost(planned: tu
     both = CliRunner().invoke(app, [*base, *prices, "--budget", "9", "--out", str(tmp_path / "x.csv")])
     assert both.exit_code == 1
     assert "--budget sizes the cost-weighted plan" in both.output
+
+
+def test_several_item_sets_are_planned_in_one_call(planned: tuple[Store, Path], tmp_path: Path) -> None:
+    store, _ = planned
+    _ingest(store, tmp_path, "second", seed=2, n_systems=5, n_items=12, n_judges=3, item_set="sim-two")
+    base = ["plan", "--config", str(_config(store)), "--item-set", "sim-chat", "--item-set", "sim-two", "--crossed"]
+    out = tmp_path / "plans"
+    result = CliRunner().invoke(app, [*base, "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    tables = {p.stem: pl.read_csv(p) for p in out.iterdir()}
+    assert sorted(tables) == ["sim-chat", "sim-two"]
+    assert tables["sim-two"]["item_id"].n_unique() == 12
+    assert tables["sim-two"]["system_id"].n_unique() == 5
+    records = [orjson.loads(p.read_bytes()) for p in (Path(store.url) / "plans").glob("*/plan.json")]
+    by_source = {r["source"]["item_set"]: r for r in records if r["plan_id"] != "p1"}
+    assert sorted(by_source) == ["sim-chat", "sim-two"]
+    assert by_source["sim-two"]["item_set"] == f"sim-two-{by_source['sim-two']['plan_id']}"
+    assert by_source["sim-two"]["counts"] == {"systems": 5, "items": 12, "judges": 3}
+    named = CliRunner().invoke(app, [*base, "--plan-id", "x", "--out", str(tmp_path / "again")])
+    assert named.exit_code == 1
+    assert "--plan-id and --next-item-set name one plan" in named.output
+    (tmp_path / "file.csv").write_text("")
+    into_file = CliRunner().invoke(app, [*base, "--out", str(tmp_path / "file.csv")])
+    assert into_file.exit_code == 1
+    assert "it is a folder" in into_file.output

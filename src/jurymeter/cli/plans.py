@@ -34,7 +34,9 @@ def plan(
     storage_option: StorageOpt = None,
     config: ConfigOpt = None,
     item_set: Annotated[
-        str | None, typer.Option("--item-set", help="Take items, systems and judges from this item set")
+        list[str] | None,
+        typer.Option("--item-set", help="Take items, systems and judges from this item set (repeat it to plan "
+                     "several: --out is then a folder of one table per item set)"),
     ] = None,
     items: Annotated[Path | None, typer.Option("--items", help="File of item ids, one per line")] = None,
     systems: Annotated[Path | None, typer.Option("--systems", help="File of system ids")] = None,
@@ -99,9 +101,38 @@ def plan(
     --batch-size V orders a crossed plan in batches (each judge rates a system's
     items V at a time, Williams orders balancing position and carry-over).
     """
-    run_command(_plan, out_path, store, storage_option, config, item_set, items, systems, judges,
-         generations, seed, prices, budget, components, crossed, plan_id, next_item_set, target_mdd, target_erho2,
-         universe or "all", population or "all", batch_size)
+    run_command(_plans, out_path, store, storage_option, config, item_set or [], items=items, systems=systems,
+                judges=judges, generations=generations, seed=seed, prices=prices, budget=budget,
+                components=components, crossed=crossed, plan_id=plan_id, next_item_set=next_item_set,
+                target_mdd=target_mdd, target_erho2=target_erho2, universe=universe or "all",
+                population=population or "all", batch_size=batch_size)
+
+
+def _plans(out_path: Path, store: str | None, storage_option: list[str] | None, config: Path | None,
+           item_sets: list[str], **options: Any) -> None:
+    """One plan, or one per ``--item-set`` (each written into the folder ``--out`` as ``<item set>.csv``).
+
+    Several item sets share one store and configuration; each gets its own default plan id and next item set
+    (``--plan-id`` and ``--next-item-set`` name one plan, so they are refused with several).
+    """
+    if len(item_sets) <= 1:
+        _plan(out_path, store, storage_option, config, item_sets[0] if item_sets else None, **options)
+        return
+    from jurymeter.io.naming import item_set_folder
+
+    if options["plan_id"] is not None or options["next_item_set"] is not None:
+        msg = "--plan-id and --next-item-set name one plan: give one --item-set with them, or neither"
+        raise ConfigError(msg)
+    twice = sorted({i for i in item_sets if item_sets.count(i) > 1})
+    if twice:
+        msg = f"--item-set names an item set twice: {', '.join(twice)}"
+        raise ConfigError(msg)
+    if out_path.exists() and not out_path.is_dir():
+        msg = f"--out {out_path}: with several --item-set it is a folder (one table per item set), and this is a file"
+        raise ConfigError(msg)
+    out_path.mkdir(parents=True, exist_ok=True)
+    for item_set in item_sets:
+        _plan(out_path / f"{item_set_folder(item_set)}.csv", store, storage_option, config, item_set, **options)
 
 
 

@@ -1,0 +1,294 @@
+r"""The Laplace approximation of the latent model's marginal likelihood, on the cells' cube.
+
+Notation of :mod:`jurymeter.stats.latent.model`. Write the random effects as
+:math:`u = \Lambda b`, :math:`b \sim N(0, I)`, :math:`\Lambda` diagonal with
+each term's :math:`\sigma_t` (the parameterisation of lme4, Bates et al. 2015,
+sec. 3), and :math:`\ell(\eta)` the cells' log-likelihood
+:math:`\sum_c \sum_k n_{ck} \log p_k(\eta_c)`. The Laplace approximation of the
+deviance (Bates et al. 2015, eq. 30-31; Christensen 2019, ``clmm`` Laplace) is
+
+.. math::
+
+    -2 \log L(\sigma, \theta) \approx -2 \ell(\hat\eta) + \lVert \hat b \rVert^2
+    + \log\det(\Lambda Z^\top W Z \Lambda + I),
+
+:math:`\hat b` the mode of :math:`\ell(\eta(b)) - \lVert b\rVert^2/2` (found by
+Newton's method, which converges: ``F`` logistic or normal is log-concave, so
+the objective is strictly concave) and :math:`W = \mathrm{diag}(-\partial^2
+\ell_c / \partial\eta_c^2)` at the mode. For the logit link this equals the
+Fisher weights of glmer's PIRLS; for other links it is the observed
+information, as ``ordinal::clmm`` uses.
+
+Structure. Every block of :math:`Z` is the indicator matrix of a factor's
+levels. With ``L`` the facet with most levels, the effects of one level of
+``L`` (:math:`u_L`, :math:`u_{LX}`, :math:`u_{LY}`) meet no other level's, so
+:math:`M = \Lambda Z^\top W Z \Lambda + I` is block-arrowhead: a diagonal of
+dense ``m x m`` blocks (``m = 1 + n_X + n_Y``), one per level of ``L``, and a
+border of the ``g = n_X + n_Y + n_X n_Y`` effects of ``X``, ``Y``, ``XY``.
+Its determinant and solves take the blocks' batched Cholesky-free solves and
+the Schur complement of the border: :math:`O(n_L m^2 g + n_L m g^2 + g^3)`.
+The blocks are sums of the weights over the cube's axes, so no sparse matrix
+is formed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import linalg, special
+
+from jurymeter.stats.latent.model import Layout, Link
+
+# Newton's method on the modes stops when the Newton decrement r' M^{-1} r is below this
+# (the deviance is then within about this of its value at the exact mode).
+DECREMENT = 1e-12
+MAX_NEWTON = 50
+# Probabilities are floored here so a category's log never is -inf (only far outside any fit).
+P_FLOOR = 1e-300
+
+
+def _cdf(a: np.ndarray, link: Link) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """F, its density f and f' at ``a`` (``+-inf`` allowed)."""
+    if link == "logit":
+        big_f = special.expit(a)
+        f = big_f * (1.0 - big_f)
+        return big_f, f, f * (1.0 - 2.0 * big_f)
+    big_f = special.ndtr(a)
+    with np.errstate(invalid="ignore"):
+        f = np.exp(-0.5 * a * a) / np.sqrt(2.0 * np.pi)
+        fp = np.where(np.isfinite(a), -a * f, 0.0)
+    return big_f, f, fp
+
+
+def cell_derivatives(
+    eta: np.ndarray, theta: np.ndarray, counts: np.ndarray, link: Link
+) -> tuple[float, np.ndarray, np.ndarray]:
+    r"""The cells' log-likelihood, its first derivative and minus its second in :math:`\eta_c`.
+
+    :math:`p_k = F(\theta_k - \eta) - F(\theta_{k-1} - \eta)` with
+    :math:`\theta_0 = -\infty`, :math:`\theta_K = \infty`; each difference is
+    taken in the upper tail where both arguments are positive (no cancellation).
+    """
+    c = eta.shape[0]
+    a = np.empty((c, theta.size + 2))
+    a[:, 0] = -np.inf
+    a[:, -1] = np.inf
+    a[:, 1:-1] = theta[None, :] - eta[:, None]
+    big_f, f, fp = _cdf(a, link)
+    upper_f, _, _ = _cdf(-a, link)  # 1 - F(a) for the symmetric links
+    lo, hi = a[:, :-1], slice(1, None)
+    p = np.where(lo > 0, upper_f[:, :-1] - upper_f[:, hi], big_f[:, hi] - big_f[:, :-1])
+    p = np.maximum(p, P_FLOOR)
+    d1 = -(f[:, hi] - f[:, :-1]) / p  # d log p / d eta
+    d2 = (fp[:, hi] - fp[:, :-1]) / p - d1 * d1  # d2 log p / d eta2
+    loglik = float(np.sum(counts * np.log(p), where=counts > 0))
+    return loglik, np.sum(counts * d1, axis=1), -np.sum(counts * d2, axis=1)
+
+
+@dataclass
+class Modes:
+    """The modes :math:`b` on the cube: per level of ``L`` the local vector, and the border."""
+
+    local: np.ndarray  # (n_L, m): [b_L, b_LX (n_X), b_LY (n_Y)]
+    border: np.ndarray  # (g,): [b_X, b_Y, b_XY (n_X * n_Y, x-major)]
+
+    @classmethod
+    def zeros(cls, dims: tuple[int, int, int]) -> Modes:
+        n_l, n_x, n_y = dims
+        return cls(np.zeros((n_l, 1 + n_x + n_y)), np.zeros(n_x + n_y + n_x * n_y))
+
+    def copy(self) -> Modes:
+        return Modes(self.local.copy(), self.border.copy())
+
+    def rescaled(self, ratio: np.ndarray, dims: tuple[int, int, int]) -> Modes:
+        """The modes with each slot's ``b`` times ``ratio`` (six slots): the same ``u`` at new SDs."""
+        _, n_x, n_y = dims
+        local = self.local.copy()
+        border = self.border.copy()
+        local[:, 0] *= ratio[0]
+        border[:n_x] *= ratio[1]
+        border[n_x:n_x + n_y] *= ratio[2]
+        local[:, 1:1 + n_x] *= ratio[3]
+        local[:, 1 + n_x:] *= ratio[4]
+        border[n_x + n_y:] *= ratio[5]
+        return Modes(local, border)
+
+
+@dataclass(frozen=True)
+class LaplaceValue:
+    """The Laplace deviance at one parameter value and what it was made of."""
+
+    deviance: float
+    loglik: float  # the conditional log-likelihood at the mode
+    penalty: float  # ||b||^2
+    logdet: float  # log det(Lambda Z'WZ Lambda + I)
+    modes: Modes
+    newton_steps: int
+
+
+class Cube:
+    """The layout's cells with the operations the Laplace approximation needs (module docstring)."""
+
+    def __init__(self, layout: Layout, link: Link) -> None:
+        self.layout = layout
+        self.link = link
+        self.dims = layout.dims
+        self.size = int(np.prod(self.dims))
+        self.complete = layout.flat.size == self.size
+        self.counts = layout.counts
+
+    # --------------------------------------------------------------- cube <-> cells
+    def to_cube(self, values: np.ndarray) -> np.ndarray:
+        if self.complete:
+            return values.reshape(self.dims)
+        return np.bincount(self.layout.flat, weights=values, minlength=self.size).reshape(self.dims)
+
+    def eta(self, sigma: np.ndarray, b: Modes) -> np.ndarray:
+        r""":math:`\eta` of every cell (``sigma``: the six slots' SDs, solver order)."""
+        _, n_x, n_y = self.dims
+        s_l, s_x, s_y, s_lx, s_ly, s_xy = sigma
+        loc, bor = b.local, b.border
+        cube = (
+            (s_l * loc[:, 0])[:, None, None]
+            + (s_x * bor[:n_x])[None, :, None]
+            + (s_y * bor[n_x:n_x + n_y])[None, None, :]
+            + (s_lx * loc[:, 1:1 + n_x])[:, :, None]
+            + (s_ly * loc[:, 1 + n_x:])[:, None, :]
+            + (s_xy * bor[n_x + n_y:]).reshape(n_x, n_y)[None, :, :]
+        )
+        flat: np.ndarray = cube.reshape(-1)
+        return flat if self.complete else flat[self.layout.flat]
+
+    def gradient(self, sigma: np.ndarray, g_cells: np.ndarray) -> Modes:
+        r""":math:`\Lambda Z^\top g` on the modes' layout."""
+        s_l, s_x, s_y, s_lx, s_ly, s_xy = sigma
+        g = self.to_cube(g_cells)
+        g_lx, g_ly = g.sum(axis=2), g.sum(axis=1)
+        g_xy = g.sum(axis=0)
+        local = np.concatenate([(s_l * g_lx.sum(axis=1))[:, None], s_lx * g_lx, s_ly * g_ly], axis=1)
+        border = np.concatenate([s_x * g_xy.sum(axis=1), s_y * g_xy.sum(axis=0), s_xy * g_xy.reshape(-1)])
+        return Modes(local, border)
+
+    def blocks(self, sigma: np.ndarray, w_cells: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The diagonal blocks ``A`` (n_L, m, m), the border ``B`` (n_L, m, g) and ``G`` (g, g) of ``M``."""
+        n_l, n_x, n_y = self.dims
+        s_l, s_x, s_y, s_lx, s_ly, s_xy = sigma
+        h = self.to_cube(w_cells)
+        h_lx, h_ly = h.sum(axis=2), h.sum(axis=1)
+        h_l = h_lx.sum(axis=1)
+        m = 1 + n_x + n_y
+        ix = np.arange(n_x)
+        iy = np.arange(n_y)
+        lx = 1 + ix
+        ly = 1 + n_x + iy
+        a = np.zeros((n_l, m, m))
+        a[:, 0, 0] = s_l * s_l * h_l
+        a[:, 0, lx] = s_l * s_lx * h_lx
+        a[:, 0, ly] = s_l * s_ly * h_ly
+        a[:, lx, lx] = s_lx * s_lx * h_lx
+        a[:, ly, ly] = s_ly * s_ly * h_ly
+        a[:, 1:1 + n_x, 1 + n_x:] = s_lx * s_ly * h
+        a[:, lx, 0] = a[:, 0, lx]
+        a[:, ly, 0] = a[:, 0, ly]
+        a[:, 1 + n_x:, 1:1 + n_x] = np.swapaxes(a[:, 1:1 + n_x, 1 + n_x:], 1, 2)
+        a[:, np.arange(m), np.arange(m)] += 1.0
+        g = n_x + n_y + n_x * n_y
+        cx = ix
+        cy = n_x + iy
+        b = np.zeros((n_l, m, g))
+        b[:, 0, cx] = s_l * s_x * h_lx
+        b[:, 0, cy] = s_l * s_y * h_ly
+        b[:, 0, n_x + n_y:] = s_l * s_xy * h.reshape(n_l, -1)
+        b[:, lx, cx] = s_lx * s_x * h_lx
+        b[:, 1:1 + n_x, n_x:n_x + n_y] = s_lx * s_y * h
+        xy = np.zeros((n_l, n_x, n_x, n_y))
+        xy[:, ix, ix, :] = s_lx * s_xy * h
+        b[:, 1:1 + n_x, n_x + n_y:] = xy.reshape(n_l, n_x, n_x * n_y)
+        b[:, 1 + n_x:, :n_x] = s_ly * s_x * np.swapaxes(h, 1, 2)
+        b[:, ly, cy] = s_ly * s_y * h_ly
+        yx = np.zeros((n_l, n_y, n_x, n_y))
+        yx[:, iy, :, iy] = s_ly * s_xy * np.moveaxis(h, 2, 0)
+        b[:, 1 + n_x:, n_x + n_y:] = yx.reshape(n_l, n_y, n_x * n_y)
+        h_xy = h.sum(axis=0)
+        big = np.zeros((g, g))
+        big[cx, cx] = s_x * s_x * h_xy.sum(axis=1)
+        big[cy, cy] = s_y * s_y * h_xy.sum(axis=0)
+        big[:n_x, n_x:n_x + n_y] = s_x * s_y * h_xy
+        gx = np.zeros((n_x, n_x, n_y))
+        gx[ix, ix, :] = s_x * s_xy * h_xy
+        big[:n_x, n_x + n_y:] = gx.reshape(n_x, -1)
+        gy = np.zeros((n_y, n_x, n_y))
+        gy[iy, :, iy] = s_y * s_xy * h_xy.T
+        big[n_x:n_x + n_y, n_x + n_y:] = gy.reshape(n_y, -1)
+        dxy = n_x + n_y + np.arange(n_x * n_y)
+        big[dxy, dxy] = s_xy * s_xy * h_xy.reshape(-1)
+        upper = np.triu(big, 1)
+        big = np.diag(np.diag(big)) + upper + upper.T + np.eye(g)
+        return a, b, big
+
+
+class Factor:
+    """``M`` factored by its blocks: log-determinant and solves (module docstring, "Structure")."""
+
+    def __init__(self, a: np.ndarray, b: np.ndarray, big: np.ndarray) -> None:
+        n_l, m, g = b.shape
+        self.b = b
+        chol = np.linalg.cholesky(a)  # raises LinAlgError when a block is not positive definite
+        logdet_a = 2.0 * np.sum(np.log(np.diagonal(chol, axis1=1, axis2=2)))
+        self.a_inv = np.linalg.inv(a)
+        self.c = self.a_inv @ b  # A^{-1} B
+        schur = big - b.reshape(n_l * m, g).T @ self.c.reshape(n_l * m, g)
+        self.s_factor = linalg.cho_factor(schur, lower=True)
+        self.logdet = float(logdet_a + 2.0 * np.sum(np.log(np.diag(self.s_factor[0]))))
+
+    def solve(self, r: Modes) -> Modes:
+        ar = np.einsum("lmn,ln->lm", self.a_inv, r.local)
+        n_l, m, g = self.b.shape
+        rhs = r.border - self.b.reshape(n_l * m, g).T @ ar.reshape(-1)
+        x_g = linalg.cho_solve(self.s_factor, rhs)
+        x_a = ar - self.c @ x_g
+        return Modes(x_a, x_g)
+
+
+def _dot(a: Modes, b: Modes) -> float:
+    return float(np.sum(a.local * b.local) + np.sum(a.border * b.border))
+
+
+def laplace_deviance(
+    cube: Cube, sigma: np.ndarray, theta: np.ndarray, start: Modes | None = None
+) -> LaplaceValue:
+    """The Laplace deviance at ``sigma`` (six slots, solver order) and ``theta`` (module docstring).
+
+    Newton's method on the modes from ``start`` (zeros by default), each step
+    halved until the penalised log-likelihood rises, until the decrement is
+    below :data:`DECREMENT`.
+
+    Raises
+    ------
+    FloatingPointError
+        Newton's method did not converge in :data:`MAX_NEWTON` steps.
+    """
+    b = Modes.zeros(cube.dims) if start is None else start.copy()
+    loglik, g, w = cell_derivatives(cube.eta(sigma, b), theta, cube.counts, cube.link)
+    value = loglik - 0.5 * _dot(b, b)
+    for step in range(MAX_NEWTON):
+        grad = cube.gradient(sigma, g)
+        r = Modes(grad.local - b.local, grad.border - b.border)
+        factor = Factor(*cube.blocks(sigma, w))
+        delta = factor.solve(r)
+        decrement = _dot(r, delta)
+        if decrement < DECREMENT:
+            penalty = _dot(b, b)
+            return LaplaceValue(-2.0 * loglik + penalty + factor.logdet, loglik, penalty, factor.logdet, b, step)
+        t = 1.0
+        while True:
+            trial = Modes(b.local + t * delta.local, b.border + t * delta.border)
+            t_loglik, t_g, t_w = cell_derivatives(cube.eta(sigma, trial), theta, cube.counts, cube.link)
+            t_value = t_loglik - 0.5 * _dot(trial, trial)
+            if t_value >= value - 1e-12 * abs(value) or t < 1e-8:
+                break
+            t *= 0.5
+        b, loglik, g, w, value = trial, t_loglik, t_g, t_w, t_value
+    msg = f"Newton's method on the random-effect modes did not converge in {MAX_NEWTON} steps"
+    raise FloatingPointError(msg)

@@ -1,0 +1,269 @@
+r"""Fitting the latent model: the Laplace deviance minimised over the SDs and thresholds.
+
+The parameters are the fitted terms' SDs :math:`\sigma_t \ge 0` (lme4's
+:math:`\theta`, bounded at 0 so a component can sit on its boundary, Bates et
+al. 2015, sec. 3.1) and the thresholds as :math:`\theta_1` and the logs of
+their increments (so they stay ordered). L-BFGS-B minimises the deviance of
+:mod:`jurymeter.stats.latent.likelihood` with central-difference gradients
+(the deviance is computed to about 1e-11, so a step of 1e-5 leaves a gradient
+error near 1e-6), each evaluation starting Newton's method from the last modes.
+glmer's ``nAGQ = 1`` and clmm's Laplace fit maximise the same approximation
+over the same parameters, so at the optimum the answers agree to the
+optimisers' tolerance.
+
+Intervals: Wald on :math:`\log\sigma_t` from the central-difference Hessian of
+the deviance in (:math:`\log\sigma`, threshold parameters), covariance
+:math:`2 H^{-1}` (the deviance is :math:`-2\log L`); a component at its
+boundary 0 has no log-scale interval and is reported with lower bound 0 and
+an upper bound NaN.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import optimize, special
+
+from jurymeter.errors import DesignError
+from jurymeter.stats.latent.likelihood import Cube, Modes, laplace_deviance
+from jurymeter.stats.latent.model import (
+    TERMS,
+    LatentCells,
+    Layout,
+    Link,
+    check_link,
+    design_terms,
+    link_variance,
+)
+
+# Forward-difference step of the gradient (parameters are O(1)). The deviance is computed to about
+# 1e-12 (likelihood.DECREMENT), so the rounding error is near 1e-7 and the truncation error, half the
+# step times the curvature, moves the optimum by about half the step: 5e-6 in an SD.
+GRAD_STEP = 1e-5
+# ... and of the Hessian for the Wald intervals.
+HESS_STEP = 1e-4
+# L-BFGS-B stops when the projected gradient of the deviance is below this.
+PGTOL = 1e-5
+MAX_ITER = 500
+START_SD = 0.5
+MAX_SD = 20.0
+# An SD below this at the optimum is on its boundary (sigma2 < 1e-8; L-BFGS-B stops at or next to 0).
+BOUNDARY_SD = 1e-4
+Z95 = float(special.ndtri(0.975))
+
+
+class LatentConvergenceError(DesignError):
+    """The latent fit did not converge (the optimizer's message is in the text)."""
+
+
+@dataclass(frozen=True)
+class LatentFit:
+    r"""A fitted latent-scale G-study (:func:`fit_latent`).
+
+    ``sigma2`` maps each of the six terms of :data:`~jurymeter.stats.latent.model.TERMS`
+    that the design fits to its latent variance component; ``residual`` is the
+    link's variance (:math:`\pi^2/3` or 1). ``boundary`` lists the fitted terms at 0.
+    ``ci_sigma2`` holds each fitted term's 95 % Wald interval (log-SD scale).
+    ``thresholds`` are the :math:`\theta_k` (binary: ``-intercept``).
+    """
+
+    link: Link
+    sigma2: dict[str, float]
+    residual: float
+    thresholds: np.ndarray
+    deviance: float
+    loglik: float
+    boundary: tuple[str, ...]
+    ci_sigma2: dict[str, tuple[float, float]]
+    covariance: np.ndarray  # of (log sd of interior terms, threshold parameters)
+    interior: tuple[str, ...]
+    levels: dict[str, int]
+    n_records: int
+    n_cells: int
+    replicates: float  # mean records per present cell
+    values: np.ndarray
+    iterations: int
+    evaluations: int
+
+
+class _Problem:
+    def __init__(self, cube: Cube, fitted: tuple[str, ...], slots: tuple[str, ...], k: int) -> None:
+        self.cube = cube
+        self.fitted = fitted
+        self.slot_of = [slots.index(t) for t in fitted]
+        self.k = k
+        self.modes: Modes | None = None
+        self.modes_sigma = np.zeros(6)
+        self.evaluations = 0
+
+    def sigma6(self, sd: np.ndarray) -> np.ndarray:
+        out = np.zeros(6)
+        out[self.slot_of] = sd
+        return out
+
+    @staticmethod
+    def thresholds(tp: np.ndarray) -> np.ndarray:
+        return np.concatenate([tp[:1], tp[0] + np.cumsum(np.exp(tp[1:]))])
+
+    def deviance(self, sd: np.ndarray, tp: np.ndarray) -> float:
+        self.evaluations += 1
+        sigma = self.sigma6(sd)
+        start = self.modes
+        if start is not None:  # keep u = sigma b of the last modes (a warm start one Newton step nearer)
+            both = (sigma > 0) & (self.modes_sigma > 0)
+            ratio = np.where(both, self.modes_sigma / np.where(both, sigma, 1.0), 0.0)
+            start = start.rescaled(ratio, self.cube.dims)
+        value = laplace_deviance(self.cube, sigma, self.thresholds(tp), start)
+        self.modes, self.modes_sigma = value.modes, sigma
+        return value.deviance
+
+
+def _start_thresholds(counts: np.ndarray, link: Link) -> np.ndarray:
+    total = counts.sum(axis=0) + 0.5
+    cum = np.cumsum(total)[:-1] / total.sum()
+    theta = special.logit(cum) if link == "logit" else special.ndtri(cum)
+    theta = np.maximum.accumulate(theta + 1e-3 * np.arange(theta.size))
+    return np.concatenate([theta[:1], np.log(np.maximum(np.diff(theta), 1e-3))])
+
+
+def _value_and_gradient(fun: Callable[[np.ndarray], float], x: np.ndarray, step: float,
+                        upper: np.ndarray) -> tuple[float, np.ndarray]:
+    """The value and its forward differences (backward where ``x + step`` would pass ``upper``)."""
+    f0 = fun(x)
+    grad = np.empty_like(x)
+    for n in range(x.size):
+        h = step if x[n] + step <= upper[n] else -step
+        e = np.zeros_like(x)
+        e[n] = h
+        grad[n] = (fun(x + e) - f0) / h
+    return f0, grad
+
+
+def _hessian(f: Callable[[np.ndarray], float], x: np.ndarray, step: float) -> np.ndarray:
+    p = x.size
+    h = np.empty((p, p))
+    f0 = f(x)
+    for a in range(p):
+        ea = np.zeros(p)
+        ea[a] = step
+        h[a, a] = (f(x + ea) - 2 * f0 + f(x - ea)) / step**2
+        for b in range(a):
+            eb = np.zeros(p)
+            eb[b] = step
+            h[a, b] = h[b, a] = (
+                f(x + ea + eb) - f(x + ea - eb) - f(x - ea + eb) + f(x - ea - eb)
+            ) / (4 * step**2)
+    return h
+
+
+def fit_latent(cells: LatentCells, *, link: str = "logit", intervals: bool = True) -> LatentFit:
+    r"""Fit the latent-scale G-study of binary or ordinal cell counts by the Laplace approximation.
+
+    Parameters
+    ----------
+    cells : LatentCells
+        Counts per (system, item, judge) cell; ``K = 2`` categories is the binary case.
+    link : {"logit", "probit"}, default "logit"
+        ``F`` of :math:`P(Y \le k) = F(\theta_k - \eta)`.
+    intervals : bool, default True
+        Compute the Wald intervals (a numerical Hessian: about ``2 p^2`` more deviance evaluations).
+
+    Returns
+    -------
+    LatentFit
+        Components on the latent scale; the residual is the link's variance,
+        :math:`\pi^2/3` for the logit and 1 for the probit (Nakagawa and
+        Schielzeth 2010, sec. 3), so the components are on the scale of
+        :math:`Y^* = \eta + \varepsilon`.
+
+    Raises
+    ------
+    DesignError
+        Fewer than two systems or items, no judgment, or an unknown link.
+    LatentConvergenceError
+        The optimizer stopped without converging.
+
+    Notes
+    -----
+    Equals ``lme4::glmer(y ~ 1 + (1|s) + (1|i) + (1|j) + (1|s:i) + (1|s:j) + (1|i:j),
+    family = binomial, nAGQ = 1)`` (logit, ``K = 2``) and ``ordinal::clmm`` with the
+    same random terms (Laplace) at the optimum: both maximise this Laplace
+    approximation (Bates et al. 2015, eq. 30; Christensen 2019).
+    """
+    the_link = check_link(link)
+    layout: Layout = design_terms(cells)
+    cube = Cube(layout, the_link)
+    k = cells.n_categories
+    problem = _Problem(cube, layout.fitted, layout.slots, k)
+    p_sd = len(layout.fitted)
+    x0 = np.concatenate([np.full(p_sd, START_SD), _start_thresholds(layout.counts, the_link)])
+
+    def fun(x: np.ndarray) -> float:
+        return problem.deviance(x[:p_sd], x[p_sd:])
+
+    upper = np.concatenate([np.full(p_sd, MAX_SD), np.full(k - 1, np.inf)])
+
+    def fun_and_jac(x: np.ndarray) -> tuple[float, np.ndarray]:
+        return _value_and_gradient(fun, x, GRAD_STEP, upper)
+
+    bounds = [(0.0, MAX_SD)] * p_sd + [(None, None)] * (k - 1)
+    result = optimize.minimize(
+        fun_and_jac, x0, jac=True, method="L-BFGS-B", bounds=bounds,
+        options={"maxiter": MAX_ITER, "gtol": PGTOL, "ftol": 1e-15},
+    )
+    _, grad = fun_and_jac(result.x)
+    at_bound = result.x[:p_sd] <= BOUNDARY_SD
+    free = np.concatenate([~at_bound, np.ones(k - 1, dtype=bool)])
+    if not (result.success or np.max(np.abs(grad[free])) < 1e-3):
+        msg = f"the latent fit did not converge: {result.message}"
+        raise LatentConvergenceError(msg)
+    x = result.x.copy()
+    x[:p_sd][at_bound] = 0.0
+    sd = x[:p_sd]
+    final = laplace_deviance(cube, problem.sigma6(sd), problem.thresholds(x[p_sd:]))
+    interior = tuple(t for t, b in zip(layout.fitted, at_bound, strict=True) if not b)
+    ci: dict[str, tuple[float, float]] = {t: (0.0, float("nan")) for t in layout.fitted}
+    cov = np.full((len(interior) + k - 1,) * 2, np.nan)
+    if intervals:
+        keep = ~at_bound
+        y0 = np.concatenate([np.log(sd[keep]), x[p_sd:]])
+
+        def fun_log(y: np.ndarray) -> float:
+            s = np.zeros(p_sd)
+            s[keep] = np.exp(y[: len(interior)])
+            return problem.deviance(s, y[len(interior):])
+
+        hess = _hessian(fun_log, y0, HESS_STEP)
+        try:
+            cov = 2.0 * np.linalg.inv(hess)
+        except np.linalg.LinAlgError:
+            cov = np.full_like(hess, np.nan)
+        se = np.sqrt(np.where(np.diag(cov) > 0, np.diag(cov), np.nan))
+        for n, t in enumerate(interior):
+            lo, hi = y0[n] - Z95 * se[n], y0[n] + Z95 * se[n]
+            ci[t] = (float(np.exp(2 * lo)), float(np.exp(2 * hi)))
+    counts = layout.counts
+    return LatentFit(
+        link=the_link,
+        sigma2={t: float(s * s) for t, s in zip(layout.fitted, sd, strict=True)},
+        residual=link_variance(the_link),
+        thresholds=problem.thresholds(x[p_sd:]),
+        deviance=final.deviance,
+        loglik=-0.5 * final.deviance,
+        boundary=tuple(t for t, b in zip(layout.fitted, at_bound, strict=True) if b),
+        ci_sigma2=ci,
+        covariance=cov,
+        interior=interior,
+        levels=dict(layout.levels),
+        n_records=int(counts.sum()),
+        n_cells=int(counts.shape[0]),
+        replicates=float(counts.sum() / counts.shape[0]),
+        values=np.asarray(cells.values, dtype=np.float64),
+        iterations=int(result.nit),
+        evaluations=problem.evaluations,
+    )
+
+
+__all__ = ["TERMS", "LatentConvergenceError", "LatentFit", "fit_latent"]
