@@ -76,7 +76,8 @@ def main() -> None:
                            workdir)
         written = sorted(p.name for p in (workdir / "plans").iterdir())
         stored = sorted(p.name for p in (workdir / "store" / "plans").iterdir())
-        assert len(written) == ITEM_SETS and len(stored) == ITEM_SETS, (len(written), len(stored))
+        assert len(written) == ITEM_SETS, len(written)
+        assert len(stored) == ITEM_SETS, len(stored)
         singles = [_timed([JURYMETER, "plan", "--config", str(config), "--item-set", n, "--crossed",
                            "--out", f"one-{n}.csv"], workdir) for n in names[:10]]
         single_wall = sum(w for w, _ in singles) / len(singles)
