@@ -51,7 +51,7 @@ def test_the_cache_key_follows_the_code_that_shapes_a_fit(tmp_path: Path) -> Non
         ('interval = "bca"', "interval must be one of pivotal, percentile, got 'bca'"),
         ("n_boot = 0", "n_boot must be at least 1, got 0"),
         ("target = 1.5", "target must be in (0, 1), got 1.5"),
-        ('analyses = ["gstudy", "pairs"]', "analyses names 'pairs' (registered: gstudy, cyclic, pairwise"),
+        ('analyses = ["gstudy", "pairs"]', "analyses names 'pairs' (registered: gstudy, latent, cyclic, pairwise"),
         ("[fit.nonesuch]\nx = 1", "[fit.nonesuch] names no analysis"),
         ("[fit.gstudy]\nscreen = 1.0", "[fit.gstudy]: unknown key(s) screen (known: estimator, fixed, henderson_intervals, item_pool, judge_pool, screen_threshold)"),
         ("[fit.cyclic]\nbudgets = [5, 'ten']", "budgets must be a list of integers"),

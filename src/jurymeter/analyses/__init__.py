@@ -22,6 +22,7 @@ BUILTIN = (
     "jurymeter.analyses.cyclic:CYCLIC",
     "jurymeter.analyses.pairwise:PAIRWISE",
     "jurymeter.analyses.sequential:SEQUENTIAL",
+    "jurymeter.analyses.latent:LATENT",
 )
 
 _registry: dict[str, Analysis[Any, Any]] = {}

@@ -245,6 +245,11 @@ class FitPart(ABC, Generic[Result, Options]):
     reads_judge_health : bool
         The fit reads the store's judge health (:attr:`FitScope.judge_health`): its
         inputs then include the committed quarantine, so a new failure refits it.
+    by_default : bool
+        A nightly run fits it when ``[fit] analyses`` is empty. ``False`` for an analysis
+        too costly to run on every item set every night (the latent-scale G-study): it
+        runs when ``[fit] analyses`` names it or the configuration has its ``[fit.<name>]``
+        table, and its command runs it whenever asked.
     """
 
     name: ClassVar[str]
@@ -252,6 +257,7 @@ class FitPart(ABC, Generic[Result, Options]):
     compute_modules: ClassVar[tuple[str, ...]] = ()
     record_columns: ClassVar[tuple[str, ...]] = ()
     reads_judge_health: ClassVar[bool] = False
+    by_default: ClassVar[bool] = True
 
     def applies(self, item_set: ItemSet) -> str | None:
         """``None`` when the analysis can fit this item set; else why not (said once by the run)."""

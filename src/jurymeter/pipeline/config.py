@@ -323,7 +323,8 @@ def _fit_section(table: Any, path: str, given: Mapping[str, str]) -> FitConfig:
         typed = _values(values, default, f"{path} [fit.{name}]", option_key)
         options[name] = build(type(default), typed, rules, option_key)
     if not fit.cyclic:  # the older key for leaving CyclicJudge out: the same as naming the others
-        fit = replace(fit, analyses=tuple(a for a in (fit.analyses or tuple(known)) if a != "cyclic"))
+        default = tuple(a for a in known if known[a].by_default or a in subtables)
+        fit = replace(fit, analyses=tuple(a for a in (fit.analyses or default) if a != "cyclic"))
     return replace(fit, options=options)
 
 

@@ -224,9 +224,12 @@ def command_job(config: RunConfig, name: str, item_set: str, *, universe: str = 
 
 
 def enabled_analyses(config: RunConfig) -> list[Any]:
-    """The registered analyses the configuration runs (``[fit] analyses``; empty: all of them)."""
-    wanted = set(config.fit.analyses) if config.fit.analyses else None
-    return [a for a in registered() if wanted is None or a.name in wanted]
+    """The registered analyses the configuration runs: ``[fit] analyses``, or when it is empty every
+    analysis that runs by default (:attr:`~jurymeter.analyses.base.FitPart.by_default`) and every one
+    whose ``[fit.<name>]`` table the configuration gives."""
+    if config.fit.analyses:
+        return [a for a in registered() if a.name in set(config.fit.analyses)]
+    return [a for a in registered() if a.by_default or a.name in config.fit.options]
 
 
 def analysis_options(config: RunConfig, analysis: Any) -> Any:

@@ -83,7 +83,10 @@ def cell_derivatives(
     d1 = -(f[:, hi] - f[:, :-1]) / p  # d log p / d eta
     d2 = (fp[:, hi] - fp[:, :-1]) / p - d1 * d1  # d2 log p / d eta2
     loglik = float(np.sum(counts * np.log(p), where=counts > 0))
-    return loglik, np.sum(counts * d1, axis=1), -np.sum(counts * d2, axis=1)
+    # A cumulative link with a log-concave F (logistic, normal) is log-concave in eta, so the weights are
+    # >= 0; a negative one is rounding in a far tail (a probability at P_FLOOR), and would make the Laplace
+    # matrix indefinite (seen on a 10-category MT-Bench-like scale with 2 ratings of 1): it is taken as 0.
+    return loglik, np.sum(counts * d1, axis=1), np.maximum(-np.sum(counts * d2, axis=1), 0.0)
 
 
 @dataclass
