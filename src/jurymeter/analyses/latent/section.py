@@ -47,13 +47,14 @@ def _lead(dstudy: pl.DataFrame, summary: Any) -> str:
     erho2, mdd = rows.get(("erho2", "latent"), {}), rows.get(("mdd95", "score"), {})
     categories = summary.get("latent_categories")
     kind = "binary" if categories == 2 else f"{categories}-category ordinal" if categories else "ordinal"
-    text = (f"The {kind} scores modelled on a latent {summary.get('latent_link') or ''} scale, where a judge\u2019s "
-            "step from 9 to 10 weighs what its step from 5 to 6 does")
+    text = (f"The {kind} scores modelled on a latent {summary.get('latent_link') or ''} scale, where each step "
+            "between two scores has the width the judges give it (their thresholds) rather than one point")
     if erho2.get("estimate") is not None:
         text += f": E\u03c1\u00b2 {_num(erho2['estimate'])}"
         if mdd.get("estimate") is not None:
             text += f", and two systems need to differ by {_num(mdd['estimate'])} score points at the grand mean"
-        text += "; compare them with the G-study of raw scores above, which takes the scores as equal steps."
+        text += ("; compare them with the G-study of raw scores above, which takes every step as one point: the "
+                 "two part where scores crowd a floor or a ceiling.")
     else:
         text += f": E\u03c1\u00b2 cannot be estimated ({erho2.get('reason') or 'see why none'})."
     return text
