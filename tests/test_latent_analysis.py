@@ -22,6 +22,7 @@ from jurymeter.io.store import Store
 from jurymeter.pipeline.config import load_config
 from jurymeter.stats.latent import LatentCells, fit_latent, simulate_latent
 from report_pages import fit_publish_and_print
+from samples import SAMPLES  # the repository's copy of ../shared/samples
 
 TRUTH = {"s": 0.6, "i": 0.8, "j": 0.2, "si": 0.3}
 
@@ -121,7 +122,6 @@ def test_continuous_scores_are_not_fitted_and_say_why(tmp_path: Path) -> None:
     assert "--link must be one of logit, probit" in bad.output
 
 
-SAMPLES = Path(__file__).resolve().parents[1].parent / "shared" / "samples"
 POINTWISE_SAMPLES = sorted([*(SAMPLES / "mt_bench").glob("single__*.jsonl"), *(SAMPLES / "inspect_ai").glob("*.eval")])
 
 

@@ -275,7 +275,11 @@ def print_run_summary(summary: dict[str, Any], *, ingest_printed: bool = False) 
     # the headline columns of the analyses that fit that protocol.
     protocols = list(dict.fromkeys(fit.get("protocol") or "pointwise" for fit in summary["fits"])) or ["pointwise"]
     for protocol in protocols:
-        columns = [(a.name, h) for a in registered() if protocol in a.protocols
+        # The analyses some fit of this protocol ran or skipped: an analysis the run did not enable
+        # (the opt-in latent G-study) would be a column of dashes.
+        ran = {name for fit in summary["fits"] if (fit.get("protocol") or "pointwise") == protocol
+               for name in (fit.get("analyses") or {})}
+        columns = [(a.name, h) for a in registered() if protocol in a.protocols and a.name in ran
                    for h in a.headline if h.kind == "number" and h.table]
         title = f"run {safe_text(summary['run_id'])}: {safe_text(summary['status'])}"
         table = Table(title=title if len(protocols) == 1 else f"{title} ({protocol} item sets)", title_justify="left")
