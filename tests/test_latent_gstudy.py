@@ -274,3 +274,19 @@ def test_simulation_bias_and_wald_coverage() -> None:
     delta = SIM_TRUTH["si"] / 16 + (math.pi**2 / 3) / (16 * SIM_REPLICATES)
     truth = SIM_TRUTH["s"] / (SIM_TRUTH["s"] + delta)
     assert abs(np.median(erho2) - truth) < 0.05, (np.median(erho2), truth)
+
+
+def test_the_laplace_weights_stay_non_negative_in_far_tails() -> None:
+    # A cumulative logit is log-concave in eta, so minus the second derivative of a cell's log-likelihood
+    # is >= 0; in far tails rounding made it negative, the Laplace matrix indefinite, and a 10-category
+    # fit of simulated 1-10 ratings (2 ratings of 1 in 2,880) failed with LinAlgError. These thresholds
+    # are that fit's.
+    from jurymeter.stats.latent.likelihood import cell_derivatives
+
+    theta = np.array([-12.91, -11.37, -9.41, -7.23, -4.79, -2.46, -0.07, 2.52, 5.04])
+    eta = np.linspace(-60.0, 60.0, 241)
+    for category in range(theta.size + 1):
+        counts = np.zeros((eta.size, theta.size + 1))
+        counts[:, category] = 1.0
+        _, _, weights = cell_derivatives(eta, theta, counts, "logit")
+        assert np.all(weights >= 0), category
