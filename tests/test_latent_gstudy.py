@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import csv
 import math
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -39,6 +37,7 @@ from jurymeter.stats.latent import (
 from jurymeter.stats.latent.likelihood import Cube, cell_derivatives, laplace_deviance
 from jurymeter.stats.latent.model import design_terms
 from jurymeter.stats.latent.report import score_slope
+from r_reference import needs_r as needs_r_of
 
 HERE = Path(__file__).parent
 SCRIPT = HERE / "r" / "latent_reference.R"
@@ -46,17 +45,7 @@ SCRIPT = HERE / "r" / "latent_reference.R"
 RELATIVE, ABSOLUTE, LOGLIK = 1e-3, 1e-4, 1e-3
 
 
-def _r_available() -> bool:
-    if shutil.which("Rscript") is None:
-        return False
-    probe = subprocess.run(["Rscript", "-e", "library(lme4); library(ordinal)"], capture_output=True)
-    return probe.returncode == 0
-
-
-needs_r = pytest.mark.skipif(
-    not _r_available() and not os.environ.get("CI"),
-    reason="Rscript with lme4 and ordinal not installed (apt-get install r-base-core r-cran-lme4 r-cran-ordinal)",
-)
+needs_r = needs_r_of("lme4", "ordinal")
 
 TRUTH = {"s": 0.6, "i": 1.0, "j": 0.3, "si": 0.5, "sj": 0.2, "ij": 0.4}
 # name, method, link, sizes, thresholds, replicates, share of cells kept, seed

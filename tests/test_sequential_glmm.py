@@ -28,8 +28,6 @@ streams cannot move it.
 from __future__ import annotations
 
 import math
-import os
-import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -56,6 +54,7 @@ from jurymeter.stats.sequential import glmm_check as GC
 from jurymeter.stats.sequential import glmm_likelihood as GL
 from jurymeter.stats.sequential import glmm_model as GM
 from jurymeter.stats.sequential import glmm_solve as GS
+from r_reference import needs_r as needs_r_of
 
 HERE = Path(__file__).parent
 SCRIPT = HERE / "r" / "make_sequential_reference.R"
@@ -109,17 +108,7 @@ def _reference_records() -> pl.DataFrame:
     )
 
 
-def _r_available() -> bool:
-    if shutil.which("Rscript") is None:
-        return False
-    probe = subprocess.run(["Rscript", "-e", "library(lme4); library(ordinal)"], capture_output=True)
-    return probe.returncode == 0
-
-
-needs_r = pytest.mark.skipif(
-    not _r_available() and not os.environ.get("CI"),
-    reason="Rscript with lme4 and ordinal not installed (apt-get install r-base-core r-cran-lme4 r-cran-ordinal)",
-)
+needs_r = needs_r_of("lme4", "ordinal")
 
 
 def _design(records: pl.DataFrame, lags: int, initial: G.Initial = "model") -> GM._Design:

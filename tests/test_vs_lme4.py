@@ -31,8 +31,6 @@ out by hand below, one random intercept per effect of the design but the residua
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -44,6 +42,7 @@ import pytest
 
 from jurymeter.stats.design import Design
 from jurymeter.stats.gstudy import fit_gstudy, simulate_design
+from r_reference import needs_r as needs_r_of
 
 HERE = Path(__file__).parent
 SCRIPT = HERE / "r" / "lme4_components.R"
@@ -54,18 +53,7 @@ REFERENCE = HERE / "data" / "lme4_reference.json"
 RELATIVE = 1e-4
 
 
-def _lme4_available() -> bool:
-    if shutil.which("Rscript") is None:
-        return False
-    probe = subprocess.run(["Rscript", "-e", "library(lme4)"], capture_output=True)
-    return probe.returncode == 0
-
-
-# In CI (CI=true) a missing R is a failure, not a skip: .ci/run installs it.
-needs_r = pytest.mark.skipif(
-    not _lme4_available() and not os.environ.get("CI"),
-    reason="Rscript with lme4 not installed (apt-get install r-base-core r-cran-lme4)",
-)
+needs_r = needs_r_of("lme4")
 
 # name, design, sizes, first seed, lmer formula (by hand: a random intercept per
 # non-residual effect; the residual is lmer's own). In "s x i x j x g:si x r:sijg"

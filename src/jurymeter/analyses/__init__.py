@@ -9,7 +9,7 @@ line in :data:`BUILTIN` and its docs; nothing in the pipeline names it. Tests an
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -79,6 +79,13 @@ def registered() -> tuple[Analysis[Any, Any], ...]:
     return tuple(sorted(_registry.values(), key=lambda a: a.order))
 
 
+def unasked(configured: Collection[str]) -> tuple[Analysis[Any, Any], ...]:
+    """The analyses a night runs when ``[fit] analyses`` is empty: every one that runs by default
+    (:attr:`~jurymeter.analyses.base.FitPart.by_default`), and every one whose ``[fit.<name>]`` table is in
+    ``configured``."""
+    return tuple(a for a in registered() if a.by_default or a.name in configured)
+
+
 def analysis(name: str) -> Analysis[Any, Any]:
     """The registered analysis called ``name``."""
     from jurymeter.errors import ConfigError
@@ -90,4 +97,4 @@ def analysis(name: str) -> Analysis[Any, Any]:
     return _registry[name]
 
 
-__all__ = ["Analysis", "analysis", "register", "registered", "registered_temporarily", "unregister"]
+__all__ = ["Analysis", "analysis", "register", "registered", "registered_temporarily", "unasked", "unregister"]

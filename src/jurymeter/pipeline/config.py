@@ -59,7 +59,7 @@ class DaskConfig:
 class FitConfig:
     """Which fits to run and how (the shared settings: :class:`jurymeter.analyses.base.FitSettings`).
 
-    ``analyses``: the registered analyses to run (empty: all of them);
+    ``analyses``: the registered analyses to run (empty: those that run unasked, :func:`jurymeter.analyses.unasked`);
     ``options``: each analysis's own options, from its ``[fit.<name>]`` table.
     """
 
@@ -286,7 +286,7 @@ def _fit_section(table: Any, path: str, given: Mapping[str, str]) -> FitConfig:
     (:func:`jurymeter.analyses.commands.build`): an error names the key as written
     (``c.toml [fit] n_boot``), or the flag or variable that set it (``given``).
     """
-    from jurymeter.analyses import registered
+    from jurymeter.analyses import registered, unasked
     from jurymeter.analyses.base import FitSettings
     from jurymeter.analyses.commands import FIT_SETTINGS_RULES, build, command_of
 
@@ -323,7 +323,7 @@ def _fit_section(table: Any, path: str, given: Mapping[str, str]) -> FitConfig:
         typed = _values(values, default, f"{path} [fit.{name}]", option_key)
         options[name] = build(type(default), typed, rules, option_key)
     if not fit.cyclic:  # the older key for leaving CyclicJudge out: the same as naming the others
-        default = tuple(a for a in known if known[a].by_default or a in subtables)
+        default = tuple(a.name for a in unasked(subtables))
         fit = replace(fit, analyses=tuple(a for a in (fit.analyses or default) if a != "cyclic"))
     return replace(fit, options=options)
 

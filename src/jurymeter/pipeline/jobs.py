@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from jurymeter.analyses import registered
+from jurymeter.analyses import registered, unasked
 from jurymeter.analyses.base import FitSettings, ItemSet
 from jurymeter.errors import ConfigError
 
@@ -229,7 +229,7 @@ def enabled_analyses(config: RunConfig) -> list[Any]:
     whose ``[fit.<name>]`` table the configuration gives."""
     if config.fit.analyses:
         return [a for a in registered() if a.name in set(config.fit.analyses)]
-    return [a for a in registered() if a.by_default or a.name in config.fit.options]
+    return list(unasked(config.fit.options))
 
 
 def analysis_options(config: RunConfig, analysis: Any) -> Any:

@@ -242,8 +242,16 @@ def mdd95(
         q = Z95
     else:
         q = float(special.stdtrit(df, 0.975)) if np.isfinite(df) and df > 0 else float("nan")
+    return mdd_of_delta(delta, q)
+
+
+def mdd_of_delta(delta: Size, q: float = Z95) -> np.ndarray:
+    r""":math:`q\sqrt{2\sigma^2_\delta}` of a relative error variance; NaN where :math:`\sigma^2_\delta \le 0`
+    (:func:`mdd95`'s rule: no floor is estimable, and 0 would call every difference detectable)."""
+    delta = np.asarray(delta, dtype=np.float64)
     positive = delta > 0
-    return np.where(positive, q * np.sqrt(2.0 * np.where(positive, delta, 0.0)), np.nan)
+    out: np.ndarray = np.where(positive, q * np.sqrt(2.0 * np.where(positive, delta, 0.0)), np.nan)
+    return out
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,13 @@ import numpy as np
 from jurymeter.errors import DesignError
 from jurymeter.stats.bootstrap import percentile_interval
 from jurymeter.stats.design import Design
-from jurymeter.stats.dstudy import PAPER_ROLES, Z95, Facets, error_variances, truncated_ratio
+from jurymeter.stats.dstudy import (
+    PAPER_ROLES,
+    Facets,
+    error_variances,
+    mdd_of_delta,
+    truncated_ratio,
+)
 from jurymeter.stats.gstudy import GStudy
 
 # The facets a user may declare, by the name the configuration uses.
@@ -153,14 +159,10 @@ def universe_report(
         return None, str(error)
     tau, delta, absolute = (float(v) for v in point)
 
-    def mdd(d: np.ndarray | float) -> np.ndarray:
-        d = np.asarray(d, dtype=np.float64)
-        return np.where(d > 0, Z95 * np.sqrt(2.0 * np.maximum(d, 0.0)), np.nan)
-
     quantities = {
         "erho2": (truncated_ratio(tau, delta), truncated_ratio(tau_d, delta_d)),
         "phi": (truncated_ratio(tau, absolute), truncated_ratio(tau_d, abs_d)),
-        "mdd95": (mdd(delta), mdd(delta_d)),
+        "mdd95": (mdd_of_delta(delta), mdd_of_delta(delta_d)),
     }
     values: dict[str, float | None] = {}
     intervals: dict[str, dict[str, float | None]] = {}
