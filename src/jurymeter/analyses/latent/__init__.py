@@ -156,9 +156,27 @@ def _dstudy_rows(result: LatentResult) -> list[dict[str, Any]]:
             high = None
             reason = reason or ("sigma2_s is estimated at its boundary 0, where the Wald draws cannot leave it: "
                                 "the upper bound is not estimated (a profile likelihood would give it)")
+        if reason is None and (_finite(low) is None or _finite(high) is None):
+            reason = NO_COVARIANCE
         rows.append({"quantity": quantity, "scale": scale, "estimate": estimate, "low": _finite(low),
                      "high": _finite(high), "reason": reason})
     return rows
+
+
+# Why the D-study's intervals are missing when the fit has no Wald covariance (stats.latent.solve).
+NO_COVARIANCE = ("the Wald covariance of the fit is not defined (the Laplace deviance's Hessian is not positive "
+                 "definite: a flat direction, too few systems or items): no draws to take an interval from")
+
+
+def _component_reason(result: LatentResult, term: str) -> str | None:
+    """Why a component's Wald interval is missing (``None``: it has one)."""
+    low, high = result.component_intervals.get(term, (None, None))
+    if low is not None and high is not None:
+        return None
+    if term in result.boundary:
+        return "estimated at its boundary 0: a Wald interval on the log-SD scale has no bound there"
+    return ("the Laplace deviance's Hessian is not positive definite here (a flat direction: too few systems or "
+            "items to bound this component), so no Wald interval")
 
 
 def _null_reason(result: LatentResult, quantity: str) -> str:
@@ -174,7 +192,7 @@ class LatentTables(TablesPart[LatentResult]):
 
     tables = (
         Table("latent_components", {"component": pl.String, "estimate": pl.Float64, "low": pl.Float64,
-                                    "high": pl.Float64, "boundary": pl.Boolean},
+                                    "high": pl.Float64, "boundary": pl.Boolean, "reason": pl.String},
               "latent-scale variance components (logit or probit units squared) with 95 % Wald intervals"),
         Table("latent_dstudy", {"quantity": pl.String, "scale": pl.String, "estimate": pl.Float64,
                                 "low": pl.Float64, "high": pl.Float64, "reason": pl.String},
@@ -185,11 +203,12 @@ class LatentTables(TablesPart[LatentResult]):
         components = [
             {"component": f"sigma2_{name}", "estimate": value,
              "low": result.component_intervals.get(name, (None, None))[0],
-             "high": result.component_intervals.get(name, (None, None))[1], "boundary": name in result.boundary}
+             "high": result.component_intervals.get(name, (None, None))[1], "boundary": name in result.boundary,
+             "reason": _component_reason(result, name)}
             for name, value in result.components.items()
         ]
         components.append({"component": "sigma2_residual", "estimate": result.residual, "low": None, "high": None,
-                           "boundary": False})
+                           "boundary": False, "reason": "the link's own variance, fixed by the model: no interval"})
         return {"latent_components": components, "latent_dstudy": _dstudy_rows(result)}
 
 
@@ -221,23 +240,20 @@ class LatentSummary(SummaryPart[LatentResult]):
         intervals = {k: list(v) for k, v in result.component_intervals.items()}
         # Each null with its reason, by its path in this report (the G-study's convention: docs/results.md).
         reasons: dict[str, str] = {}
-        for term, (low, high) in intervals.items():
-            if low is None or high is None:
-                reasons[f"component_intervals.{term}"] = (
-                    "estimated at its boundary 0: a Wald interval on the log-SD scale has no bound there"
-                    if term in result.boundary else "the Laplace deviance's Hessian is not invertible here")
+        for term in intervals:
+            why = _component_reason(result, term)
+            if why is not None:
+                reasons[f"component_intervals.{term}"] = why
         for row in _dstudy_rows(result):
             key = {"erho2": "erho2", "mdd95": "mdd95"}[row["quantity"]] + ("_score" if row["scale"] == "score" else "")
-            if row["reason"]:
+            if row["reason"] and row["estimate"] is None:
                 reasons[f"dstudy.{key}"] = row["reason"]
             interval = dstudy.get(f"{key}_ci")
             if key == "erho2" and "s" in result.boundary and interval is not None:
                 dstudy["erho2_ci"] = [interval[0], None]
                 interval = dstudy["erho2_ci"]
             if interval is not None and any(v is None for v in interval):
-                reasons[f"dstudy.{key}_ci"] = row["reason"] or (
-                    "the Wald covariance of the fit is not defined (a component at its boundary 0 or a singular "
-                    "Hessian): no draws to take an interval from")
+                reasons[f"dstudy.{key}_ci"] = row["reason"] or NO_COVARIANCE
         return {
             "link": result.link, "categories": list(result.categories), "records": result.records,
             "cells": result.cells, "levels": dict(result.levels), "components": dict(result.components),

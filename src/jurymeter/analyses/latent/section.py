@@ -22,15 +22,15 @@ def latent_section(page: SectionBuilder) -> None:
     summary = page.summary
     page.lead(_lead(dstudy, summary))
     page.add(_table(
-        ["component", "estimate (latent units\u00b2)", "95 % interval", "at the boundary 0"],
+        ["component", "estimate (latent units\u00b2)", "95 % interval", "at the boundary 0", "why no interval"],
         [[f"<code>{_e(r['component'])}</code>", _e(_num(r["estimate"])), _e(_interval(r["low"], r["high"])),
-          "yes" if r["boundary"] else ""] for r in components.iter_rows(named=True)],
-        numeric=[False, True, True, False],
+          "yes" if r["boundary"] else "", _e(r.get("reason") or "")] for r in components.iter_rows(named=True)],
+        numeric=[False, True, True, False, False],
     ))
     page.add('<p class="note">sigma2_residual is the link\u2019s own variance (\u03c0\u00b2/3 for the logit, 1 for '
              "the probit): a judgment\u2019s noise around its cell on the latent scale (docs/latent.md).</p>")
     page.add(_table(
-        ["quantity", "scale", "estimate", "95 % interval", "why none"],
+        ["quantity", "scale", "estimate", "95 % interval", "why none (value or interval)"],
         [[_e("E\u03c1\u00b2 (0\u20131)" if r["quantity"] == "erho2" else "MDD95"), _e(SCALES.get(r["scale"], r["scale"])),
           _e(_num(r["estimate"])), _e(_interval(r["low"], r["high"])), _e(r["reason"] or "")]
          for r in dstudy.iter_rows(named=True)],

@@ -169,13 +169,15 @@ def latent_dstudy(
     labels = design.labels
     batch = np.tile(comps, (N_DRAWS, 1))
     other_draws = np.zeros(N_DRAWS)
-    for q, t in enumerate(fit.interior):
-        batch[:, labels.index(t)] = np.exp(2 * draws[:, q])
-        if t != "s":
-            other_draws += batch[:, labels.index(t)]
-    theta = np.concatenate(
-        [draws[:, p_sd:p_sd + 1], draws[:, p_sd:p_sd + 1] + np.cumsum(np.exp(draws[:, p_sd + 1:]), axis=1)], axis=1
-    )
+    with np.errstate(over="ignore"):  # a far draw overflows to inf: an undefined draw, left out of the bounds
+        for q, t in enumerate(fit.interior):
+            batch[:, labels.index(t)] = np.exp(2 * draws[:, q])
+            if t != "s":
+                other_draws += batch[:, labels.index(t)]
+        theta = np.concatenate(
+            [draws[:, p_sd:p_sd + 1], draws[:, p_sd:p_sd + 1] + np.cumsum(np.exp(draws[:, p_sd + 1:]), axis=1)],
+            axis=1,
+        )
     t_, d_, _ = error_variances(batch, design, n)
     e_draws = truncated_ratio(t_, d_)
     m_draws = mdd95(batch, design, n)
