@@ -33,7 +33,7 @@ is formed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import linalg, special
@@ -50,15 +50,30 @@ P_FLOOR = 1e-300
 
 def _cdf(a: np.ndarray, link: Link) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """F, its density f and f' at ``a`` (``+-inf`` allowed)."""
+    big_f, f, fp, _ = _cdf3(a, link)
+    return big_f, f, fp
+
+
+def _cdf3(a: np.ndarray, link: Link) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """F, f, f' and f'' at ``a`` (``+-inf`` allowed; f and its derivatives are 0 there).
+
+    Logistic: :math:`f = F(1-F)` taken as :math:`F(a)F(-a)` (no cancellation in
+    the upper tail), :math:`f' = f(1-2F)`, :math:`f'' = f((1-2F)^2 - 2f)`;
+    normal: :math:`f' = -af`, :math:`f'' = (a^2-1)f`.
+    """
     if link == "logit":
         big_f = special.expit(a)
-        f = big_f * (1.0 - big_f)
-        return big_f, f, f * (1.0 - 2.0 * big_f)
+        upper = special.expit(-a)
+        f = big_f * upper
+        slope = upper - big_f  # 1 - 2F
+        return big_f, f, f * slope, f * (slope * slope - 2.0 * f)
     big_f = special.ndtr(a)
     with np.errstate(invalid="ignore"):
         f = np.exp(-0.5 * a * a) / np.sqrt(2.0 * np.pi)
-        fp = np.where(np.isfinite(a), -a * f, 0.0)
-    return big_f, f, fp
+        finite = np.isfinite(a)
+        fp = np.where(finite, -a * f, 0.0)
+        fpp = np.where(finite, (a * a - 1.0) * f, 0.0)
+    return big_f, f, fp, fpp
 
 
 def cell_derivatives(
@@ -87,6 +102,78 @@ def cell_derivatives(
     # >= 0; a negative one is rounding in a far tail (a probability at P_FLOOR), and would make the Laplace
     # matrix indefinite (seen on a 10-category MT-Bench-like scale with 2 ratings of 1): it is taken as 0.
     return loglik, np.sum(counts * d1, axis=1), np.maximum(-np.sum(counts * d2, axis=1), 0.0)
+
+
+@dataclass(frozen=True)
+class HigherDerivatives:
+    r"""What the deviance's gradient needs of the cells beyond :func:`cell_derivatives`.
+
+    ``w_eta`` is :math:`\partial w_c / \partial \eta_c` (minus the third derivative of
+    :math:`\ell_c`); per threshold :math:`\theta_j` (columns): ``l_theta``
+    :math:`\partial \ell_c / \partial\theta_j`, ``g_theta``
+    :math:`\partial^2 \ell_c / \partial\eta_c\partial\theta_j` and ``w_theta``
+    :math:`\partial w_c / \partial\theta_j` at fixed :math:`\eta`. Where the weight was
+    clamped to 0 (:func:`cell_derivatives`) its derivatives are 0.
+    """
+
+    w_eta: np.ndarray  # (C,)
+    l_theta: np.ndarray  # (C, K-1)
+    g_theta: np.ndarray  # (C, K-1)
+    w_theta: np.ndarray  # (C, K-1)
+
+
+def cell_higher_derivatives(eta: np.ndarray, theta: np.ndarray, counts: np.ndarray, link: Link) -> HigherDerivatives:
+    r"""Third derivatives of the cells' log-likelihood in :math:`\eta` and the thresholds.
+
+    Category ``k`` has :math:`\log p_k = \log N(\alpha, \beta)`, :math:`N = F(\beta) - F(\alpha)`,
+    :math:`\alpha = \theta_{k-1} - \eta`, :math:`\beta = \theta_k - \eta`. With
+    :math:`D = \partial_\alpha + \partial_\beta` (so :math:`\partial_\eta = -D`) and
+    :math:`\kappa_\cdot = N_\cdot / N`, where :math:`N_D = f(\beta) - f(\alpha)`,
+    :math:`N_{DD} = f'(\beta) - f'(\alpha)`, :math:`N_{DDD} = f''(\beta) - f''(\alpha)`,
+    :math:`N_\beta = f(\beta)`, :math:`N_{D\beta} = f'(\beta)`, :math:`N_{DD\beta} = f''(\beta)`
+    (the mixed partials of ``N`` are 0), the derivatives of a logarithm (the
+    moments-to-cumulants formulas, McCullagh 1987, sec. 2.3) are
+    :math:`L_{DD} = \kappa_{DD} - \kappa_D^2`,
+    :math:`L_{DDD} = \kappa_{DDD} - 3\kappa_{DD}\kappa_D + 2\kappa_D^3`,
+    :math:`L_{D\beta} = \kappa_{D\beta} - \kappa_D\kappa_\beta`,
+    :math:`L_{DD\beta} = \kappa_{DD\beta} - \kappa_{DD}\kappa_\beta - 2\kappa_{D\beta}\kappa_D
+    + 2\kappa_D^2\kappa_\beta`, and the same in :math:`\alpha` with :math:`N_\alpha = -f(\alpha)`, ...
+    Then :math:`\partial w/\partial\eta = L_{DDD}`, :math:`\partial\ell/\partial\theta = L_\beta`,
+    :math:`\partial^2\ell/\partial\eta\partial\theta = -L_{D\beta}` and
+    :math:`\partial w/\partial\theta = -L_{DD\beta}`, summed over the categories with their
+    counts; :math:`\theta_j` is the upper end of category ``j`` and the lower end of ``j + 1``.
+    """
+    c = eta.shape[0]
+    a = np.empty((c, theta.size + 2))
+    a[:, 0] = -np.inf
+    a[:, -1] = np.inf
+    a[:, 1:-1] = theta[None, :] - eta[:, None]
+    big_f, f, fp, fpp = _cdf3(a, link)
+    upper_f = _cdf3(-a, link)[0]
+    lo, hi = slice(None, -1), slice(1, None)
+    p = np.where(a[:, lo] > 0, upper_f[:, lo] - upper_f[:, hi], big_f[:, hi] - big_f[:, lo])
+    p = np.maximum(p, P_FLOOR)
+    k1 = (f[:, hi] - f[:, lo]) / p
+    k2 = (fp[:, hi] - fp[:, lo]) / p
+    k3 = (fpp[:, hi] - fpp[:, lo]) / p
+    l_dd = k2 - k1 * k1
+    l_ddd = k3 - 3.0 * k2 * k1 + 2.0 * k1**3
+    clamped = -np.sum(counts * l_dd, axis=1) < 0.0  # cell_derivatives' weight taken as 0
+
+    def ends(sign: float, at: slice) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        kb, kdb, kddb = sign * f[:, at] / p, sign * fp[:, at] / p, sign * fpp[:, at] / p
+        return kb, kdb - k1 * kb, kddb - k2 * kb - 2.0 * kdb * k1 + 2.0 * k1 * k1 * kb
+
+    ub, udb, uddb = ends(1.0, hi)  # in theta_k, the upper end of category k
+    lb, ldb, lddb = ends(-1.0, lo)  # in theta_{k-1}, its lower end
+    n_up, n_lo = counts[:, :-1], counts[:, 1:]
+    l_theta = n_up * ub[:, :-1] + n_lo * lb[:, 1:]
+    g_theta = -(n_up * udb[:, :-1] + n_lo * ldb[:, 1:])
+    w_theta = -(n_up * uddb[:, :-1] + n_lo * lddb[:, 1:])
+    w_eta = np.sum(counts * l_ddd, axis=1)
+    w_eta[clamped] = 0.0
+    w_theta[clamped] = 0.0
+    return HigherDerivatives(w_eta, l_theta, g_theta, w_theta)
 
 
 @dataclass
@@ -128,6 +215,10 @@ class LaplaceValue:
     logdet: float  # log det(Lambda Z'WZ Lambda + I)
     modes: Modes
     newton_steps: int
+    # At the mode: the factored M and the cells' first derivative and weights (for laplace_gradient).
+    factor: Factor | None = field(default=None, repr=False, compare=False)
+    g: np.ndarray | None = field(default=None, repr=False, compare=False)
+    w: np.ndarray | None = field(default=None, repr=False, compare=False)
 
 
 class Cube:
@@ -172,6 +263,18 @@ class Cube:
         local = np.concatenate([(s_l * g_lx.sum(axis=1))[:, None], s_lx * g_lx, s_ly * g_ly], axis=1)
         border = np.concatenate([s_x * g_xy.sum(axis=1), s_y * g_xy.sum(axis=0), s_xy * g_xy.reshape(-1)])
         return Modes(local, border)
+
+    def slot_sums(self, x: Modes, y: Modes) -> np.ndarray:
+        """Per slot (solver order), the sum of ``x * y`` over that slot's effects."""
+        _, n_x, n_y = self.dims
+        loc, bor = x.local * y.local, x.border * y.border
+        return np.array([loc[:, 0].sum(), bor[:n_x].sum(), bor[n_x:n_x + n_y].sum(), loc[:, 1:1 + n_x].sum(),
+                         loc[:, 1 + n_x:].sum(), bor[n_x + n_y:].sum()])
+
+    def cells_of(self, cube: np.ndarray) -> np.ndarray:
+        """The cells' values of a dense cube (the inverse of :meth:`to_cube` on present cells)."""
+        flat = cube.reshape(-1)
+        return flat if self.complete else flat[self.layout.flat]
 
     def blocks(self, sigma: np.ndarray, w_cells: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The diagonal blocks ``A`` (n_L, m, m), the border ``B`` (n_L, m, g) and ``G`` (g, g) of ``M``."""
@@ -254,6 +357,59 @@ class Factor:
         return Modes(x_a, x_g)
 
 
+    def cell_inverse(self, sigma: np.ndarray, dims: tuple[int, int, int]) -> np.ndarray:
+        r"""Per cell of the cube and slot ``t``, :math:`u_{tc} = [M^{-1} v_c]_{(t, c)}`, shape (6, n_L, n_X, n_Y).
+
+        :math:`v_c = \Lambda Z^\top e_c` (each slot's SD at the cell's level of that
+        slot), so :math:`u_{tc} = \sum_s \sigma_s (M^{-1})_{(t,c),(s,c)}` needs the
+        entries of :math:`M^{-1}` among the six effects of each cell only: from
+        the block-arrowhead inverse (with :math:`C = A^{-1}B`, :math:`S` the Schur
+        complement), :math:`M^{-1}_{GG} = S^{-1}`, :math:`M^{-1}_{AG} = -CS^{-1}` and the
+        diagonal blocks :math:`A_l^{-1} + C_l S^{-1} C_l^\top` (a selected inverse,
+        Takahashi et al. 1973; Erisman and Tinney 1975).
+        """
+        n_l, n_x, n_y = dims
+        m, g = self.b.shape[1], self.b.shape[2]
+        s_inv = linalg.cho_solve(self.s_factor, np.eye(g))
+        t = (self.c.reshape(n_l * m, g) @ s_inv).reshape(n_l, m, g)  # C S^-1 = -M^-1_AG
+        q = self.a_inv + np.matmul(t, np.swapaxes(self.c, 1, 2))
+        ix, iy = np.arange(n_x), np.arange(n_y)
+        lx, ly = 1 + ix, 1 + n_x + iy
+        bx, by = ix, n_x + iy
+        bxy = n_x + n_y + ix[:, None] * n_y + iy[None, :]  # (n_x, n_y)
+        shape = (n_l, n_x, n_y)
+        p = np.empty((6, 6, *shape))
+
+        def put(i: int, j: int, value: np.ndarray) -> None:
+            p[i, j] = value
+            p[j, i] = p[i, j]
+
+        # slots: 0 L (local 0), 1 X (border x), 2 Y (border n_x + y), 3 LX (local 1 + x), 4 LY, 5 XY
+        put(0, 0, q[:, 0, 0][:, None, None])
+        put(0, 3, q[:, 0, lx][:, :, None])
+        put(0, 4, q[:, 0, ly][:, None, :])
+        put(3, 3, q[:, lx, lx][:, :, None])
+        put(4, 4, q[:, ly, ly][:, None, :])
+        put(3, 4, q[:, 1:1 + n_x, 1 + n_x:])
+        put(0, 1, -t[:, 0, bx][:, :, None])
+        put(0, 2, -t[:, 0, by][:, None, :])
+        put(0, 5, -t[:, 0, n_x + n_y:].reshape(shape))
+        put(3, 1, -t[:, lx, bx][:, :, None])
+        put(3, 2, -t[:, 1:1 + n_x, n_x:n_x + n_y])
+        put(3, 5, -t[:, lx[:, None], bxy])
+        put(4, 1, -np.swapaxes(t[:, 1 + n_x:, :n_x], 1, 2))
+        put(4, 2, -t[:, ly, by][:, None, :])
+        put(4, 5, -t[:, ly[None, :], bxy])
+        put(1, 1, s_inv[bx, bx][None, :, None])
+        put(2, 2, s_inv[by, by][None, None, :])
+        put(5, 5, np.diagonal(s_inv)[n_x + n_y:].reshape(1, n_x, n_y))
+        put(1, 2, s_inv[:n_x, n_x:n_x + n_y][None])
+        put(1, 5, s_inv[bx[:, None], bxy][None])
+        put(2, 5, s_inv[by[None, :], bxy][None])
+        u: np.ndarray = np.einsum("tsl...,s->tl...", p, sigma)
+        return u
+
+
 def _dot(a: Modes, b: Modes) -> float:
     return float(np.sum(a.local * b.local) + np.sum(a.border * b.border))
 
@@ -283,7 +439,8 @@ def laplace_deviance(
         decrement = _dot(r, delta)
         if decrement < DECREMENT:
             penalty = _dot(b, b)
-            return LaplaceValue(-2.0 * loglik + penalty + factor.logdet, loglik, penalty, factor.logdet, b, step)
+            return LaplaceValue(-2.0 * loglik + penalty + factor.logdet, loglik, penalty, factor.logdet, b, step,
+                                factor, g, w)
         t = 1.0
         while True:
             trial = Modes(b.local + t * delta.local, b.border + t * delta.border)
@@ -295,3 +452,58 @@ def laplace_deviance(
         b, loglik, g, w, value = trial, t_loglik, t_g, t_w, t_value
     msg = f"Newton's method on the random-effect modes did not converge in {MAX_NEWTON} steps"
     raise FloatingPointError(msg)
+
+
+def laplace_gradient(cube: Cube, sigma: np.ndarray, theta: np.ndarray, value: LaplaceValue) -> tuple[np.ndarray, np.ndarray]:
+    r"""The gradient of the Laplace deviance in the six SDs and the thresholds, at ``value``'s mode.
+
+    With :math:`f(b) = -2\ell(Z\Lambda b) + \lVert b\rVert^2`, :math:`\hat b` its minimum and
+    :math:`M = I + \sum_c w_c v_c v_c^\top` (:math:`v_c = \Lambda Z^\top e_c`), the deviance is
+    :math:`D = f(\hat b) + \log\det M(\hat b)`. As :math:`\partial f/\partial b = 0` at the mode,
+    :math:`\hat b` moves only :math:`\log\det M`, through :math:`w(\eta)`, with
+    :math:`d\hat b/d\phi = -M^{-1}\,\partial(\tfrac12 \nabla_b f)/\partial\phi` (the implicit function;
+    ``M`` is that Hessian). So (the Laplace gradient of Kristensen et al. 2016, TMB, sec. 2.1;
+    Bates et al. 2015 profile the same quantity):
+
+    .. math::
+
+        \frac{dD}{d\phi} = \frac{\partial f}{\partial\phi}\Big|_b
+        + \operatorname{tr}\Big(M^{-1}\frac{\partial M}{\partial\phi}\Big|_b\Big)
+        + a^\top \frac{d\hat b}{d\phi},\qquad
+        a = \Lambda Z^\top (q \odot w_\eta),\ q_c = v_c^\top M^{-1} v_c,
+
+    one solve :math:`z = M^{-1} a` for all parameters. For an SD :math:`\sigma_t`, with
+    :math:`\beta_{tc}` the mode of the cell's level of slot ``t`` (:math:`\partial\eta_c/\partial\sigma_t`)
+    and :math:`u_{tc} = [M^{-1}v_c]_{(t,c)}` (:meth:`Factor.cell_inverse`):
+    :math:`-2\sum_c g_c\beta_{tc} + 2\sum_c w_c u_{tc} + \sum_c q_c w_{\eta,c}\beta_{tc}
+    + z_t^\top (Z^\top g)_t - \sum_c (Z\Lambda z)_c w_c \beta_{tc}`; for a threshold
+    :math:`\theta_j`: :math:`-2\sum_c \partial_{\theta_j}\ell_c + \sum_c q_c\,\partial_{\theta_j} w_c
+    + \sum_c (Z\Lambda z)_c\,\partial_{\theta_j} g_c` (cell derivatives of
+    :func:`cell_higher_derivatives`). The cost is about one more factorization of ``M``.
+
+    Returns
+    -------
+    (numpy.ndarray, numpy.ndarray)
+        ``dD/dsigma`` (six slots, solver order) and ``dD/dtheta``.
+    """
+    if value.factor is None or value.g is None or value.w is None:
+        msg = "laplace_gradient needs a LaplaceValue from laplace_deviance"
+        raise ValueError(msg)
+    b, factor, g, w = value.modes, value.factor, value.g, value.w
+    higher = cell_higher_derivatives(cube.eta(sigma, b), theta, cube.counts, cube.link)
+    u = np.stack([cube.cells_of(c) for c in factor.cell_inverse(sigma, cube.dims)])  # (6, C)
+    q = sigma @ u
+    qw = q * higher.w_eta
+    z = factor.solve(cube.gradient(sigma, qw))
+    eta_z = cube.eta(sigma, z)
+    ones = np.ones(6)
+    zg = cube.gradient(ones, g)
+    grad_sigma = (
+        -2.0 * cube.slot_sums(b, zg)
+        + 2.0 * (u @ w)
+        + cube.slot_sums(b, cube.gradient(ones, qw))
+        + cube.slot_sums(z, zg)
+        - cube.slot_sums(b, cube.gradient(ones, eta_z * w))
+    )
+    grad_theta = -2.0 * higher.l_theta.sum(axis=0) + q @ higher.w_theta + eta_z @ higher.g_theta
+    return grad_sigma, grad_theta
