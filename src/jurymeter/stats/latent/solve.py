@@ -27,7 +27,13 @@ import numpy as np
 from scipy import optimize, special
 
 from jurymeter.errors import DesignError
-from jurymeter.stats.latent.likelihood import Cube, Modes, laplace_deviance
+from jurymeter.stats.latent.likelihood import (
+    Cube,
+    LaplaceValue,
+    Modes,
+    laplace_deviance,
+    laplace_gradient,
+)
 from jurymeter.stats.latent.model import (
     TERMS,
     LatentCells,
@@ -38,11 +44,8 @@ from jurymeter.stats.latent.model import (
     link_variance,
 )
 
-# Forward-difference step of the gradient (parameters are O(1)). The deviance is computed to about
-# 1e-12 (likelihood.DECREMENT), so the rounding error is near 1e-7 and the truncation error, half the
-# step times the curvature, moves the optimum by about half the step: 5e-6 in an SD.
-GRAD_STEP = 1e-5
-# ... and of the Hessian for the Wald intervals.
+# Central-difference step of the analytic gradient for the Wald Hessian (parameters log sigma and the
+# threshold parameters, O(1)): truncation error about step^2, rounding about 1e-9 / step.
 HESS_STEP = 1e-4
 # L-BFGS-B stops when the projected gradient of the deviance is below this.
 PGTOL = 1e-5
@@ -97,6 +100,7 @@ class _Problem:
         self.modes: Modes | None = None
         self.modes_sigma = np.zeros(6)
         self.evaluations = 0
+        self.gradients = 0
 
     def sigma6(self, sd: np.ndarray) -> np.ndarray:
         out = np.zeros(6)
@@ -107,7 +111,7 @@ class _Problem:
     def thresholds(tp: np.ndarray) -> np.ndarray:
         return np.concatenate([tp[:1], tp[0] + np.cumsum(np.exp(tp[1:]))])
 
-    def deviance(self, sd: np.ndarray, tp: np.ndarray) -> float:
+    def _value(self, sd: np.ndarray, tp: np.ndarray) -> LaplaceValue:
         self.evaluations += 1
         sigma = self.sigma6(sd)
         start = self.modes
@@ -117,7 +121,21 @@ class _Problem:
             start = start.rescaled(ratio, self.cube.dims)
         value = laplace_deviance(self.cube, sigma, self.thresholds(tp), start)
         self.modes, self.modes_sigma = value.modes, sigma
-        return value.deviance
+        return value
+
+    def deviance(self, sd: np.ndarray, tp: np.ndarray) -> float:
+        return self._value(sd, tp).deviance
+
+    def deviance_and_gradient(self, sd: np.ndarray, tp: np.ndarray) -> tuple[float, np.ndarray]:
+        """The deviance and its analytic gradient in ``(sd, tp)`` (:func:`laplace_gradient`, the chain rule
+        through :meth:`thresholds`)."""
+        value = self._value(sd, tp)
+        self.gradients += 1
+        grad_sigma, grad_theta = laplace_gradient(self.cube, self.sigma6(sd), self.thresholds(tp), value)
+        # theta_1 = tp_1, theta_k = tp_1 + sum_{j < k} exp(tp_j): d theta_k / d tp_j = exp(tp_j) for j < k
+        tail = np.cumsum(grad_theta[::-1])[::-1]  # sum_{k >= j} dD/dtheta_k
+        grad_tp = np.concatenate([tail[:1], np.exp(tp[1:]) * tail[1:]])
+        return value.deviance, np.concatenate([grad_sigma[self.slot_of], grad_tp])
 
 
 def _start_thresholds(counts: np.ndarray, link: Link) -> np.ndarray:
@@ -128,34 +146,15 @@ def _start_thresholds(counts: np.ndarray, link: Link) -> np.ndarray:
     return np.concatenate([theta[:1], np.log(np.maximum(np.diff(theta), 1e-3))])
 
 
-def _value_and_gradient(fun: Callable[[np.ndarray], float], x: np.ndarray, step: float,
-                        upper: np.ndarray) -> tuple[float, np.ndarray]:
-    """The value and its forward differences (backward where ``x + step`` would pass ``upper``)."""
-    f0 = fun(x)
-    grad = np.empty_like(x)
-    for n in range(x.size):
-        h = step if x[n] + step <= upper[n] else -step
-        e = np.zeros_like(x)
-        e[n] = h
-        grad[n] = (fun(x + e) - f0) / h
-    return f0, grad
-
-
-def _hessian(f: Callable[[np.ndarray], float], x: np.ndarray, step: float) -> np.ndarray:
+def _jacobian(grad: Callable[[np.ndarray], np.ndarray], x: np.ndarray, step: float) -> np.ndarray:
+    """Central differences of the gradient ``grad`` at ``x`` (``2 p`` gradients), symmetrised: the Hessian."""
     p = x.size
     h = np.empty((p, p))
-    f0 = f(x)
     for a in range(p):
-        ea = np.zeros(p)
-        ea[a] = step
-        h[a, a] = (f(x + ea) - 2 * f0 + f(x - ea)) / step**2
-        for b in range(a):
-            eb = np.zeros(p)
-            eb[b] = step
-            h[a, b] = h[b, a] = (
-                f(x + ea + eb) - f(x + ea - eb) - f(x - ea + eb) + f(x - ea - eb)
-            ) / (4 * step**2)
-    return h
+        e = np.zeros(p)
+        e[a] = step
+        h[:, a] = (grad(x + e) - grad(x - e)) / (2 * step)
+    return (h + h.T) / 2
 
 
 def fit_latent(cells: LatentCells, *, link: str = "logit", intervals: bool = True) -> LatentFit:
@@ -168,7 +167,8 @@ def fit_latent(cells: LatentCells, *, link: str = "logit", intervals: bool = Tru
     link : {"logit", "probit"}, default "logit"
         ``F`` of :math:`P(Y \le k) = F(\theta_k - \eta)`.
     intervals : bool, default True
-        Compute the Wald intervals (a numerical Hessian: about ``2 p^2`` more deviance evaluations).
+        Compute the Wald intervals (the Hessian by central differences of the analytic gradient: ``2 p``
+        more evaluations of the deviance and its gradient).
 
     Returns
     -------
@@ -200,13 +200,8 @@ def fit_latent(cells: LatentCells, *, link: str = "logit", intervals: bool = Tru
     p_sd = len(layout.fitted)
     x0 = np.concatenate([np.full(p_sd, START_SD), _start_thresholds(layout.counts, the_link)])
 
-    def fun(x: np.ndarray) -> float:
-        return problem.deviance(x[:p_sd], x[p_sd:])
-
-    upper = np.concatenate([np.full(p_sd, MAX_SD), np.full(k - 1, np.inf)])
-
     def fun_and_jac(x: np.ndarray) -> tuple[float, np.ndarray]:
-        return _value_and_gradient(fun, x, GRAD_STEP, upper)
+        return problem.deviance_and_gradient(x[:p_sd], x[p_sd:])
 
     bounds = [(0.0, MAX_SD)] * p_sd + [(None, None)] * (k - 1)
     result = optimize.minimize(
@@ -230,12 +225,14 @@ def fit_latent(cells: LatentCells, *, link: str = "logit", intervals: bool = Tru
         keep = ~at_bound
         y0 = np.concatenate([np.log(sd[keep]), x[p_sd:]])
 
-        def fun_log(y: np.ndarray) -> float:
+        def grad_log(y: np.ndarray) -> np.ndarray:
             s = np.zeros(p_sd)
             s[keep] = np.exp(y[: len(interior)])
-            return problem.deviance(s, y[len(interior):])
+            _, grad = problem.deviance_and_gradient(s, y[len(interior):])
+            # d/d log sigma = sigma d/d sigma
+            return np.concatenate([s[keep] * grad[:p_sd][keep], grad[p_sd:]])
 
-        hess = _hessian(fun_log, y0, HESS_STEP)
+        hess = _jacobian(grad_log, y0, HESS_STEP)
         # The Wald covariance exists only at a proper minimum: a Hessian that is not positive definite (a flat
         # or boundary direction, seen on a real MT-Bench log of 2 systems and 11 items) gives no intervals,
         # not draws from an indefinite "covariance".
