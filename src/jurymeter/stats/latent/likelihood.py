@@ -33,6 +33,7 @@ is formed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -40,40 +41,63 @@ from scipy import linalg, special
 
 from jurymeter.stats.latent.model import Layout, Link
 
-# Newton's method on the modes stops when the Newton decrement r' M^{-1} r is below this
-# (the deviance is then within about this of its value at the exact mode).
-DECREMENT = 1e-12
+# Newton's method on the modes stops when the Newton decrement r' M^{-1} r is below this. The penalised
+# part of the deviance is then within about this of its value at the exact mode, but log det M is not
+# stationary there: modes sqrt(decrement) off move it, and the analytic gradient (computed as at the exact
+# mode) would disagree with the deviance by that much (at 1e-12, ~1e-7 of the deviance on 50K cells, enough
+# to stall L-BFGS-B's line search). Newton converges quadratically, so 1e-16 costs about no extra step.
+DECREMENT = 1e-16
+# ... or when the decrement is below this and stopped falling (rounding: Newton's quadratic convergence
+# would otherwise take it from here below DECREMENT in one step).
+STALLED_DECREMENT = 1e-10
 MAX_NEWTON = 50
 # Probabilities are floored here so a category's log never is -inf (only far outside any fit).
 P_FLOOR = 1e-300
 
 
-def _cdf(a: np.ndarray, link: Link) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """F, its density f and f' at ``a`` (``+-inf`` allowed)."""
-    big_f, f, fp, _ = _cdf3(a, link)
-    return big_f, f, fp
+@dataclass(frozen=True)
+class _Ends:
+    """Per cell and category ``k``: ``p_k`` and, at its two ends, f, f' (and f'') padded with the 0s at infinity."""
+
+    p: np.ndarray  # (C, K), floored at P_FLOOR
+    f: np.ndarray  # (C, K+1): f(a_0 = -inf) = 0, f(theta_j - eta), f(a_K = inf) = 0
+    fp: np.ndarray
+    fpp: np.ndarray | None
 
 
-def _cdf3(a: np.ndarray, link: Link) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """F, f, f' and f'' at ``a`` (``+-inf`` allowed; f and its derivatives are 0 there).
+def _ends(eta: np.ndarray, theta: np.ndarray, link: Link, third: bool) -> _Ends:
+    r"""The categories' probabilities and the density's derivatives at the thresholds.
 
-    Logistic: :math:`f = F(1-F)` taken as :math:`F(a)F(-a)` (no cancellation in
-    the upper tail), :math:`f' = f(1-2F)`, :math:`f'' = f((1-2F)^2 - 2f)`;
-    normal: :math:`f' = -af`, :math:`f'' = (a^2-1)f`.
+    :math:`p_k = F(\theta_k - \eta) - F(\theta_{k-1} - \eta)` with :math:`\theta_0 = -\infty`,
+    :math:`\theta_K = \infty`; each difference is taken in the upper tail
+    (:math:`F(-a)`, the links being symmetric) where both arguments are positive (no
+    cancellation). Logistic: :math:`f = F(a)F(-a)`, :math:`f' = f(1-2F)`,
+    :math:`f'' = f((1-2F)^2 - 2f)`; normal: :math:`f' = -af`, :math:`f'' = (a^2-1)f`. Only the
+    ``K - 1`` finite thresholds are evaluated.
     """
+    z = theta[None, :] - eta[:, None]
     if link == "logit":
-        big_f = special.expit(a)
-        upper = special.expit(-a)
+        big_f, upper = special.expit(z), special.expit(-z)
         f = big_f * upper
         slope = upper - big_f  # 1 - 2F
-        return big_f, f, f * slope, f * (slope * slope - 2.0 * f)
-    big_f = special.ndtr(a)
-    with np.errstate(invalid="ignore"):
-        f = np.exp(-0.5 * a * a) / np.sqrt(2.0 * np.pi)
-        finite = np.isfinite(a)
-        fp = np.where(finite, -a * f, 0.0)
-        fpp = np.where(finite, (a * a - 1.0) * f, 0.0)
-    return big_f, f, fp, fpp
+        fp = f * slope
+        fpp = f * (slope * slope - 2.0 * f) if third else None
+    else:
+        big_f, upper = special.ndtr(z), special.ndtr(-z)
+        f = np.exp(-0.5 * z * z) * (1.0 / np.sqrt(2.0 * np.pi))
+        fp = -z * f
+        fpp = (z * z - 1.0) * f if third else None
+    c = eta.shape[0]
+    zero, one = np.zeros((c, 1)), np.ones((c, 1))
+    big_f = np.concatenate([zero, big_f, one], axis=1)
+    upper = np.concatenate([one, upper, zero], axis=1)
+    lower_positive = np.concatenate([np.zeros((c, 1), dtype=bool), z > 0], axis=1)
+    p = np.where(lower_positive, upper[:, :-1] - upper[:, 1:], big_f[:, 1:] - big_f[:, :-1])
+
+    def pad(v: np.ndarray) -> np.ndarray:
+        return np.concatenate([zero, v, zero], axis=1)
+
+    return _Ends(np.maximum(p, P_FLOOR), pad(f), pad(fp), None if fpp is None else pad(fpp))
 
 
 def cell_derivatives(
@@ -85,18 +109,10 @@ def cell_derivatives(
     :math:`\theta_0 = -\infty`, :math:`\theta_K = \infty`; each difference is
     taken in the upper tail where both arguments are positive (no cancellation).
     """
-    c = eta.shape[0]
-    a = np.empty((c, theta.size + 2))
-    a[:, 0] = -np.inf
-    a[:, -1] = np.inf
-    a[:, 1:-1] = theta[None, :] - eta[:, None]
-    big_f, f, fp = _cdf(a, link)
-    upper_f, _, _ = _cdf(-a, link)  # 1 - F(a) for the symmetric links
-    lo, hi = a[:, :-1], slice(1, None)
-    p = np.where(lo > 0, upper_f[:, :-1] - upper_f[:, hi], big_f[:, hi] - big_f[:, :-1])
-    p = np.maximum(p, P_FLOOR)
-    d1 = -(f[:, hi] - f[:, :-1]) / p  # d log p / d eta
-    d2 = (fp[:, hi] - fp[:, :-1]) / p - d1 * d1  # d2 log p / d eta2
+    e = _ends(eta, theta, link, third=False)
+    p = e.p
+    d1 = -(e.f[:, 1:] - e.f[:, :-1]) / p  # d log p / d eta
+    d2 = (e.fp[:, 1:] - e.fp[:, :-1]) / p - d1 * d1  # d2 log p / d eta2
     loglik = float(np.sum(counts * np.log(p), where=counts > 0))
     # A cumulative link with a log-concave F (logistic, normal) is log-concave in eta, so the weights are
     # >= 0; a negative one is rounding in a far tail (a probability at P_FLOOR), and would make the Laplace
@@ -143,16 +159,10 @@ def cell_higher_derivatives(eta: np.ndarray, theta: np.ndarray, counts: np.ndarr
     :math:`\partial w/\partial\theta = -L_{DD\beta}`, summed over the categories with their
     counts; :math:`\theta_j` is the upper end of category ``j`` and the lower end of ``j + 1``.
     """
-    c = eta.shape[0]
-    a = np.empty((c, theta.size + 2))
-    a[:, 0] = -np.inf
-    a[:, -1] = np.inf
-    a[:, 1:-1] = theta[None, :] - eta[:, None]
-    big_f, f, fp, fpp = _cdf3(a, link)
-    upper_f = _cdf3(-a, link)[0]
+    e = _ends(eta, theta, link, third=True)
+    p, f, fp = e.p, e.f, e.fp
+    fpp = e.fpp if e.fpp is not None else fp
     lo, hi = slice(None, -1), slice(1, None)
-    p = np.where(a[:, lo] > 0, upper_f[:, lo] - upper_f[:, hi], big_f[:, hi] - big_f[:, lo])
-    p = np.maximum(p, P_FLOOR)
     k1 = (f[:, hi] - f[:, lo]) / p
     k2 = (fp[:, hi] - fp[:, lo]) / p
     k3 = (fpp[:, hi] - fpp[:, lo]) / p
@@ -276,8 +286,33 @@ class Cube:
         flat = cube.reshape(-1)
         return flat if self.complete else flat[self.layout.flat]
 
-    def blocks(self, sigma: np.ndarray, w_cells: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The diagonal blocks ``A`` (n_L, m, m), the border ``B`` (n_L, m, g) and ``G`` (g, g) of ``M``."""
+    def _dense_border(self, sigma: np.ndarray, h: np.ndarray) -> np.ndarray:
+        n_l, n_x, n_y = self.dims
+        s_l, s_x, s_y, s_lx, s_ly, s_xy = sigma
+        h_lx, h_ly = h.sum(axis=2), h.sum(axis=1)
+        m, g = 1 + n_x + n_y, n_x + n_y + n_x * n_y
+        ix, iy = np.arange(n_x), np.arange(n_y)
+        lx, ly, cx, cy = 1 + ix, 1 + n_x + iy, ix, n_x + iy
+        b = np.zeros((n_l, m, g))
+        b[:, 0, cx] = s_l * s_x * h_lx
+        b[:, 0, cy] = s_l * s_y * h_ly
+        b[:, 0, n_x + n_y:] = s_l * s_xy * h.reshape(n_l, -1)
+        b[:, lx, cx] = s_lx * s_x * h_lx
+        b[:, 1:1 + n_x, n_x:n_x + n_y] = s_lx * s_y * h
+        xy = np.zeros((n_l, n_x, n_x, n_y))
+        xy[:, ix, ix, :] = s_lx * s_xy * h
+        b[:, 1:1 + n_x, n_x + n_y:] = xy.reshape(n_l, n_x, n_x * n_y)
+        b[:, 1 + n_x:, :n_x] = s_ly * s_x * np.swapaxes(h, 1, 2)
+        b[:, ly, cy] = s_ly * s_y * h_ly
+        yx = np.zeros((n_l, n_y, n_x, n_y))
+        yx[:, iy, :, iy] = s_ly * s_xy * np.moveaxis(h, 2, 0)
+        b[:, 1 + n_x:, n_x + n_y:] = yx.reshape(n_l, n_y, n_x * n_y)
+        return b
+
+    def blocks(self, sigma: np.ndarray, w_cells: np.ndarray, *, dense: bool = True
+               ) -> tuple[np.ndarray, np.ndarray | Border, np.ndarray]:
+        """The diagonal blocks ``A`` (n_L, m, m), the border ``B`` (n_L, m, g; a :class:`Border` unless
+        ``dense``) and ``G`` (g, g) of ``M``."""
         n_l, n_x, n_y = self.dims
         s_l, s_x, s_y, s_lx, s_ly, s_xy = sigma
         h = self.to_cube(w_cells)
@@ -302,20 +337,7 @@ class Cube:
         g = n_x + n_y + n_x * n_y
         cx = ix
         cy = n_x + iy
-        b = np.zeros((n_l, m, g))
-        b[:, 0, cx] = s_l * s_x * h_lx
-        b[:, 0, cy] = s_l * s_y * h_ly
-        b[:, 0, n_x + n_y:] = s_l * s_xy * h.reshape(n_l, -1)
-        b[:, lx, cx] = s_lx * s_x * h_lx
-        b[:, 1:1 + n_x, n_x:n_x + n_y] = s_lx * s_y * h
-        xy = np.zeros((n_l, n_x, n_x, n_y))
-        xy[:, ix, ix, :] = s_lx * s_xy * h
-        b[:, 1:1 + n_x, n_x + n_y:] = xy.reshape(n_l, n_x, n_x * n_y)
-        b[:, 1 + n_x:, :n_x] = s_ly * s_x * np.swapaxes(h, 1, 2)
-        b[:, ly, cy] = s_ly * s_y * h_ly
-        yx = np.zeros((n_l, n_y, n_x, n_y))
-        yx[:, iy, :, iy] = s_ly * s_xy * np.moveaxis(h, 2, 0)
-        b[:, 1 + n_x:, n_x + n_y:] = yx.reshape(n_l, n_y, n_x * n_y)
+        b: np.ndarray | Border = Border(sigma, h) if not dense else self._dense_border(sigma, h)
         h_xy = h.sum(axis=0)
         big = np.zeros((g, g))
         big[cx, cx] = s_x * s_x * h_xy.sum(axis=1)
@@ -334,24 +356,76 @@ class Cube:
         return a, b, big
 
 
+class Border:
+    r"""The border ``B`` of ``M`` (:meth:`Cube.blocks`) kept as the weights' cube, not as a dense array.
+
+    Row ``L`` of a block meets every border effect of its level; row ``LX`` (level ``x``) meets ``X = x``,
+    all of ``Y`` and ``XY = (x, .)``; row ``LY`` (``y``) all of ``X``, ``Y = y`` and ``XY = (., y)``, each with
+    the SDs' product times the weights summed over the rest (:meth:`Cube.blocks`). Products with ``B``
+    are sums over those few rows: :math:`O(n_L m g)` and gemms of :math:`n_L n_X n_Y g` for the Schur
+    complement, against :math:`O(n_L m g^2)` for the dense ``B``.
+    """
+
+    def __init__(self, sigma: np.ndarray, h: np.ndarray) -> None:
+        self.sigma = sigma
+        self.h = h  # (n_L, n_X, n_Y) weights
+        self.h_lx, self.h_ly = h.sum(axis=2), h.sum(axis=1)
+        self.n_l, self.n_x, self.n_y = h.shape
+        self.g = self.n_x + self.n_y + self.n_x * self.n_y
+
+    def right(self, v: np.ndarray) -> np.ndarray:
+        """``v @ B`` per level for ``v`` of shape (n_L, r, m): shape (n_L, r, g)."""
+        s_l, s_x, s_y, s_lx, s_ly, s_xy = self.sigma
+        n_x = self.n_x
+        v0, v_lx, v_ly = v[:, :, 0], v[:, :, 1:1 + n_x], v[:, :, 1 + n_x:]
+        h = self.h
+        out_x = self.h_lx[:, None, :] * (s_l * v0[:, :, None] + s_lx * v_lx) + s_ly * np.matmul(v_ly, np.swapaxes(h, 1, 2))
+        out_y = self.h_ly[:, None, :] * (s_l * v0[:, :, None] + s_ly * v_ly) + s_lx * np.matmul(v_lx, h)
+        out_xy = h[:, None, :, :] * (s_l * v0[:, :, None, None] + s_lx * v_lx[:, :, :, None] + s_ly * v_ly[:, :, None, :])
+        n_l, r = v.shape[0], v.shape[1]
+        return np.concatenate([s_x * out_x, s_y * out_y, s_xy * out_xy.reshape(n_l, r, -1)], axis=2)
+
+    def transpose_times(self, v: np.ndarray) -> np.ndarray:
+        r""":math:`\sum_l B_l^\top v_l` for ``v`` of shape (n_L, m, k): shape (g, k)."""
+        s_l, s_x, s_y, s_lx, s_ly, s_xy = self.sigma
+        n_l, n_x, n_y = self.n_l, self.n_x, self.n_y
+        k = v.shape[2]
+        v0, v_lx, v_ly = v[:, 0, :], v[:, 1:1 + n_x, :], v[:, 1 + n_x:, :]
+        h = self.h
+        rows_x = (s_l * self.h_lx.T @ v0 + s_lx * np.einsum("lx,lxk->xk", self.h_lx, v_lx)
+                  + s_ly * np.swapaxes(h, 0, 1).reshape(n_x, n_l * n_y) @ v_ly.reshape(n_l * n_y, k))
+        rows_y = (s_l * self.h_ly.T @ v0 + s_ly * np.einsum("ly,lyk->yk", self.h_ly, v_ly)
+                  + s_lx * np.moveaxis(h, 2, 0).reshape(n_y, n_l * n_x) @ v_lx.reshape(n_l * n_x, k))
+        rows_xy = (s_l * h.reshape(n_l, n_x * n_y).T @ v0
+                   + s_lx * np.matmul(np.transpose(h, (1, 2, 0)), np.swapaxes(v_lx, 0, 1)).reshape(n_x * n_y, k)
+                   + s_ly * np.swapaxes(np.matmul(np.transpose(h, (2, 1, 0)), np.swapaxes(v_ly, 0, 1)), 0, 1)
+                   .reshape(n_x * n_y, k))
+        return np.concatenate([s_x * rows_x, s_y * rows_y, s_xy * rows_xy], axis=0)
+
+
 class Factor:
     """``M`` factored by its blocks: log-determinant and solves (module docstring, "Structure")."""
 
-    def __init__(self, a: np.ndarray, b: np.ndarray, big: np.ndarray) -> None:
-        n_l, m, g = b.shape
-        self.b = b
+    def __init__(self, a: np.ndarray, b: Border | np.ndarray, big: np.ndarray) -> None:
         chol = np.linalg.cholesky(a)  # raises LinAlgError when a block is not positive definite
         logdet_a = 2.0 * np.sum(np.log(np.diagonal(chol, axis1=1, axis2=2)))
         self.a_inv = np.linalg.inv(a)
-        self.c = self.a_inv @ b  # A^{-1} B
-        schur = big - b.reshape(n_l * m, g).T @ self.c.reshape(n_l * m, g)
+        if isinstance(b, np.ndarray):  # a dense border (n_L, m, g)
+            n_l, m, g = b.shape
+            self.c = self.a_inv @ b  # A^{-1} B
+            schur = big - b.reshape(n_l * m, g).T @ self.c.reshape(n_l * m, g)
+            self.border_t: Callable[[np.ndarray], np.ndarray] = lambda v: np.einsum("lmg,lm->g", b, v)
+        else:
+            self.c = b.right(self.a_inv)  # A^{-1} B
+            schur = big - b.transpose_times(self.c)
+            self.border_t = lambda v: b.transpose_times(v[:, :, None])[:, 0]
+        schur = 0.5 * (schur + schur.T)
         self.s_factor = linalg.cho_factor(schur, lower=True)
         self.logdet = float(logdet_a + 2.0 * np.sum(np.log(np.diag(self.s_factor[0]))))
 
     def solve(self, r: Modes) -> Modes:
         ar = np.einsum("lmn,ln->lm", self.a_inv, r.local)
-        n_l, m, g = self.b.shape
-        rhs = r.border - self.b.reshape(n_l * m, g).T @ ar.reshape(-1)
+        rhs = r.border - self.border_t(ar)
         x_g = linalg.cho_solve(self.s_factor, rhs)
         x_a = ar - self.c @ x_g
         return Modes(x_a, x_g)
@@ -369,7 +443,7 @@ class Factor:
         Takahashi et al. 1973; Erisman and Tinney 1975).
         """
         n_l, n_x, n_y = dims
-        m, g = self.b.shape[1], self.b.shape[2]
+        m, g = self.c.shape[1], self.c.shape[2]
         s_inv = linalg.cho_solve(self.s_factor, np.eye(g))
         t = (self.c.reshape(n_l * m, g) @ s_inv).reshape(n_l, m, g)  # C S^-1 = -M^-1_AG
         q = self.a_inv + np.matmul(t, np.swapaxes(self.c, 1, 2))
@@ -421,7 +495,7 @@ def laplace_deviance(
 
     Newton's method on the modes from ``start`` (zeros by default), each step
     halved until the penalised log-likelihood rises, until the decrement is
-    below :data:`DECREMENT`.
+    below :data:`DECREMENT` (or below :data:`STALLED_DECREMENT` and no longer falling).
 
     Raises
     ------
@@ -431,13 +505,14 @@ def laplace_deviance(
     b = Modes.zeros(cube.dims) if start is None else start.copy()
     loglik, g, w = cell_derivatives(cube.eta(sigma, b), theta, cube.counts, cube.link)
     value = loglik - 0.5 * _dot(b, b)
+    last = np.inf
     for step in range(MAX_NEWTON):
         grad = cube.gradient(sigma, g)
         r = Modes(grad.local - b.local, grad.border - b.border)
-        factor = Factor(*cube.blocks(sigma, w))
+        factor = Factor(*cube.blocks(sigma, w, dense=False))
         delta = factor.solve(r)
         decrement = _dot(r, delta)
-        if decrement < DECREMENT:
+        if decrement < DECREMENT or (decrement < STALLED_DECREMENT and decrement > 0.1 * last):
             penalty = _dot(b, b)
             return LaplaceValue(-2.0 * loglik + penalty + factor.logdet, loglik, penalty, factor.logdet, b, step,
                                 factor, g, w)
@@ -449,7 +524,7 @@ def laplace_deviance(
             if t_value >= value - 1e-12 * abs(value) or t < 1e-8:
                 break
             t *= 0.5
-        b, loglik, g, w, value = trial, t_loglik, t_g, t_w, t_value
+        b, loglik, g, w, value, last = trial, t_loglik, t_g, t_w, t_value, decrement
     msg = f"Newton's method on the random-effect modes did not converge in {MAX_NEWTON} steps"
     raise FloatingPointError(msg)
 

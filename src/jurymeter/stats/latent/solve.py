@@ -47,8 +47,13 @@ from jurymeter.stats.latent.model import (
 # Central-difference step of the analytic gradient for the Wald Hessian (parameters log sigma and the
 # threshold parameters, O(1)): truncation error about step^2, rounding about 1e-9 / step.
 HESS_STEP = 1e-4
-# L-BFGS-B stops when the projected gradient of the deviance is below this.
+# L-BFGS-B stops when the projected gradient of the deviance is below this, or when an iteration lowers the
+# deviance by less than FTOL_ABS (its relative ftol is set to FTOL_ABS / |deviance at the start|). The
+# deviance of 50K cells is about 5e4 and its rounding about 1e-10, so a relative 1e-15 (5e-11) was below
+# its noise: L-BFGS-B then spent half its evaluations on line searches in the noise. A change of 1e-9 is
+# a parameter change of about sqrt(2e-9 / curvature): 1e-5 in log sigma.
 PGTOL = 1e-5
+FTOL_ABS = 1e-9
 MAX_ITER = 500
 START_SD = 0.5
 MAX_SD = 20.0
@@ -204,9 +209,17 @@ def fit_latent(cells: LatentCells, *, link: str = "logit", intervals: bool = Tru
         return problem.deviance_and_gradient(x[:p_sd], x[p_sd:])
 
     bounds = [(0.0, MAX_SD)] * p_sd + [(None, None)] * (k - 1)
+    first = fun_and_jac(x0)
+    cache = {x0.tobytes(): first}  # L-BFGS-B asks for x0 first: evaluated once, for ftol's scale and for it
+    ftol = FTOL_ABS / max(abs(first[0]), 1.0)
+
+    def objective(x: np.ndarray) -> tuple[float, np.ndarray]:
+        known = cache.pop(x.tobytes(), None)
+        return known if known is not None else fun_and_jac(x)
+
     result = optimize.minimize(
-        fun_and_jac, x0, jac=True, method="L-BFGS-B", bounds=bounds,
-        options={"maxiter": MAX_ITER, "gtol": PGTOL, "ftol": 1e-15},
+        objective, x0, jac=True, method="L-BFGS-B", bounds=bounds,
+        options={"maxiter": MAX_ITER, "gtol": PGTOL, "ftol": ftol},
     )
     _, grad = fun_and_jac(result.x)
     at_bound = result.x[:p_sd] <= BOUNDARY_SD
