@@ -4,15 +4,19 @@ The parameters are the fitted terms' SDs :math:`\sigma_t \ge 0` (lme4's
 :math:`\theta`, bounded at 0 so a component can sit on its boundary, Bates et
 al. 2015, sec. 3.1) and the thresholds as :math:`\theta_1` and the logs of
 their increments (so they stay ordered). L-BFGS-B minimises the deviance of
-:mod:`jurymeter.stats.latent.likelihood` with central-difference gradients
-(the deviance is computed to about 1e-11, so a step of 1e-5 leaves a gradient
-error near 1e-6), each evaluation starting Newton's method from the last modes.
+:mod:`jurymeter.stats.latent.likelihood` with its analytic gradient
+(:func:`~jurymeter.stats.latent.likelihood.laplace_gradient`: the partial
+derivatives at the fixed modes plus the derivative of :math:`\log\det M`,
+whose dependence on the modes enters through one adjoint solve, the Laplace
+gradient of Kristensen et al. 2016, TMB, sec. 2.1; it needs the cells' third
+derivatives and the entries of :math:`M^{-1}` among each cell's six effects),
+each evaluation starting Newton's method from the last modes.
 glmer's ``nAGQ = 1`` and clmm's Laplace fit maximise the same approximation
 over the same parameters, so at the optimum the answers agree to the
 optimisers' tolerance.
 
-Intervals: Wald on :math:`\log\sigma_t` from the central-difference Hessian of
-the deviance in (:math:`\log\sigma`, threshold parameters), covariance
+Intervals: Wald on :math:`\log\sigma_t` from the Hessian by central differences of
+the analytic gradient in (:math:`\log\sigma`, threshold parameters), covariance
 :math:`2 H^{-1}` (the deviance is :math:`-2\log L`); a component at its
 boundary 0 has no log-scale interval and is reported with lower bound 0 and
 an upper bound NaN.
