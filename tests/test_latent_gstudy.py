@@ -5,7 +5,8 @@ r"""The latent-scale G-study (``jurymeter.stats.latent``) against independent re
   replicates), one ``Rscript`` call for the module (``tests/r/latent_reference.R``);
   skipped with the reason where R, lme4 or ordinal is missing.
 - brute force: the block-arrowhead Laplace deviance against the same deviance from a
-  dense :math:`Z` written out here; with one random factor, against a 1-D Laplace
+  dense :math:`Z` written out here; its analytic gradient against central differences
+  (Richardson-extrapolated) of the deviance itself; with one random factor, against a 1-D Laplace
   approximation by hand and against the exact marginal likelihood by ``scipy.integrate.quad``;
 - the D-study written out (Brennan 2001, eq. 4.12, with the link's residual :math:`\pi^2/3`);
   the score-scale slope against the probit's closed form and a finite difference of
@@ -31,10 +32,16 @@ from jurymeter.stats.latent import (
     LatentFit,
     fit_latent,
     latent_dstudy,
+    likelihood,
     link_variance,
     simulate_latent,
 )
-from jurymeter.stats.latent.likelihood import Cube, cell_derivatives, laplace_deviance
+from jurymeter.stats.latent.likelihood import (
+    Cube,
+    cell_derivatives,
+    laplace_deviance,
+    laplace_gradient,
+)
 from jurymeter.stats.latent.model import design_terms
 from jurymeter.stats.latent.report import score_slope
 from r_reference import needs_r as needs_r_of
@@ -141,6 +148,53 @@ def test_the_block_laplace_deviance_equals_the_dense_one(link: str) -> None:
     theta = np.array([-0.3, 0.8])
     ours = laplace_deviance(Cube(layout, link), sigma, theta).deviance  # type: ignore[arg-type]
     assert ours == pytest.approx(_dense_deviance(layout, sigma, theta, link), rel=1e-10)
+
+
+# name, link, sizes, thresholds, replicates, share of cells kept, SDs (solver slots; a 0 is a component on
+# its boundary), seed
+GRADIENT_CASES = [
+    ("binary", "logit", {"s": 4, "i": 7, "j": 3}, [0.3], 1, 1.0, [0.7, 0.5, 0.3, 0.4, 0.6, 0.2], 11),
+    ("ordinal_k5", "logit", {"s": 4, "i": 6, "j": 3}, [-1.0, 0.0, 0.5, 1.5], 2, 1.0, [0.9, 0.4, 0.3, 0.5, 0.6, 0.3], 12),
+    ("probit", "probit", {"s": 5, "i": 6, "j": 2}, [-0.5, 0.7], 2, 1.0, [0.6, 0.8, 0.3, 0.4, 0.2, 0.5], 13),
+    ("unbalanced", "logit", {"s": 5, "i": 9, "j": 3}, [-0.4, 0.9], 3, 0.6, [1.1, 0.5, 0.4, 0.3, 0.5, 0.7], 14),
+    ("at_zero", "logit", {"s": 4, "i": 8, "j": 3}, [0.1], 2, 1.0, [0.8, 0.0, 0.4, 0.5, 0.0, 0.3], 15),
+    ("one_judge", "probit", {"s": 5, "i": 8, "j": 1}, [0.2, 1.1], 3, 1.0, [0.7, 0.6, 0.0, 0.5, 0.0, 0.0], 16),
+]
+
+
+@pytest.mark.parametrize("case", GRADIENT_CASES, ids=[c[0] for c in GRADIENT_CASES])
+def test_the_analytic_gradient_equals_central_differences_of_the_deviance(
+    case: tuple, monkeypatch: pytest.MonkeyPatch  # type: ignore[type-arg]
+) -> None:
+    # The formula is the gradient at the exact mode; Newton's default stop (decrement 1e-12) leaves the modes
+    # about 1e-6 off, which moves log det M, and so both sides, by up to ~5e-7 relative: modes to 1e-10 here.
+    monkeypatch.setattr(likelihood, "DECREMENT", 1e-20)
+    _, link, sizes, thresholds, replicates, keep, sds, seed = case
+    rng = np.random.default_rng(seed)
+    cells = _case_cells(sizes, thresholds, link, replicates, keep, seed)
+    layout = design_terms(cells)
+    cube = Cube(layout, link)
+    # a random point near the truth, not the optimum (the gradient is not 0 there)
+    sigma = np.array(sds) * rng.uniform(0.8, 1.2, 6)
+    theta = np.array(thresholds) + rng.normal(0, 0.1, len(thresholds))
+    value = laplace_deviance(cube, sigma, theta)
+    analytic = np.concatenate(laplace_gradient(cube, sigma, theta, value))
+
+    def deviance(x: np.ndarray) -> float:
+        return laplace_deviance(cube, x[:6], x[6:], value.modes).deviance
+
+    def central(x: np.ndarray, n: int, h: float) -> float:
+        e = np.zeros_like(x)
+        e[n] = h
+        return (deviance(x + e) - deviance(x - e)) / (2 * h)
+
+    x0 = np.concatenate([sigma, theta])
+    h = 1e-3  # Richardson's extrapolation of h and h/2: truncation O(h^4), rounding about 1e-10 / h
+    numeric = np.array([(4 * central(x0, n, h / 2) - central(x0, n, h)) / 3 for n in range(x0.size)])
+    scale = np.maximum(np.abs(numeric), 1e-3 * np.linalg.norm(numeric))
+    assert np.max(np.abs(analytic - numeric) / scale) < 1e-7, np.c_[analytic, numeric]
+    # a component at 0 has gradient 0 there (the deviance is even in each SD)
+    assert np.all(analytic[:6][sigma == 0] == 0)
 
 
 def _one_factor(replicates: int) -> tuple[float, float, float]:

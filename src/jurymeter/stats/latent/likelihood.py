@@ -33,32 +33,71 @@ is formed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import linalg, special
 
 from jurymeter.stats.latent.model import Layout, Link
 
-# Newton's method on the modes stops when the Newton decrement r' M^{-1} r is below this
-# (the deviance is then within about this of its value at the exact mode).
-DECREMENT = 1e-12
+# Newton's method on the modes stops when the Newton decrement r' M^{-1} r is below this. The penalised
+# part of the deviance is then within about this of its value at the exact mode, but log det M is not
+# stationary there: modes sqrt(decrement) off move it, and the analytic gradient (computed as at the exact
+# mode) would disagree with the deviance by that much (at 1e-12, ~1e-7 of the deviance on 50K cells, enough
+# to stall L-BFGS-B's line search). Newton converges quadratically, so 1e-16 costs about no extra step.
+DECREMENT = 1e-16
+# ... or when the decrement is below this and stopped falling (rounding: Newton's quadratic convergence
+# would otherwise take it from here below DECREMENT in one step).
+STALLED_DECREMENT = 1e-10
 MAX_NEWTON = 50
 # Probabilities are floored here so a category's log never is -inf (only far outside any fit).
 P_FLOOR = 1e-300
 
 
-def _cdf(a: np.ndarray, link: Link) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """F, its density f and f' at ``a`` (``+-inf`` allowed)."""
+@dataclass(frozen=True)
+class _Ends:
+    """Per cell and category ``k``: ``p_k`` and, at its two ends, f, f' (and f'') padded with the 0s at infinity."""
+
+    p: np.ndarray  # (C, K), floored at P_FLOOR
+    f: np.ndarray  # (C, K+1): f(a_0 = -inf) = 0, f(theta_j - eta), f(a_K = inf) = 0
+    fp: np.ndarray
+    fpp: np.ndarray | None
+
+
+def _ends(eta: np.ndarray, theta: np.ndarray, link: Link, third: bool) -> _Ends:
+    r"""The categories' probabilities and the density's derivatives at the thresholds.
+
+    :math:`p_k = F(\theta_k - \eta) - F(\theta_{k-1} - \eta)` with :math:`\theta_0 = -\infty`,
+    :math:`\theta_K = \infty`; each difference is taken in the upper tail
+    (:math:`F(-a)`, the links being symmetric) where both arguments are positive (no
+    cancellation). Logistic: :math:`f = F(a)F(-a)`, :math:`f' = f(1-2F)`,
+    :math:`f'' = f((1-2F)^2 - 2f)`; normal: :math:`f' = -af`, :math:`f'' = (a^2-1)f`. Only the
+    ``K - 1`` finite thresholds are evaluated.
+    """
+    z = theta[None, :] - eta[:, None]
     if link == "logit":
-        big_f = special.expit(a)
-        f = big_f * (1.0 - big_f)
-        return big_f, f, f * (1.0 - 2.0 * big_f)
-    big_f = special.ndtr(a)
-    with np.errstate(invalid="ignore"):
-        f = np.exp(-0.5 * a * a) / np.sqrt(2.0 * np.pi)
-        fp = np.where(np.isfinite(a), -a * f, 0.0)
-    return big_f, f, fp
+        big_f, upper = special.expit(z), special.expit(-z)
+        f = big_f * upper
+        slope = upper - big_f  # 1 - 2F
+        fp = f * slope
+        fpp = f * (slope * slope - 2.0 * f) if third else None
+    else:
+        big_f, upper = special.ndtr(z), special.ndtr(-z)
+        f = np.exp(-0.5 * z * z) * (1.0 / np.sqrt(2.0 * np.pi))
+        fp = -z * f
+        fpp = (z * z - 1.0) * f if third else None
+    c = eta.shape[0]
+    zero, one = np.zeros((c, 1)), np.ones((c, 1))
+    big_f = np.concatenate([zero, big_f, one], axis=1)
+    upper = np.concatenate([one, upper, zero], axis=1)
+    lower_positive = np.concatenate([np.zeros((c, 1), dtype=bool), z > 0], axis=1)
+    p = np.where(lower_positive, upper[:, :-1] - upper[:, 1:], big_f[:, 1:] - big_f[:, :-1])
+
+    def pad(v: np.ndarray) -> np.ndarray:
+        return np.concatenate([zero, v, zero], axis=1)
+
+    return _Ends(np.maximum(p, P_FLOOR), pad(f), pad(fp), None if fpp is None else pad(fpp))
 
 
 def cell_derivatives(
@@ -70,23 +109,81 @@ def cell_derivatives(
     :math:`\theta_0 = -\infty`, :math:`\theta_K = \infty`; each difference is
     taken in the upper tail where both arguments are positive (no cancellation).
     """
-    c = eta.shape[0]
-    a = np.empty((c, theta.size + 2))
-    a[:, 0] = -np.inf
-    a[:, -1] = np.inf
-    a[:, 1:-1] = theta[None, :] - eta[:, None]
-    big_f, f, fp = _cdf(a, link)
-    upper_f, _, _ = _cdf(-a, link)  # 1 - F(a) for the symmetric links
-    lo, hi = a[:, :-1], slice(1, None)
-    p = np.where(lo > 0, upper_f[:, :-1] - upper_f[:, hi], big_f[:, hi] - big_f[:, :-1])
-    p = np.maximum(p, P_FLOOR)
-    d1 = -(f[:, hi] - f[:, :-1]) / p  # d log p / d eta
-    d2 = (fp[:, hi] - fp[:, :-1]) / p - d1 * d1  # d2 log p / d eta2
+    e = _ends(eta, theta, link, third=False)
+    p = e.p
+    d1 = -(e.f[:, 1:] - e.f[:, :-1]) / p  # d log p / d eta
+    d2 = (e.fp[:, 1:] - e.fp[:, :-1]) / p - d1 * d1  # d2 log p / d eta2
     loglik = float(np.sum(counts * np.log(p), where=counts > 0))
     # A cumulative link with a log-concave F (logistic, normal) is log-concave in eta, so the weights are
     # >= 0; a negative one is rounding in a far tail (a probability at P_FLOOR), and would make the Laplace
     # matrix indefinite (seen on a 10-category MT-Bench-like scale with 2 ratings of 1): it is taken as 0.
     return loglik, np.sum(counts * d1, axis=1), np.maximum(-np.sum(counts * d2, axis=1), 0.0)
+
+
+@dataclass(frozen=True)
+class HigherDerivatives:
+    r"""What the deviance's gradient needs of the cells beyond :func:`cell_derivatives`.
+
+    ``w_eta`` is :math:`\partial w_c / \partial \eta_c` (minus the third derivative of
+    :math:`\ell_c`); per threshold :math:`\theta_j` (columns): ``l_theta``
+    :math:`\partial \ell_c / \partial\theta_j`, ``g_theta``
+    :math:`\partial^2 \ell_c / \partial\eta_c\partial\theta_j` and ``w_theta``
+    :math:`\partial w_c / \partial\theta_j` at fixed :math:`\eta`. Where the weight was
+    clamped to 0 (:func:`cell_derivatives`) its derivatives are 0.
+    """
+
+    w_eta: np.ndarray  # (C,)
+    l_theta: np.ndarray  # (C, K-1)
+    g_theta: np.ndarray  # (C, K-1)
+    w_theta: np.ndarray  # (C, K-1)
+
+
+def cell_higher_derivatives(eta: np.ndarray, theta: np.ndarray, counts: np.ndarray, link: Link) -> HigherDerivatives:
+    r"""Third derivatives of the cells' log-likelihood in :math:`\eta` and the thresholds.
+
+    Category ``k`` has :math:`\log p_k = \log N(\alpha, \beta)`, :math:`N = F(\beta) - F(\alpha)`,
+    :math:`\alpha = \theta_{k-1} - \eta`, :math:`\beta = \theta_k - \eta`. With
+    :math:`D = \partial_\alpha + \partial_\beta` (so :math:`\partial_\eta = -D`) and
+    :math:`\kappa_\cdot = N_\cdot / N`, where :math:`N_D = f(\beta) - f(\alpha)`,
+    :math:`N_{DD} = f'(\beta) - f'(\alpha)`, :math:`N_{DDD} = f''(\beta) - f''(\alpha)`,
+    :math:`N_\beta = f(\beta)`, :math:`N_{D\beta} = f'(\beta)`, :math:`N_{DD\beta} = f''(\beta)`
+    (the mixed partials of ``N`` are 0), the derivatives of a logarithm (the
+    moments-to-cumulants formulas, McCullagh 1987, sec. 2.3) are
+    :math:`L_{DD} = \kappa_{DD} - \kappa_D^2`,
+    :math:`L_{DDD} = \kappa_{DDD} - 3\kappa_{DD}\kappa_D + 2\kappa_D^3`,
+    :math:`L_{D\beta} = \kappa_{D\beta} - \kappa_D\kappa_\beta`,
+    :math:`L_{DD\beta} = \kappa_{DD\beta} - \kappa_{DD}\kappa_\beta - 2\kappa_{D\beta}\kappa_D
+    + 2\kappa_D^2\kappa_\beta`, and the same in :math:`\alpha` with :math:`N_\alpha = -f(\alpha)`, ...
+    Then :math:`\partial w/\partial\eta = L_{DDD}`, :math:`\partial\ell/\partial\theta = L_\beta`,
+    :math:`\partial^2\ell/\partial\eta\partial\theta = -L_{D\beta}` and
+    :math:`\partial w/\partial\theta = -L_{DD\beta}`, summed over the categories with their
+    counts; :math:`\theta_j` is the upper end of category ``j`` and the lower end of ``j + 1``.
+    """
+    e = _ends(eta, theta, link, third=True)
+    p, f, fp = e.p, e.f, e.fp
+    fpp = e.fpp if e.fpp is not None else fp
+    lo, hi = slice(None, -1), slice(1, None)
+    k1 = (f[:, hi] - f[:, lo]) / p
+    k2 = (fp[:, hi] - fp[:, lo]) / p
+    k3 = (fpp[:, hi] - fpp[:, lo]) / p
+    l_dd = k2 - k1 * k1
+    l_ddd = k3 - 3.0 * k2 * k1 + 2.0 * k1**3
+    clamped = -np.sum(counts * l_dd, axis=1) < 0.0  # cell_derivatives' weight taken as 0
+
+    def ends(sign: float, at: slice) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        kb, kdb, kddb = sign * f[:, at] / p, sign * fp[:, at] / p, sign * fpp[:, at] / p
+        return kb, kdb - k1 * kb, kddb - k2 * kb - 2.0 * kdb * k1 + 2.0 * k1 * k1 * kb
+
+    ub, udb, uddb = ends(1.0, hi)  # in theta_k, the upper end of category k
+    lb, ldb, lddb = ends(-1.0, lo)  # in theta_{k-1}, its lower end
+    n_up, n_lo = counts[:, :-1], counts[:, 1:]
+    l_theta = n_up * ub[:, :-1] + n_lo * lb[:, 1:]
+    g_theta = -(n_up * udb[:, :-1] + n_lo * ldb[:, 1:])
+    w_theta = -(n_up * uddb[:, :-1] + n_lo * lddb[:, 1:])
+    w_eta = np.sum(counts * l_ddd, axis=1)
+    w_eta[clamped] = 0.0
+    w_theta[clamped] = 0.0
+    return HigherDerivatives(w_eta, l_theta, g_theta, w_theta)
 
 
 @dataclass
@@ -128,6 +225,10 @@ class LaplaceValue:
     logdet: float  # log det(Lambda Z'WZ Lambda + I)
     modes: Modes
     newton_steps: int
+    # At the mode: the factored M and the cells' first derivative and weights (for laplace_gradient).
+    factor: Factor | None = field(default=None, repr=False, compare=False)
+    g: np.ndarray | None = field(default=None, repr=False, compare=False)
+    w: np.ndarray | None = field(default=None, repr=False, compare=False)
 
 
 class Cube:
@@ -173,8 +274,45 @@ class Cube:
         border = np.concatenate([s_x * g_xy.sum(axis=1), s_y * g_xy.sum(axis=0), s_xy * g_xy.reshape(-1)])
         return Modes(local, border)
 
-    def blocks(self, sigma: np.ndarray, w_cells: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The diagonal blocks ``A`` (n_L, m, m), the border ``B`` (n_L, m, g) and ``G`` (g, g) of ``M``."""
+    def slot_sums(self, x: Modes, y: Modes) -> np.ndarray:
+        """Per slot (solver order), the sum of ``x * y`` over that slot's effects."""
+        _, n_x, n_y = self.dims
+        loc, bor = x.local * y.local, x.border * y.border
+        return np.array([loc[:, 0].sum(), bor[:n_x].sum(), bor[n_x:n_x + n_y].sum(), loc[:, 1:1 + n_x].sum(),
+                         loc[:, 1 + n_x:].sum(), bor[n_x + n_y:].sum()])
+
+    def cells_of(self, cube: np.ndarray) -> np.ndarray:
+        """The cells' values of a dense cube (the inverse of :meth:`to_cube` on present cells)."""
+        flat = cube.reshape(-1)
+        return flat if self.complete else flat[self.layout.flat]
+
+    def _dense_border(self, sigma: np.ndarray, h: np.ndarray) -> np.ndarray:
+        n_l, n_x, n_y = self.dims
+        s_l, s_x, s_y, s_lx, s_ly, s_xy = sigma
+        h_lx, h_ly = h.sum(axis=2), h.sum(axis=1)
+        m, g = 1 + n_x + n_y, n_x + n_y + n_x * n_y
+        ix, iy = np.arange(n_x), np.arange(n_y)
+        lx, ly, cx, cy = 1 + ix, 1 + n_x + iy, ix, n_x + iy
+        b = np.zeros((n_l, m, g))
+        b[:, 0, cx] = s_l * s_x * h_lx
+        b[:, 0, cy] = s_l * s_y * h_ly
+        b[:, 0, n_x + n_y:] = s_l * s_xy * h.reshape(n_l, -1)
+        b[:, lx, cx] = s_lx * s_x * h_lx
+        b[:, 1:1 + n_x, n_x:n_x + n_y] = s_lx * s_y * h
+        xy = np.zeros((n_l, n_x, n_x, n_y))
+        xy[:, ix, ix, :] = s_lx * s_xy * h
+        b[:, 1:1 + n_x, n_x + n_y:] = xy.reshape(n_l, n_x, n_x * n_y)
+        b[:, 1 + n_x:, :n_x] = s_ly * s_x * np.swapaxes(h, 1, 2)
+        b[:, ly, cy] = s_ly * s_y * h_ly
+        yx = np.zeros((n_l, n_y, n_x, n_y))
+        yx[:, iy, :, iy] = s_ly * s_xy * np.moveaxis(h, 2, 0)
+        b[:, 1 + n_x:, n_x + n_y:] = yx.reshape(n_l, n_y, n_x * n_y)
+        return b
+
+    def blocks(self, sigma: np.ndarray, w_cells: np.ndarray, *, dense: bool = True
+               ) -> tuple[np.ndarray, np.ndarray | Border, np.ndarray]:
+        """The diagonal blocks ``A`` (n_L, m, m), the border ``B`` (n_L, m, g; a :class:`Border` unless
+        ``dense``) and ``G`` (g, g) of ``M``."""
         n_l, n_x, n_y = self.dims
         s_l, s_x, s_y, s_lx, s_ly, s_xy = sigma
         h = self.to_cube(w_cells)
@@ -199,20 +337,7 @@ class Cube:
         g = n_x + n_y + n_x * n_y
         cx = ix
         cy = n_x + iy
-        b = np.zeros((n_l, m, g))
-        b[:, 0, cx] = s_l * s_x * h_lx
-        b[:, 0, cy] = s_l * s_y * h_ly
-        b[:, 0, n_x + n_y:] = s_l * s_xy * h.reshape(n_l, -1)
-        b[:, lx, cx] = s_lx * s_x * h_lx
-        b[:, 1:1 + n_x, n_x:n_x + n_y] = s_lx * s_y * h
-        xy = np.zeros((n_l, n_x, n_x, n_y))
-        xy[:, ix, ix, :] = s_lx * s_xy * h
-        b[:, 1:1 + n_x, n_x + n_y:] = xy.reshape(n_l, n_x, n_x * n_y)
-        b[:, 1 + n_x:, :n_x] = s_ly * s_x * np.swapaxes(h, 1, 2)
-        b[:, ly, cy] = s_ly * s_y * h_ly
-        yx = np.zeros((n_l, n_y, n_x, n_y))
-        yx[:, iy, :, iy] = s_ly * s_xy * np.moveaxis(h, 2, 0)
-        b[:, 1 + n_x:, n_x + n_y:] = yx.reshape(n_l, n_y, n_x * n_y)
+        b: np.ndarray | Border = Border(sigma, h) if not dense else self._dense_border(sigma, h)
         h_xy = h.sum(axis=0)
         big = np.zeros((g, g))
         big[cx, cx] = s_x * s_x * h_xy.sum(axis=1)
@@ -231,27 +356,132 @@ class Cube:
         return a, b, big
 
 
+class Border:
+    r"""The border ``B`` of ``M`` (:meth:`Cube.blocks`) kept as the weights' cube, not as a dense array.
+
+    Row ``L`` of a block meets every border effect of its level; row ``LX`` (level ``x``) meets ``X = x``,
+    all of ``Y`` and ``XY = (x, .)``; row ``LY`` (``y``) all of ``X``, ``Y = y`` and ``XY = (., y)``, each with
+    the SDs' product times the weights summed over the rest (:meth:`Cube.blocks`). Products with ``B``
+    are sums over those few rows: :math:`O(n_L m g)` and gemms of :math:`n_L n_X n_Y g` for the Schur
+    complement, against :math:`O(n_L m g^2)` for the dense ``B``.
+    """
+
+    def __init__(self, sigma: np.ndarray, h: np.ndarray) -> None:
+        self.sigma = sigma
+        self.h = h  # (n_L, n_X, n_Y) weights
+        self.h_lx, self.h_ly = h.sum(axis=2), h.sum(axis=1)
+        self.n_l, self.n_x, self.n_y = h.shape
+        self.g = self.n_x + self.n_y + self.n_x * self.n_y
+
+    def right(self, v: np.ndarray) -> np.ndarray:
+        """``v @ B`` per level for ``v`` of shape (n_L, r, m): shape (n_L, r, g)."""
+        s_l, s_x, s_y, s_lx, s_ly, s_xy = self.sigma
+        n_x = self.n_x
+        v0, v_lx, v_ly = v[:, :, 0], v[:, :, 1:1 + n_x], v[:, :, 1 + n_x:]
+        h = self.h
+        out_x = self.h_lx[:, None, :] * (s_l * v0[:, :, None] + s_lx * v_lx) + s_ly * np.matmul(v_ly, np.swapaxes(h, 1, 2))
+        out_y = self.h_ly[:, None, :] * (s_l * v0[:, :, None] + s_ly * v_ly) + s_lx * np.matmul(v_lx, h)
+        out_xy = h[:, None, :, :] * (s_l * v0[:, :, None, None] + s_lx * v_lx[:, :, :, None] + s_ly * v_ly[:, :, None, :])
+        n_l, r = v.shape[0], v.shape[1]
+        return np.concatenate([s_x * out_x, s_y * out_y, s_xy * out_xy.reshape(n_l, r, -1)], axis=2)
+
+    def transpose_times(self, v: np.ndarray) -> np.ndarray:
+        r""":math:`\sum_l B_l^\top v_l` for ``v`` of shape (n_L, m, k): shape (g, k)."""
+        s_l, s_x, s_y, s_lx, s_ly, s_xy = self.sigma
+        n_l, n_x, n_y = self.n_l, self.n_x, self.n_y
+        k = v.shape[2]
+        v0, v_lx, v_ly = v[:, 0, :], v[:, 1:1 + n_x, :], v[:, 1 + n_x:, :]
+        h = self.h
+        rows_x = (s_l * self.h_lx.T @ v0 + s_lx * np.einsum("lx,lxk->xk", self.h_lx, v_lx)
+                  + s_ly * np.swapaxes(h, 0, 1).reshape(n_x, n_l * n_y) @ v_ly.reshape(n_l * n_y, k))
+        rows_y = (s_l * self.h_ly.T @ v0 + s_ly * np.einsum("ly,lyk->yk", self.h_ly, v_ly)
+                  + s_lx * np.moveaxis(h, 2, 0).reshape(n_y, n_l * n_x) @ v_lx.reshape(n_l * n_x, k))
+        rows_xy = (s_l * h.reshape(n_l, n_x * n_y).T @ v0
+                   + s_lx * np.matmul(np.transpose(h, (1, 2, 0)), np.swapaxes(v_lx, 0, 1)).reshape(n_x * n_y, k)
+                   + s_ly * np.swapaxes(np.matmul(np.transpose(h, (2, 1, 0)), np.swapaxes(v_ly, 0, 1)), 0, 1)
+                   .reshape(n_x * n_y, k))
+        return np.concatenate([s_x * rows_x, s_y * rows_y, s_xy * rows_xy], axis=0)
+
+
 class Factor:
     """``M`` factored by its blocks: log-determinant and solves (module docstring, "Structure")."""
 
-    def __init__(self, a: np.ndarray, b: np.ndarray, big: np.ndarray) -> None:
-        n_l, m, g = b.shape
-        self.b = b
+    def __init__(self, a: np.ndarray, b: Border | np.ndarray, big: np.ndarray) -> None:
         chol = np.linalg.cholesky(a)  # raises LinAlgError when a block is not positive definite
         logdet_a = 2.0 * np.sum(np.log(np.diagonal(chol, axis1=1, axis2=2)))
         self.a_inv = np.linalg.inv(a)
-        self.c = self.a_inv @ b  # A^{-1} B
-        schur = big - b.reshape(n_l * m, g).T @ self.c.reshape(n_l * m, g)
+        if isinstance(b, np.ndarray):  # a dense border (n_L, m, g)
+            n_l, m, g = b.shape
+            self.c = self.a_inv @ b  # A^{-1} B
+            schur = big - b.reshape(n_l * m, g).T @ self.c.reshape(n_l * m, g)
+            self.border_t: Callable[[np.ndarray], np.ndarray] = lambda v: np.einsum("lmg,lm->g", b, v)
+        else:
+            self.c = b.right(self.a_inv)  # A^{-1} B
+            schur = big - b.transpose_times(self.c)
+            self.border_t = lambda v: b.transpose_times(v[:, :, None])[:, 0]
+        schur = 0.5 * (schur + schur.T)
         self.s_factor = linalg.cho_factor(schur, lower=True)
         self.logdet = float(logdet_a + 2.0 * np.sum(np.log(np.diag(self.s_factor[0]))))
 
     def solve(self, r: Modes) -> Modes:
         ar = np.einsum("lmn,ln->lm", self.a_inv, r.local)
-        n_l, m, g = self.b.shape
-        rhs = r.border - self.b.reshape(n_l * m, g).T @ ar.reshape(-1)
+        rhs = r.border - self.border_t(ar)
         x_g = linalg.cho_solve(self.s_factor, rhs)
         x_a = ar - self.c @ x_g
         return Modes(x_a, x_g)
+
+
+    def cell_inverse(self, sigma: np.ndarray, dims: tuple[int, int, int]) -> np.ndarray:
+        r"""Per cell of the cube and slot ``t``, :math:`u_{tc} = [M^{-1} v_c]_{(t, c)}`, shape (6, n_L, n_X, n_Y).
+
+        :math:`v_c = \Lambda Z^\top e_c` (each slot's SD at the cell's level of that
+        slot), so :math:`u_{tc} = \sum_s \sigma_s (M^{-1})_{(t,c),(s,c)}` needs the
+        entries of :math:`M^{-1}` among the six effects of each cell only: from
+        the block-arrowhead inverse (with :math:`C = A^{-1}B`, :math:`S` the Schur
+        complement), :math:`M^{-1}_{GG} = S^{-1}`, :math:`M^{-1}_{AG} = -CS^{-1}` and the
+        diagonal blocks :math:`A_l^{-1} + C_l S^{-1} C_l^\top` (a selected inverse,
+        Takahashi et al. 1973; Erisman and Tinney 1975).
+        """
+        n_l, n_x, n_y = dims
+        m, g = self.c.shape[1], self.c.shape[2]
+        s_inv = linalg.cho_solve(self.s_factor, np.eye(g))
+        t = (self.c.reshape(n_l * m, g) @ s_inv).reshape(n_l, m, g)  # C S^-1 = -M^-1_AG
+        q = self.a_inv + np.matmul(t, np.swapaxes(self.c, 1, 2))
+        ix, iy = np.arange(n_x), np.arange(n_y)
+        lx, ly = 1 + ix, 1 + n_x + iy
+        bx, by = ix, n_x + iy
+        bxy = n_x + n_y + ix[:, None] * n_y + iy[None, :]  # (n_x, n_y)
+        shape = (n_l, n_x, n_y)
+        p = np.empty((6, 6, *shape))
+
+        def put(i: int, j: int, value: np.ndarray) -> None:
+            p[i, j] = value
+            p[j, i] = p[i, j]
+
+        # slots: 0 L (local 0), 1 X (border x), 2 Y (border n_x + y), 3 LX (local 1 + x), 4 LY, 5 XY
+        put(0, 0, q[:, 0, 0][:, None, None])
+        put(0, 3, q[:, 0, lx][:, :, None])
+        put(0, 4, q[:, 0, ly][:, None, :])
+        put(3, 3, q[:, lx, lx][:, :, None])
+        put(4, 4, q[:, ly, ly][:, None, :])
+        put(3, 4, q[:, 1:1 + n_x, 1 + n_x:])
+        put(0, 1, -t[:, 0, bx][:, :, None])
+        put(0, 2, -t[:, 0, by][:, None, :])
+        put(0, 5, -t[:, 0, n_x + n_y:].reshape(shape))
+        put(3, 1, -t[:, lx, bx][:, :, None])
+        put(3, 2, -t[:, 1:1 + n_x, n_x:n_x + n_y])
+        put(3, 5, -t[:, lx[:, None], bxy])
+        put(4, 1, -np.swapaxes(t[:, 1 + n_x:, :n_x], 1, 2))
+        put(4, 2, -t[:, ly, by][:, None, :])
+        put(4, 5, -t[:, ly[None, :], bxy])
+        put(1, 1, s_inv[bx, bx][None, :, None])
+        put(2, 2, s_inv[by, by][None, None, :])
+        put(5, 5, np.diagonal(s_inv)[n_x + n_y:].reshape(1, n_x, n_y))
+        put(1, 2, s_inv[:n_x, n_x:n_x + n_y][None])
+        put(1, 5, s_inv[bx[:, None], bxy][None])
+        put(2, 5, s_inv[by[None, :], bxy][None])
+        u: np.ndarray = np.einsum("tsl...,s->tl...", p, sigma)
+        return u
 
 
 def _dot(a: Modes, b: Modes) -> float:
@@ -265,7 +495,7 @@ def laplace_deviance(
 
     Newton's method on the modes from ``start`` (zeros by default), each step
     halved until the penalised log-likelihood rises, until the decrement is
-    below :data:`DECREMENT`.
+    below :data:`DECREMENT` (or below :data:`STALLED_DECREMENT` and no longer falling).
 
     Raises
     ------
@@ -275,15 +505,17 @@ def laplace_deviance(
     b = Modes.zeros(cube.dims) if start is None else start.copy()
     loglik, g, w = cell_derivatives(cube.eta(sigma, b), theta, cube.counts, cube.link)
     value = loglik - 0.5 * _dot(b, b)
+    last = np.inf
     for step in range(MAX_NEWTON):
         grad = cube.gradient(sigma, g)
         r = Modes(grad.local - b.local, grad.border - b.border)
-        factor = Factor(*cube.blocks(sigma, w))
+        factor = Factor(*cube.blocks(sigma, w, dense=False))
         delta = factor.solve(r)
         decrement = _dot(r, delta)
-        if decrement < DECREMENT:
+        if decrement < DECREMENT or (decrement < STALLED_DECREMENT and decrement > 0.1 * last):
             penalty = _dot(b, b)
-            return LaplaceValue(-2.0 * loglik + penalty + factor.logdet, loglik, penalty, factor.logdet, b, step)
+            return LaplaceValue(-2.0 * loglik + penalty + factor.logdet, loglik, penalty, factor.logdet, b, step,
+                                factor, g, w)
         t = 1.0
         while True:
             trial = Modes(b.local + t * delta.local, b.border + t * delta.border)
@@ -292,6 +524,61 @@ def laplace_deviance(
             if t_value >= value - 1e-12 * abs(value) or t < 1e-8:
                 break
             t *= 0.5
-        b, loglik, g, w, value = trial, t_loglik, t_g, t_w, t_value
+        b, loglik, g, w, value, last = trial, t_loglik, t_g, t_w, t_value, decrement
     msg = f"Newton's method on the random-effect modes did not converge in {MAX_NEWTON} steps"
     raise FloatingPointError(msg)
+
+
+def laplace_gradient(cube: Cube, sigma: np.ndarray, theta: np.ndarray, value: LaplaceValue) -> tuple[np.ndarray, np.ndarray]:
+    r"""The gradient of the Laplace deviance in the six SDs and the thresholds, at ``value``'s mode.
+
+    With :math:`f(b) = -2\ell(Z\Lambda b) + \lVert b\rVert^2`, :math:`\hat b` its minimum and
+    :math:`M = I + \sum_c w_c v_c v_c^\top` (:math:`v_c = \Lambda Z^\top e_c`), the deviance is
+    :math:`D = f(\hat b) + \log\det M(\hat b)`. As :math:`\partial f/\partial b = 0` at the mode,
+    :math:`\hat b` moves only :math:`\log\det M`, through :math:`w(\eta)`, with
+    :math:`d\hat b/d\phi = -M^{-1}\,\partial(\tfrac12 \nabla_b f)/\partial\phi` (the implicit function;
+    ``M`` is that Hessian). So (the Laplace gradient of Kristensen et al. 2016, TMB, sec. 2.1;
+    Bates et al. 2015 profile the same quantity):
+
+    .. math::
+
+        \frac{dD}{d\phi} = \frac{\partial f}{\partial\phi}\Big|_b
+        + \operatorname{tr}\Big(M^{-1}\frac{\partial M}{\partial\phi}\Big|_b\Big)
+        + a^\top \frac{d\hat b}{d\phi},\qquad
+        a = \Lambda Z^\top (q \odot w_\eta),\ q_c = v_c^\top M^{-1} v_c,
+
+    one solve :math:`z = M^{-1} a` for all parameters. For an SD :math:`\sigma_t`, with
+    :math:`\beta_{tc}` the mode of the cell's level of slot ``t`` (:math:`\partial\eta_c/\partial\sigma_t`)
+    and :math:`u_{tc} = [M^{-1}v_c]_{(t,c)}` (:meth:`Factor.cell_inverse`):
+    :math:`-2\sum_c g_c\beta_{tc} + 2\sum_c w_c u_{tc} + \sum_c q_c w_{\eta,c}\beta_{tc}
+    + z_t^\top (Z^\top g)_t - \sum_c (Z\Lambda z)_c w_c \beta_{tc}`; for a threshold
+    :math:`\theta_j`: :math:`-2\sum_c \partial_{\theta_j}\ell_c + \sum_c q_c\,\partial_{\theta_j} w_c
+    + \sum_c (Z\Lambda z)_c\,\partial_{\theta_j} g_c` (cell derivatives of
+    :func:`cell_higher_derivatives`). The cost is about one more factorization of ``M``.
+
+    Returns
+    -------
+    (numpy.ndarray, numpy.ndarray)
+        ``dD/dsigma`` (six slots, solver order) and ``dD/dtheta``.
+    """
+    if value.factor is None or value.g is None or value.w is None:
+        msg = "laplace_gradient needs a LaplaceValue from laplace_deviance"
+        raise ValueError(msg)
+    b, factor, g, w = value.modes, value.factor, value.g, value.w
+    higher = cell_higher_derivatives(cube.eta(sigma, b), theta, cube.counts, cube.link)
+    u = np.stack([cube.cells_of(c) for c in factor.cell_inverse(sigma, cube.dims)])  # (6, C)
+    q = sigma @ u
+    qw = q * higher.w_eta
+    z = factor.solve(cube.gradient(sigma, qw))
+    eta_z = cube.eta(sigma, z)
+    ones = np.ones(6)
+    zg = cube.gradient(ones, g)
+    grad_sigma = (
+        -2.0 * cube.slot_sums(b, zg)
+        + 2.0 * (u @ w)
+        + cube.slot_sums(b, cube.gradient(ones, qw))
+        + cube.slot_sums(z, zg)
+        - cube.slot_sums(b, cube.gradient(ones, eta_z * w))
+    )
+    grad_theta = -2.0 * higher.l_theta.sum(axis=0) + q @ higher.w_theta + eta_z @ higher.g_theta
+    return grad_sigma, grad_theta

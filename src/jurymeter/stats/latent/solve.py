@@ -4,15 +4,19 @@ The parameters are the fitted terms' SDs :math:`\sigma_t \ge 0` (lme4's
 :math:`\theta`, bounded at 0 so a component can sit on its boundary, Bates et
 al. 2015, sec. 3.1) and the thresholds as :math:`\theta_1` and the logs of
 their increments (so they stay ordered). L-BFGS-B minimises the deviance of
-:mod:`jurymeter.stats.latent.likelihood` with central-difference gradients
-(the deviance is computed to about 1e-11, so a step of 1e-5 leaves a gradient
-error near 1e-6), each evaluation starting Newton's method from the last modes.
+:mod:`jurymeter.stats.latent.likelihood` with its analytic gradient
+(:func:`~jurymeter.stats.latent.likelihood.laplace_gradient`: the partial
+derivatives at the fixed modes plus the derivative of :math:`\log\det M`,
+whose dependence on the modes enters through one adjoint solve, the Laplace
+gradient of Kristensen et al. 2016, TMB, sec. 2.1; it needs the cells' third
+derivatives and the entries of :math:`M^{-1}` among each cell's six effects),
+each evaluation starting Newton's method from the last modes.
 glmer's ``nAGQ = 1`` and clmm's Laplace fit maximise the same approximation
 over the same parameters, so at the optimum the answers agree to the
 optimisers' tolerance.
 
-Intervals: Wald on :math:`\log\sigma_t` from the central-difference Hessian of
-the deviance in (:math:`\log\sigma`, threshold parameters), covariance
+Intervals: Wald on :math:`\log\sigma_t` from the Hessian by central differences of
+the analytic gradient in (:math:`\log\sigma`, threshold parameters), covariance
 :math:`2 H^{-1}` (the deviance is :math:`-2\log L`); a component at its
 boundary 0 has no log-scale interval and is reported with lower bound 0 and
 an upper bound NaN.
@@ -27,7 +31,13 @@ import numpy as np
 from scipy import optimize, special
 
 from jurymeter.errors import DesignError
-from jurymeter.stats.latent.likelihood import Cube, Modes, laplace_deviance
+from jurymeter.stats.latent.likelihood import (
+    Cube,
+    LaplaceValue,
+    Modes,
+    laplace_deviance,
+    laplace_gradient,
+)
 from jurymeter.stats.latent.model import (
     TERMS,
     LatentCells,
@@ -38,14 +48,16 @@ from jurymeter.stats.latent.model import (
     link_variance,
 )
 
-# Forward-difference step of the gradient (parameters are O(1)). The deviance is computed to about
-# 1e-12 (likelihood.DECREMENT), so the rounding error is near 1e-7 and the truncation error, half the
-# step times the curvature, moves the optimum by about half the step: 5e-6 in an SD.
-GRAD_STEP = 1e-5
-# ... and of the Hessian for the Wald intervals.
+# Central-difference step of the analytic gradient for the Wald Hessian (parameters log sigma and the
+# threshold parameters, O(1)): truncation error about step^2, rounding about 1e-9 / step.
 HESS_STEP = 1e-4
-# L-BFGS-B stops when the projected gradient of the deviance is below this.
+# L-BFGS-B stops when the projected gradient of the deviance is below this, or when an iteration lowers the
+# deviance by less than FTOL_ABS (its relative ftol is set to FTOL_ABS / |deviance at the start|). The
+# deviance of 50K cells is about 5e4 and its rounding about 1e-10, so a relative 1e-15 (5e-11) was below
+# its noise: L-BFGS-B then spent half its evaluations on line searches in the noise. A change of 1e-9 is
+# a parameter change of about sqrt(2e-9 / curvature): 1e-5 in log sigma.
 PGTOL = 1e-5
+FTOL_ABS = 1e-9
 MAX_ITER = 500
 START_SD = 0.5
 MAX_SD = 20.0
@@ -97,6 +109,7 @@ class _Problem:
         self.modes: Modes | None = None
         self.modes_sigma = np.zeros(6)
         self.evaluations = 0
+        self.gradients = 0
 
     def sigma6(self, sd: np.ndarray) -> np.ndarray:
         out = np.zeros(6)
@@ -107,7 +120,7 @@ class _Problem:
     def thresholds(tp: np.ndarray) -> np.ndarray:
         return np.concatenate([tp[:1], tp[0] + np.cumsum(np.exp(tp[1:]))])
 
-    def deviance(self, sd: np.ndarray, tp: np.ndarray) -> float:
+    def _value(self, sd: np.ndarray, tp: np.ndarray) -> LaplaceValue:
         self.evaluations += 1
         sigma = self.sigma6(sd)
         start = self.modes
@@ -117,7 +130,21 @@ class _Problem:
             start = start.rescaled(ratio, self.cube.dims)
         value = laplace_deviance(self.cube, sigma, self.thresholds(tp), start)
         self.modes, self.modes_sigma = value.modes, sigma
-        return value.deviance
+        return value
+
+    def deviance(self, sd: np.ndarray, tp: np.ndarray) -> float:
+        return self._value(sd, tp).deviance
+
+    def deviance_and_gradient(self, sd: np.ndarray, tp: np.ndarray) -> tuple[float, np.ndarray]:
+        """The deviance and its analytic gradient in ``(sd, tp)`` (:func:`laplace_gradient`, the chain rule
+        through :meth:`thresholds`)."""
+        value = self._value(sd, tp)
+        self.gradients += 1
+        grad_sigma, grad_theta = laplace_gradient(self.cube, self.sigma6(sd), self.thresholds(tp), value)
+        # theta_1 = tp_1, theta_k = tp_1 + sum_{j < k} exp(tp_j): d theta_k / d tp_j = exp(tp_j) for j < k
+        tail = np.cumsum(grad_theta[::-1])[::-1]  # sum_{k >= j} dD/dtheta_k
+        grad_tp = np.concatenate([tail[:1], np.exp(tp[1:]) * tail[1:]])
+        return value.deviance, np.concatenate([grad_sigma[self.slot_of], grad_tp])
 
 
 def _start_thresholds(counts: np.ndarray, link: Link) -> np.ndarray:
@@ -128,34 +155,15 @@ def _start_thresholds(counts: np.ndarray, link: Link) -> np.ndarray:
     return np.concatenate([theta[:1], np.log(np.maximum(np.diff(theta), 1e-3))])
 
 
-def _value_and_gradient(fun: Callable[[np.ndarray], float], x: np.ndarray, step: float,
-                        upper: np.ndarray) -> tuple[float, np.ndarray]:
-    """The value and its forward differences (backward where ``x + step`` would pass ``upper``)."""
-    f0 = fun(x)
-    grad = np.empty_like(x)
-    for n in range(x.size):
-        h = step if x[n] + step <= upper[n] else -step
-        e = np.zeros_like(x)
-        e[n] = h
-        grad[n] = (fun(x + e) - f0) / h
-    return f0, grad
-
-
-def _hessian(f: Callable[[np.ndarray], float], x: np.ndarray, step: float) -> np.ndarray:
+def _jacobian(grad: Callable[[np.ndarray], np.ndarray], x: np.ndarray, step: float) -> np.ndarray:
+    """Central differences of the gradient ``grad`` at ``x`` (``2 p`` gradients), symmetrised: the Hessian."""
     p = x.size
     h = np.empty((p, p))
-    f0 = f(x)
     for a in range(p):
-        ea = np.zeros(p)
-        ea[a] = step
-        h[a, a] = (f(x + ea) - 2 * f0 + f(x - ea)) / step**2
-        for b in range(a):
-            eb = np.zeros(p)
-            eb[b] = step
-            h[a, b] = h[b, a] = (
-                f(x + ea + eb) - f(x + ea - eb) - f(x - ea + eb) + f(x - ea - eb)
-            ) / (4 * step**2)
-    return h
+        e = np.zeros(p)
+        e[a] = step
+        h[:, a] = (grad(x + e) - grad(x - e)) / (2 * step)
+    return (h + h.T) / 2
 
 
 def fit_latent(cells: LatentCells, *, link: str = "logit", intervals: bool = True) -> LatentFit:
@@ -168,7 +176,8 @@ def fit_latent(cells: LatentCells, *, link: str = "logit", intervals: bool = Tru
     link : {"logit", "probit"}, default "logit"
         ``F`` of :math:`P(Y \le k) = F(\theta_k - \eta)`.
     intervals : bool, default True
-        Compute the Wald intervals (a numerical Hessian: about ``2 p^2`` more deviance evaluations).
+        Compute the Wald intervals (the Hessian by central differences of the analytic gradient: ``2 p``
+        more evaluations of the deviance and its gradient).
 
     Returns
     -------
@@ -200,18 +209,21 @@ def fit_latent(cells: LatentCells, *, link: str = "logit", intervals: bool = Tru
     p_sd = len(layout.fitted)
     x0 = np.concatenate([np.full(p_sd, START_SD), _start_thresholds(layout.counts, the_link)])
 
-    def fun(x: np.ndarray) -> float:
-        return problem.deviance(x[:p_sd], x[p_sd:])
-
-    upper = np.concatenate([np.full(p_sd, MAX_SD), np.full(k - 1, np.inf)])
-
     def fun_and_jac(x: np.ndarray) -> tuple[float, np.ndarray]:
-        return _value_and_gradient(fun, x, GRAD_STEP, upper)
+        return problem.deviance_and_gradient(x[:p_sd], x[p_sd:])
 
     bounds = [(0.0, MAX_SD)] * p_sd + [(None, None)] * (k - 1)
+    first = fun_and_jac(x0)
+    cache = {x0.tobytes(): first}  # L-BFGS-B asks for x0 first: evaluated once, for ftol's scale and for it
+    ftol = FTOL_ABS / max(abs(first[0]), 1.0)
+
+    def objective(x: np.ndarray) -> tuple[float, np.ndarray]:
+        known = cache.pop(x.tobytes(), None)
+        return known if known is not None else fun_and_jac(x)
+
     result = optimize.minimize(
-        fun_and_jac, x0, jac=True, method="L-BFGS-B", bounds=bounds,
-        options={"maxiter": MAX_ITER, "gtol": PGTOL, "ftol": 1e-15},
+        objective, x0, jac=True, method="L-BFGS-B", bounds=bounds,
+        options={"maxiter": MAX_ITER, "gtol": PGTOL, "ftol": ftol},
     )
     _, grad = fun_and_jac(result.x)
     at_bound = result.x[:p_sd] <= BOUNDARY_SD
@@ -230,12 +242,14 @@ def fit_latent(cells: LatentCells, *, link: str = "logit", intervals: bool = Tru
         keep = ~at_bound
         y0 = np.concatenate([np.log(sd[keep]), x[p_sd:]])
 
-        def fun_log(y: np.ndarray) -> float:
+        def grad_log(y: np.ndarray) -> np.ndarray:
             s = np.zeros(p_sd)
             s[keep] = np.exp(y[: len(interior)])
-            return problem.deviance(s, y[len(interior):])
+            _, grad = problem.deviance_and_gradient(s, y[len(interior):])
+            # d/d log sigma = sigma d/d sigma
+            return np.concatenate([s[keep] * grad[:p_sd][keep], grad[p_sd:]])
 
-        hess = _hessian(fun_log, y0, HESS_STEP)
+        hess = _jacobian(grad_log, y0, HESS_STEP)
         # The Wald covariance exists only at a proper minimum: a Hessian that is not positive definite (a flat
         # or boundary direction, seen on a real MT-Bench log of 2 systems and 11 items) gives no intervals,
         # not draws from an indefinite "covariance".
