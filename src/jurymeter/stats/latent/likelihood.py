@@ -286,33 +286,9 @@ class Cube:
         flat = cube.reshape(-1)
         return flat if self.complete else flat[self.layout.flat]
 
-    def _dense_border(self, sigma: np.ndarray, h: np.ndarray) -> np.ndarray:
-        n_l, n_x, n_y = self.dims
-        s_l, s_x, s_y, s_lx, s_ly, s_xy = sigma
-        h_lx, h_ly = h.sum(axis=2), h.sum(axis=1)
-        m, g = 1 + n_x + n_y, n_x + n_y + n_x * n_y
-        ix, iy = np.arange(n_x), np.arange(n_y)
-        lx, ly, cx, cy = 1 + ix, 1 + n_x + iy, ix, n_x + iy
-        b = np.zeros((n_l, m, g))
-        b[:, 0, cx] = s_l * s_x * h_lx
-        b[:, 0, cy] = s_l * s_y * h_ly
-        b[:, 0, n_x + n_y:] = s_l * s_xy * h.reshape(n_l, -1)
-        b[:, lx, cx] = s_lx * s_x * h_lx
-        b[:, 1:1 + n_x, n_x:n_x + n_y] = s_lx * s_y * h
-        xy = np.zeros((n_l, n_x, n_x, n_y))
-        xy[:, ix, ix, :] = s_lx * s_xy * h
-        b[:, 1:1 + n_x, n_x + n_y:] = xy.reshape(n_l, n_x, n_x * n_y)
-        b[:, 1 + n_x:, :n_x] = s_ly * s_x * np.swapaxes(h, 1, 2)
-        b[:, ly, cy] = s_ly * s_y * h_ly
-        yx = np.zeros((n_l, n_y, n_x, n_y))
-        yx[:, iy, :, iy] = s_ly * s_xy * np.moveaxis(h, 2, 0)
-        b[:, 1 + n_x:, n_x + n_y:] = yx.reshape(n_l, n_y, n_x * n_y)
-        return b
-
-    def blocks(self, sigma: np.ndarray, w_cells: np.ndarray, *, dense: bool = True
-               ) -> tuple[np.ndarray, np.ndarray | Border, np.ndarray]:
-        """The diagonal blocks ``A`` (n_L, m, m), the border ``B`` (n_L, m, g; a :class:`Border` unless
-        ``dense``) and ``G`` (g, g) of ``M``."""
+    def blocks(self, sigma: np.ndarray, w_cells: np.ndarray) -> tuple[np.ndarray, Border, np.ndarray]:
+        """The diagonal blocks ``A`` (n_L, m, m), the border ``B`` (n_L, m, g, as a :class:`Border`) and
+        ``G`` (g, g) of ``M``."""
         n_l, n_x, n_y = self.dims
         s_l, s_x, s_y, s_lx, s_ly, s_xy = sigma
         h = self.to_cube(w_cells)
@@ -337,7 +313,7 @@ class Cube:
         g = n_x + n_y + n_x * n_y
         cx = ix
         cy = n_x + iy
-        b: np.ndarray | Border = Border(sigma, h) if not dense else self._dense_border(sigma, h)
+        b = Border(sigma, h)
         h_xy = h.sum(axis=0)
         big = np.zeros((g, g))
         big[cx, cx] = s_x * s_x * h_xy.sum(axis=1)
@@ -406,19 +382,13 @@ class Border:
 class Factor:
     """``M`` factored by its blocks: log-determinant and solves (module docstring, "Structure")."""
 
-    def __init__(self, a: np.ndarray, b: Border | np.ndarray, big: np.ndarray) -> None:
+    def __init__(self, a: np.ndarray, b: Border, big: np.ndarray) -> None:
         chol = np.linalg.cholesky(a)  # raises LinAlgError when a block is not positive definite
         logdet_a = 2.0 * np.sum(np.log(np.diagonal(chol, axis1=1, axis2=2)))
         self.a_inv = np.linalg.inv(a)
-        if isinstance(b, np.ndarray):  # a dense border (n_L, m, g)
-            n_l, m, g = b.shape
-            self.c = self.a_inv @ b  # A^{-1} B
-            schur = big - b.reshape(n_l * m, g).T @ self.c.reshape(n_l * m, g)
-            self.border_t: Callable[[np.ndarray], np.ndarray] = lambda v: np.einsum("lmg,lm->g", b, v)
-        else:
-            self.c = b.right(self.a_inv)  # A^{-1} B
-            schur = big - b.transpose_times(self.c)
-            self.border_t = lambda v: b.transpose_times(v[:, :, None])[:, 0]
+        self.c = b.right(self.a_inv)  # A^{-1} B
+        schur = big - b.transpose_times(self.c)
+        self.border_t: Callable[[np.ndarray], np.ndarray] = lambda v: b.transpose_times(v[:, :, None])[:, 0]
         schur = 0.5 * (schur + schur.T)
         self.s_factor = linalg.cho_factor(schur, lower=True)
         self.logdet = float(logdet_a + 2.0 * np.sum(np.log(np.diag(self.s_factor[0]))))
@@ -509,7 +479,7 @@ def laplace_deviance(
     for step in range(MAX_NEWTON):
         grad = cube.gradient(sigma, g)
         r = Modes(grad.local - b.local, grad.border - b.border)
-        factor = Factor(*cube.blocks(sigma, w, dense=False))
+        factor = Factor(*cube.blocks(sigma, w))
         delta = factor.solve(r)
         decrement = _dot(r, delta)
         if decrement < DECREMENT or (decrement < STALLED_DECREMENT and decrement > 0.1 * last):
