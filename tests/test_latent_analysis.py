@@ -149,3 +149,33 @@ def test_every_real_sample_fits_or_says_why_and_every_null_has_its_reason(sample
             continue
         assert not _unexplained(report), (job.item_set, _unexplained(report))
         assert _finite_numbers(report) > 0
+
+
+def test_real_logs_whose_systems_each_have_their_own_judge_give_no_component_at_the_optimizers_bound(
+    tmp_path: Path,
+) -> None:
+    # The three MT-Bench single logs together, as a user's landing folder: gpt-4 scored two repositories'
+    # systems and gpt-4-turbo a third's, so judges are confounded with systems. The fit either separates the
+    # terms or says it cannot; a variance of MAX_SD**2 (400) is the optimizer's bound, not an estimate.
+    from jurymeter.pipeline.fit import fit_and_tabulate
+    from jurymeter.pipeline.jobs import plan_fits
+    from jurymeter.stats.latent.solve import MAX_SD
+
+    samples = sorted((SAMPLES / "mt_bench").glob("single__*.jsonl"))
+    if len(samples) < 2:
+        pytest.skip("the MT-Bench single samples are not present")
+    store = Store(str(tmp_path / "store"))
+    for sample in samples:
+        run_ingest(store, sample)
+    config = tmp_path / "jm.toml"
+    config.write_text(f'store = "{store.url}"\nlanding = ""\n[fit]\nanalyses = ["latent"]\n')
+    for job in plan_fits(store, load_config(config, environ={})).jobs:
+        result = fit_and_tabulate(job, figures=False)
+        assert result.error is None, result.trace
+        part = result.summary["latent"]
+        if part["status"] == "skipped":  # not identified: the reason names the terms and what to do
+            assert "does not identify sigma2_" in part["reason"], part
+            assert "one judge at a time" in part["reason"], part
+            continue
+        components = result.report["analyses"]["latent"]["components"]
+        assert all(v is None or v < 0.99 * MAX_SD**2 for v in components.values()), components

@@ -61,6 +61,8 @@ FTOL_ABS = 1e-9
 MAX_ITER = 500
 START_SD = 0.5
 MAX_SD = 20.0
+# An SD this near MAX_SD at the optimum ran to the cap (fit_latent reports the fit as not identified).
+CAP_SD = MAX_SD * (1 - 1e-6)
 # An SD below this at the optimum is on its boundary (sigma2 < 1e-8; L-BFGS-B stops at or next to 0).
 BOUNDARY_SD = 1e-4
 Z95 = float(special.ndtri(0.975))
@@ -230,6 +232,17 @@ def fit_latent(cells: LatentCells, *, link: str = "logit", intervals: bool = Tru
     free = np.concatenate([~at_bound, np.ones(k - 1, dtype=bool)])
     if not (result.success or np.max(np.abs(grad[free])) < 1e-3):
         msg = f"the latent fit did not converge: {result.message}"
+        raise LatentConvergenceError(msg)
+    # An SD at the optimizer's cap is not an estimate: the deviance kept falling along it, which happens when the
+    # design does not separate that term from others (seen on the real MT-Bench single logs of three repositories
+    # together, each system scored by its own judge: sigma2_j and sigma2_ij ran to 400).
+    at_cap = [f"sigma2_{t}" for t, sd_t in zip(layout.fitted, result.x[:p_sd], strict=True) if sd_t >= CAP_SD]
+    if at_cap:
+        them = "it" if len(at_cap) == 1 else "them"
+        msg = (f"the latent fit does not identify {', '.join(at_cap)}: the fit ran to the optimizer's bound (variance "
+               f"{MAX_SD**2:g}), so the design does not separate {them} from the other terms (for example, each system "
+               "scored by its own judge): fit one judge at a time (a judge universe of one judge) or add records "
+               "where judges share systems and items")
         raise LatentConvergenceError(msg)
     x = result.x.copy()
     x[:p_sd][at_bound] = 0.0
