@@ -389,11 +389,23 @@ class Border:
         n_x = self.n_x
         v0, v_lx, v_ly = v[:, :, 0], v[:, :, 1:1 + n_x], v[:, :, 1 + n_x:]
         h = self.h
-        out_x = self.h_lx[:, None, :] * (s_l * v0[:, :, None] + s_lx * v_lx) + s_ly * np.matmul(v_ly, np.swapaxes(h, 1, 2))
-        out_y = self.h_ly[:, None, :] * (s_l * v0[:, :, None] + s_ly * v_ly) + s_lx * np.matmul(v_lx, h)
-        out_xy = h[:, None, :, :] * (s_l * v0[:, :, None, None] + s_lx * v_lx[:, :, :, None] + s_ly * v_ly[:, :, None, :])
-        n_l, r = v.shape[0], v.shape[1]
-        return np.concatenate([s_x * out_x, s_y * out_y, s_xy * out_xy.reshape(n_l, r, -1)], axis=2)
+        n_l, r, n_y = v.shape[0], v.shape[1], self.n_y
+        # written in place into one (n_L, r, g) array (the XY part is its largest: n_L r n_X n_Y)
+        out = np.empty((n_l, r, self.g))
+        out_x, out_y = out[:, :, :n_x], out[:, :, n_x:n_x + n_y]
+        out_xy = out[:, :, n_x + n_y:].reshape(n_l, r, n_x, n_y)  # a view: the last axis is contiguous
+        lead = (s_l * v0)[:, :, None]
+        np.multiply(v_lx, s_lx, out=out_x)
+        out_x += lead
+        out_x *= (s_x * self.h_lx)[:, None, :]
+        out_x += np.matmul(v_ly, (s_x * s_ly) * np.swapaxes(h, 1, 2))
+        np.multiply(v_ly, s_ly, out=out_y)
+        out_y += lead
+        out_y *= (s_y * self.h_ly)[:, None, :]
+        out_y += np.matmul(v_lx, (s_y * s_lx) * h)
+        np.add((s_lx * v_lx + lead)[:, :, :, None], (s_ly * v_ly)[:, :, None, :], out=out_xy)
+        out_xy *= (s_xy * h)[:, None, :, :]
+        return out
 
     def transpose_times(self, v: np.ndarray) -> np.ndarray:
         r""":math:`\sum_l B_l^\top v_l` for ``v`` of shape (n_L, m, k): shape (g, k)."""
