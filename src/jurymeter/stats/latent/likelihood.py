@@ -33,7 +33,6 @@ is formed.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -51,6 +50,15 @@ DECREMENT = 1e-16
 # would otherwise take it from here below DECREMENT in one step).
 STALLED_DECREMENT = 1e-10
 MAX_NEWTON = 50
+# Chord steps (laplace_deviance with an old factor) go on while each shrinks the decrement by at least a
+# factor CHORD_RATE (a chord step costs a fifth to a tenth of a factorization), down to CHORD_MARGIN *
+# DECREMENT. Far below DECREMENT: the decrement with M factored at the modes reached (which differs from the
+# old one's by the relative change of M) is then below DECREMENT too, and that factorization is the
+# evaluation's last; and as log det M moves with the modes' error, sqrt(decrement), the modes must end about as
+# near the exact ones as Newton's quadratic convergence leaves them (it jumps from above DECREMENT to far below;
+# chord steps stopped just below it left deviances 4e-11 off, enough to fail the gradient test's differences).
+CHORD_RATE = 0.1
+CHORD_MARGIN = 1e-6
 # Probabilities are floored here so a category's log never is -inf (only far outside any fit).
 P_FLOOR = 1e-300
 
@@ -109,6 +117,8 @@ def cell_derivatives(
     :math:`\theta_0 = -\infty`, :math:`\theta_K = \infty`; each difference is
     taken in the upper tail where both arguments are positive (no cancellation).
     """
+    if link == "logit" and counts.shape[1] == 2:
+        return _binary_logit(eta, theta, counts)
     e = _ends(eta, theta, link, third=False)
     p = e.p
     d1 = -(e.f[:, 1:] - e.f[:, :-1]) / p  # d log p / d eta
@@ -118,6 +128,20 @@ def cell_derivatives(
     # >= 0; a negative one is rounding in a far tail (a probability at P_FLOOR), and would make the Laplace
     # matrix indefinite (seen on a 10-category MT-Bench-like scale with 2 ratings of 1): it is taken as 0.
     return loglik, np.sum(counts * d1, axis=1), np.maximum(-np.sum(counts * d2, axis=1), 0.0)
+
+
+def _binary_logit(eta: np.ndarray, theta: np.ndarray, counts: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+    r""":func:`cell_derivatives` for two categories and the logit: with :math:`F = \operatorname{expit}(\theta_1 -
+    \eta) = p_0` and :math:`n = n_0 + n_1`, :math:`\ell = n_0\log F + n_1\log(1 - F)`,
+    :math:`\partial\ell/\partial\eta = nF - n_0` and :math:`w = nF(1-F)` (the binomial logit's score and
+    Fisher weight, McCullagh and Nelder 1989, sec. 4.4). Exact logs in the tails (``log_expit``), no floor."""
+    z = theta[0] - eta
+    n0, n1 = counts[:, 0], counts[:, 1]
+    log_f = special.log_expit(z)
+    loglik = float(n0 @ log_f + n1 @ (log_f - z))  # log(1 - F) = log F - z
+    big_f = special.expit(z)
+    n = n0 + n1
+    return loglik, n * big_f - n0, n * (big_f * special.expit(-z))
 
 
 @dataclass(frozen=True)
@@ -159,6 +183,16 @@ def cell_higher_derivatives(eta: np.ndarray, theta: np.ndarray, counts: np.ndarr
     :math:`\partial w/\partial\theta = -L_{DD\beta}`, summed over the categories with their
     counts; :math:`\theta_j` is the upper end of category ``j`` and the lower end of ``j + 1``.
     """
+    if link == "logit" and counts.shape[1] == 2:
+        # F = expit(theta_1 - eta), w = n F (1 - F): dw/deta = -(1 - 2F) w, dl/dtheta = n0 - n F,
+        # d2l/deta dtheta = w, dw/dtheta = (1 - 2F) w (the derivatives of _binary_logit's formulas)
+        z = theta[0] - eta
+        big_f, upper = special.expit(z), special.expit(-z)
+        n0 = counts[:, 0]
+        n = n0 + counts[:, 1]
+        w = n * (big_f * upper)
+        w_theta = (upper - big_f) * w
+        return HigherDerivatives(-w_theta, (n0 - n * big_f)[:, None], w[:, None], w_theta[:, None])
     e = _ends(eta, theta, link, third=True)
     p, f, fp = e.p, e.f, e.fp
     fpp = e.fpp if e.fpp is not None else fp
@@ -355,11 +389,36 @@ class Border:
         n_x = self.n_x
         v0, v_lx, v_ly = v[:, :, 0], v[:, :, 1:1 + n_x], v[:, :, 1 + n_x:]
         h = self.h
-        out_x = self.h_lx[:, None, :] * (s_l * v0[:, :, None] + s_lx * v_lx) + s_ly * np.matmul(v_ly, np.swapaxes(h, 1, 2))
-        out_y = self.h_ly[:, None, :] * (s_l * v0[:, :, None] + s_ly * v_ly) + s_lx * np.matmul(v_lx, h)
-        out_xy = h[:, None, :, :] * (s_l * v0[:, :, None, None] + s_lx * v_lx[:, :, :, None] + s_ly * v_ly[:, :, None, :])
-        n_l, r = v.shape[0], v.shape[1]
-        return np.concatenate([s_x * out_x, s_y * out_y, s_xy * out_xy.reshape(n_l, r, -1)], axis=2)
+        n_l, r, n_y = v.shape[0], v.shape[1], self.n_y
+        # written in place into one (n_L, r, g) array (the XY part is its largest: n_L r n_X n_Y)
+        out = np.empty((n_l, r, self.g))
+        out_x, out_y = out[:, :, :n_x], out[:, :, n_x:n_x + n_y]
+        out_xy = out[:, :, n_x + n_y:].reshape(n_l, r, n_x, n_y)  # a view: the last axis is contiguous
+        lead = (s_l * v0)[:, :, None]
+        np.multiply(v_lx, s_lx, out=out_x)
+        out_x += lead
+        out_x *= (s_x * self.h_lx)[:, None, :]
+        out_x += np.matmul(v_ly, (s_x * s_ly) * np.swapaxes(h, 1, 2))
+        np.multiply(v_ly, s_ly, out=out_y)
+        out_y += lead
+        out_y *= (s_y * self.h_ly)[:, None, :]
+        out_y += np.matmul(v_lx, (s_y * s_lx) * h)
+        np.add((s_lx * v_lx + lead)[:, :, :, None], (s_ly * v_ly)[:, :, None, :], out=out_xy)
+        out_xy *= (s_xy * h)[:, None, :, :]
+        return out
+
+    def times(self, x: np.ndarray) -> np.ndarray:
+        r""":math:`B_l x` per level for ``x`` of shape (g,): shape (n_L, m), from the weights' cube (the rows of
+        the class docstring: row ``L`` meets every border effect, ``LX = x`` meets ``X = x``, all of ``Y`` and
+        ``XY = (x, .)``, ``LY = y`` all of ``X``, ``Y = y`` and ``XY = (., y)``)."""
+        s_l, s_x, s_y, s_lx, s_ly, s_xy = self.sigma
+        n_x, n_y = self.n_x, self.n_y
+        x_x, x_y = s_x * x[:n_x], s_y * x[n_x:n_x + n_y]
+        hxy = self.h * (s_xy * x[n_x + n_y:].reshape(n_x, n_y))[None]  # (n_L, n_X, n_Y)
+        row_lx = s_lx * (self.h_lx * x_x + self.h @ x_y + hxy.sum(axis=2))
+        row_ly = s_ly * (x_x @ self.h + self.h_ly * x_y + hxy.sum(axis=1))
+        row_l = s_l * (self.h_lx @ x_x + self.h_ly @ x_y + hxy.sum(axis=(1, 2)))
+        return np.concatenate([row_l[:, None], row_lx, row_ly], axis=1)
 
     def transpose_times(self, v: np.ndarray) -> np.ndarray:
         r""":math:`\sum_l B_l^\top v_l` for ``v`` of shape (n_L, m, k): shape (g, k)."""
@@ -386,18 +445,21 @@ class Factor:
         chol = np.linalg.cholesky(a)  # raises LinAlgError when a block is not positive definite
         logdet_a = 2.0 * np.sum(np.log(np.diagonal(chol, axis1=1, axis2=2)))
         self.a_inv = np.linalg.inv(a)
+        self.border = b
         self.c = b.right(self.a_inv)  # A^{-1} B
         schur = big - b.transpose_times(self.c)
-        self.border_t: Callable[[np.ndarray], np.ndarray] = lambda v: b.transpose_times(v[:, :, None])[:, 0]
         schur = 0.5 * (schur + schur.T)
         self.s_factor = linalg.cho_factor(schur, lower=True)
         self.logdet = float(logdet_a + 2.0 * np.sum(np.log(np.diag(self.s_factor[0]))))
 
     def solve(self, r: Modes) -> Modes:
-        ar = np.einsum("lmn,ln->lm", self.a_inv, r.local)
-        rhs = r.border - self.border_t(ar)
-        x_g = linalg.cho_solve(self.s_factor, rhs)
-        x_a = ar - self.c @ x_g
+        r""":math:`M^{-1} r`: :math:`x_G = S^{-1}(r_G - B^\top A^{-1} r_A)`, :math:`x_A = A^{-1}(r_A - B x_G)`,
+        the products with ``B`` from the weights' cube (:class:`Border`): the dense ``C = A^{-1}B`` (13 MB at 50K
+        cells) is not read, so a solve costs about two batched products with the blocks' inverses."""
+        ar = np.matmul(self.a_inv, r.local[:, :, None])[:, :, 0]
+        x_g = linalg.cho_solve(self.s_factor, r.border - self.border.transpose_times(ar[:, :, None])[:, 0],
+                               check_finite=False)
+        x_a = np.matmul(self.a_inv, (r.local - self.border.times(x_g))[:, :, None])[:, :, 0]
         return Modes(x_a, x_g)
 
 
@@ -414,7 +476,7 @@ class Factor:
         """
         n_l, n_x, n_y = dims
         m, g = self.c.shape[1], self.c.shape[2]
-        s_inv = linalg.cho_solve(self.s_factor, np.eye(g))
+        s_inv = linalg.cho_solve(self.s_factor, np.eye(g), check_finite=False)
         t = (self.c.reshape(n_l * m, g) @ s_inv).reshape(n_l, m, g)  # C S^-1 = -M^-1_AG
         q = self.a_inv + np.matmul(t, np.swapaxes(self.c, 1, 2))
         ix, iy = np.arange(n_x), np.arange(n_y)
@@ -459,13 +521,24 @@ def _dot(a: Modes, b: Modes) -> float:
 
 
 def laplace_deviance(
-    cube: Cube, sigma: np.ndarray, theta: np.ndarray, start: Modes | None = None
+    cube: Cube, sigma: np.ndarray, theta: np.ndarray, start: Modes | None = None, stale: Factor | None = None
 ) -> LaplaceValue:
-    """The Laplace deviance at ``sigma`` (six slots, solver order) and ``theta`` (module docstring).
+    r"""The Laplace deviance at ``sigma`` (six slots, solver order) and ``theta`` (module docstring).
 
     Newton's method on the modes from ``start`` (zeros by default), each step
     halved until the penalised log-likelihood rises, until the decrement is
     below :data:`DECREMENT` (or below :data:`STALLED_DECREMENT` and no longer falling).
+
+    A step may reuse a factored ``M`` of other modes (``stale``, the last evaluation's, for the first; then the
+    one of the step before): a chord step, Newton's step with ``M`` held fixed (Ortega and Rheinboldt 1970,
+    sec. 7.1; linear convergence at the rate of :math:`\lVert I - M_{\text{old}}^{-1} M \rVert`), costs a solve
+    instead of a factorization. ``M`` is factored afresh at the current modes when the old one's decrement
+    fell by less than :data:`CHORD_RATE` in the last step, when its step does not raise the penalised
+    log-likelihood, and when it is below :data:`CHORD_MARGIN` times :data:`DECREMENT`; the stopping rule is checked only with an
+    ``M`` factored at the modes returned, so the modes, the decrement and the log-determinant are those of
+    Newton's method. From the last evaluation's mode, the first chord step is the implicit-function
+    prediction :math:`-M^{-1}\,\partial_\phi \nabla_b f\,\Delta\phi` of the new mode, and near the optimum an
+    evaluation costs one factorization.
 
     Raises
     ------
@@ -475,14 +548,20 @@ def laplace_deviance(
     b = Modes.zeros(cube.dims) if start is None else start.copy()
     loglik, g, w = cell_derivatives(cube.eta(sigma, b), theta, cube.counts, cube.link)
     value = loglik - 0.5 * _dot(b, b)
-    last = np.inf
+    factor, fresh = stale, False
+    previous = np.inf  # the last step's decrement
+    last = np.inf  # the last step's decrement if it was Newton's (the stall rule compares Newton's steps only)
     for step in range(MAX_NEWTON):
         grad = cube.gradient(sigma, g)
         r = Modes(grad.local - b.local, grad.border - b.border)
-        factor = Factor(*cube.blocks(sigma, w))
-        delta = factor.solve(r)
-        decrement = _dot(r, delta)
-        if decrement < DECREMENT or (decrement < STALLED_DECREMENT and decrement > 0.1 * last):
+        if factor is not None:
+            delta = factor.solve(r)
+            decrement = _dot(r, delta)
+        if factor is None or (not fresh and (decrement < CHORD_MARGIN * DECREMENT or decrement > CHORD_RATE * previous)):
+            factor, fresh = Factor(*cube.blocks(sigma, w)), True
+            delta = factor.solve(r)
+            decrement = _dot(r, delta)
+        if fresh and (decrement < DECREMENT or (decrement < STALLED_DECREMENT and decrement > 0.1 * last)):
             penalty = _dot(b, b)
             return LaplaceValue(-2.0 * loglik + penalty + factor.logdet, loglik, penalty, factor.logdet, b, step,
                                 factor, g, w)
@@ -493,8 +572,14 @@ def laplace_deviance(
             t_value = t_loglik - 0.5 * _dot(trial, trial)
             if t_value >= value - 1e-12 * abs(value) or t < 1e-8:
                 break
+            if not fresh:  # a chord step that does not rise: Newton's step from here instead
+                break
             t *= 0.5
-        b, loglik, g, w, value, last = trial, t_loglik, t_g, t_w, t_value, decrement
+        if t_value < value - 1e-12 * abs(value) and not fresh:
+            factor = None
+            continue
+        last = decrement if fresh else np.inf
+        b, loglik, g, w, value, previous, fresh = trial, t_loglik, t_g, t_w, t_value, decrement, False
     msg = f"Newton's method on the random-effect modes did not converge in {MAX_NEWTON} steps"
     raise FloatingPointError(msg)
 

@@ -10,7 +10,8 @@ derivatives at the fixed modes plus the derivative of :math:`\log\det M`,
 whose dependence on the modes enters through one adjoint solve, the Laplace
 gradient of Kristensen et al. 2016, TMB, sec. 2.1; it needs the cells' third
 derivatives and the entries of :math:`M^{-1}` among each cell's six effects),
-each evaluation starting Newton's method from the last modes.
+each evaluation starting Newton's method from the last modes with the last factored Laplace matrix (chord
+steps, :func:`~jurymeter.stats.latent.likelihood.laplace_deviance`).
 glmer's ``nAGQ = 1`` and clmm's Laplace fit maximise the same approximation
 over the same parameters, so at the optimum the answers agree to the
 optimisers' tolerance.
@@ -33,6 +34,7 @@ from scipy import optimize, special
 from jurymeter.errors import DesignError
 from jurymeter.stats.latent.likelihood import (
     Cube,
+    Factor,
     LaplaceValue,
     Modes,
     laplace_deviance,
@@ -110,6 +112,7 @@ class _Problem:
         self.k = k
         self.modes: Modes | None = None
         self.modes_sigma = np.zeros(6)
+        self.factor: Factor | None = None
         self.evaluations = 0
         self.gradients = 0
 
@@ -130,8 +133,8 @@ class _Problem:
             both = (sigma > 0) & (self.modes_sigma > 0)
             ratio = np.where(both, self.modes_sigma / np.where(both, sigma, 1.0), 0.0)
             start = start.rescaled(ratio, self.cube.dims)
-        value = laplace_deviance(self.cube, sigma, self.thresholds(tp), start)
-        self.modes, self.modes_sigma = value.modes, sigma
+        value = laplace_deviance(self.cube, sigma, self.thresholds(tp), start, self.factor)
+        self.modes, self.modes_sigma, self.factor = value.modes, sigma, value.factor
         return value
 
     def deviance(self, sd: np.ndarray, tp: np.ndarray) -> float:
@@ -247,7 +250,7 @@ def fit_latent(cells: LatentCells, *, link: str = "logit", intervals: bool = Tru
     x = result.x.copy()
     x[:p_sd][at_bound] = 0.0
     sd = x[:p_sd]
-    final = laplace_deviance(cube, problem.sigma6(sd), problem.thresholds(x[p_sd:]))
+    final = problem._value(sd, x[p_sd:])
     interior = tuple(t for t, b in zip(layout.fitted, at_bound, strict=True) if not b)
     ci: dict[str, tuple[float, float]] = {t: (0.0, float("nan")) for t in layout.fitted}
     cov = np.full((len(interior) + k - 1,) * 2, np.nan)
