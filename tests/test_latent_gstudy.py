@@ -333,3 +333,39 @@ def test_the_laplace_weights_stay_non_negative_in_far_tails() -> None:
         counts[:, category] = 1.0
         _, _, weights = cell_derivatives(eta, theta, counts, "logit")
         assert np.all(weights >= 0), category
+
+
+def test_the_binary_logit_cells_equal_the_general_cumulative_formulas_and_differences() -> None:
+    # The binary logit has closed-form cell formulas (a speed path). References: (1) the general K-category
+    # cumulant formulas, reached with a third, empty category above a threshold at +45 (its probability
+    # e^-45 of the second's changes nothing at double precision); (2) central differences of the
+    # log-likelihood written out from its definition, n0 log F(theta - eta) + n1 log(1 - F(theta - eta)).
+    from jurymeter.stats.latent.likelihood import cell_higher_derivatives
+
+    rng = np.random.default_rng(7)
+    eta = rng.uniform(-6.0, 6.0, 200)
+    counts = rng.integers(0, 5, (200, 2)).astype(float)
+    theta = np.array([0.4])
+    loglik, g, w = cell_derivatives(eta, theta, counts, "logit")
+    wide = np.column_stack([counts, np.zeros(200)])
+    general = cell_derivatives(eta, np.array([0.4, 45.0]), wide, "logit")
+    assert loglik == pytest.approx(general[0], rel=1e-13)
+    np.testing.assert_allclose(g, general[1], rtol=1e-11, atol=1e-12)
+    np.testing.assert_allclose(w, general[2], rtol=1e-11, atol=1e-12)
+    fast = cell_higher_derivatives(eta, theta, counts, "logit")
+    slow = cell_higher_derivatives(eta, np.array([0.4, 45.0]), wide, "logit")
+    np.testing.assert_allclose(fast.w_eta, slow.w_eta, rtol=1e-10, atol=1e-12)
+    for name in ("l_theta", "g_theta", "w_theta"):
+        np.testing.assert_allclose(getattr(fast, name)[:, 0], getattr(slow, name)[:, 0], rtol=1e-10, atol=1e-12)
+
+    def cell_loglik(e: np.ndarray, t: float) -> np.ndarray:
+        f = 1.0 / (1.0 + np.exp(-(t - e)))
+        return counts[:, 0] * np.log(f) + counts[:, 1] * np.log(1.0 - f)
+
+    h = 1e-4
+    np.testing.assert_allclose(g, (cell_loglik(eta + h, 0.4) - cell_loglik(eta - h, 0.4)) / (2 * h), rtol=1e-6, atol=1e-7)
+    h2 = 1e-3  # a second difference's rounding grows as 1/h^2
+    second = (cell_loglik(eta + h2, 0.4) - 2 * cell_loglik(eta, 0.4) + cell_loglik(eta - h2, 0.4)) / h2**2
+    np.testing.assert_allclose(w, -second, rtol=1e-5, atol=1e-6)
+    d_theta = (cell_loglik(eta, 0.4 + h) - cell_loglik(eta, 0.4 - h)) / (2 * h)
+    np.testing.assert_allclose(fast.l_theta[:, 0], d_theta, rtol=1e-6, atol=1e-7)
