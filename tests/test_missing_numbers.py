@@ -40,7 +40,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     _, printed = fit_publish_and_print(store, load_config(root / "jm.toml", environ={}), "solo-run")
     folder = root / "store" / "results" / "solo-run"
     return {"printed": printed, "summary": orjson.loads((folder / "summary.json").read_bytes()),
-            "page": report_text(folder / "report")}
+            "page": report_text(folder / "report"), "folder": folder}
 
 
 def test_the_summary_gives_the_reason_of_the_null_ceiling(run: dict[str, Any]) -> None:
@@ -71,3 +71,17 @@ def test_the_page_cells_carry_the_reasons(run: dict[str, Any]) -> None:
     parts = run["summary"]["fits"][0]["analyses"]
     assert {why for why, word in reasons if word == "not run"} == {parts["cyclic"]["reason"], parts["sequential"]["reason"]}
     assert {why for why, word in reasons if word == "not estimable"} == {parts["gstudy"]["ceiling_reason"]}
+
+
+def test_every_null_d_study_row_of_the_published_table_says_why(run: dict[str, Any]) -> None:
+    # ceiling_3_judges is read from the bootstrap intervals; with one judge its row was null with no reason
+    # on the page's D-study table, as its reason is recorded under intervals.ceiling_3_judges.
+    import polars as pl
+
+    table = pl.read_parquet(run["folder"] / "dstudy.parquet")
+    missing = table.filter(pl.col("estimate").is_null())
+    assert "ceiling_3_judges" in missing["quantity"].to_list()
+    assert missing.filter(pl.col("reason").is_null()).is_empty(), missing.select("quantity", "reason").rows()
+    three = missing.filter(pl.col("quantity") == "ceiling_3_judges")["reason"][0]
+    assert "one judge" in three
+    assert "ceiling at 3 judges" in three

@@ -95,6 +95,12 @@ class GStudyTables(TablesPart[GStudyResult]):
         return rows
 
 
+def _reason(reasons: Mapping[str, str], quantity: str) -> str | None:
+    """Why ``quantity`` is null: its own reason, else its interval's (where the estimate was read)."""
+    found = reasons.get(quantity) or reasons.get(f"intervals.{quantity}")
+    return None if found is None else str(found)
+
+
 def _dstudy(top: Mapping[str, Any], intervals: Mapping[str, Mapping[str, Any]],
             reasons: Mapping[str, str], quantities: tuple[str, ...] = DSTUDY_QUANTITIES) -> list[dict[str, Any]]:
     """The ``dstudy`` rows: each quantity's estimate (the report's own, else its interval's), bounds and null reason.
@@ -110,6 +116,7 @@ def _dstudy(top: Mapping[str, Any], intervals: Mapping[str, Mapping[str, Any]],
             "estimate": estimate,
             "low": _number(intervals.get(q, {}).get("low")),
             "high": _number(intervals.get(q, {}).get("high")),
-            "reason": None if estimate is not None else (str(reasons[q]) if q in reasons else None),
+            # a quantity only in ``intervals`` has its reason there (``intervals.<q>``)
+            "reason": None if estimate is not None else _reason(reasons, q),
         })
     return rows
