@@ -120,7 +120,7 @@ import polars as pl
 
 from jurymeter.errors import ConfigError
 from jurymeter.stats.sequential.glmm_bootstrap import (
-    FIXED_METRIC_STEPS,
+    QUASI_NEWTON_STEPS,
     Mapper,
     bootstrap_fits,
 )
@@ -164,11 +164,11 @@ __all__ = [
     "COEFFICIENT_SCHEMA",
     "DECREMENT",
     "DIVERGED",
-    "FIXED_METRIC_STEPS",
     "GTOL",
     "MAX_ITER",
     "MODE_MAX_ITER",
     "MODE_TOLERANCE",
+    "QUASI_NEWTON_STEPS",
     "SIGMA_FLOOR",
     "START_SIGMA",
     "STEP_TOL",
