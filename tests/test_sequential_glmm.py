@@ -509,3 +509,22 @@ def test_quasi_newton_refits_equal_the_full_optimizers_refits(monkeypatch: pytes
     assert quick.n_failed == full.n_failed  # the same resamples refused (separation), before any refit
     # both stop where a Newton step would gain < 1e-6 in log-likelihood: equal well inside any SE
     np.testing.assert_allclose(quick.draws, full.draws, rtol=0, atol=2e-3)
+
+
+@pytest.mark.parametrize("response", ["binary", "ordinal"])
+def test_a_resamples_drawn_batches_give_the_whole_designs_weighted_likelihood(response: str) -> None:
+    """The refit's design keeps only the batches drawn: value and gradient as the whole design's with 0 weights."""
+    d = _design(_small(response, 2, batches=30), lags=2)
+    rng = np.random.default_rng(3)
+    n_b = d.starts.size
+    weights = np.bincount(rng.integers(0, n_b, n_b), minlength=n_b).astype(np.float64)
+    assert (weights == 0).any()  # a real resample: some batches out,
+    assert (weights > 1).any()  # some twice
+    drawn, drawn_weights = GB._drawn(d.data, weights)
+    assert drawn.starts.size == int((weights > 0).sum())
+    nodes = GL._nodes(7)
+    psi = np.r_[rng.normal(0, 0.3, d.n_beta), rng.normal(0, 0.3, d.n_cut), [0.7]]  # any point, sigma > 0
+    whole = GL._state(d, psi, weights, nodes, True)
+    part = GL._state(drawn, psi, drawn_weights, nodes, True)
+    assert part.value == pytest.approx(whole.value, rel=1e-13)
+    np.testing.assert_allclose(part.grad, whole.grad, rtol=1e-11, atol=1e-11)

@@ -18,6 +18,7 @@ References
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -136,6 +137,31 @@ def _quasi_newton_refit(
     return psi, False
 
 
+def _drawn(data: _Data, weights: np.ndarray) -> tuple[_Design, np.ndarray]:
+    """The design of the batches a resample drew, and their weights.
+
+    A batch drawn 0 times (about 1/e of them) adds exactly 0 to the resample's
+    log-likelihood and gradient; leaving its rows out saves that share of every
+    refit's work. The parameters are the same (units, positions and categories
+    are the full data's), so the refit's coefficients are the full design's.
+    """
+    keep = weights > 0
+    rows = keep[data.batch]
+    kept_batches = np.flatnonzero(keep)
+    renumber = np.cumsum(keep) - 1  # batch codes stay 0..B'-1, non-decreasing
+    sub = dataclasses.replace(
+        data,
+        unit_code=data.unit_code[rows],
+        pos_code=data.pos_code[rows],
+        lag_values=data.lag_values[rows],
+        init_values=data.init_values[rows],
+        cat=data.cat[rows],
+        batch=renumber[data.batch[rows]],
+        batch_ids=tuple(data.batch_ids[b] for b in kept_batches),
+    )
+    return _design(sub), weights[keep]
+
+
 def _bootstrap_chunk(task: _BootTask) -> list[np.ndarray | str]:
     """Refit the resamples of one chunk (a plain module-level function: any mapper can ship it)."""
     d = _design(task.data)
@@ -153,15 +179,16 @@ def _bootstrap_chunk(task: _BootTask) -> list[np.ndarray | str]:
         if problem is not None:
             out.append(problem)
             continue
-        nearer, converged = _quasi_newton_refit(d, start, weights, info, task.n_agq, task.random_intercept)
+        drawn, drawn_weights = _drawn(task.data, weights)
+        nearer, converged = _quasi_newton_refit(drawn, start, drawn_weights, info, task.n_agq, task.random_intercept)
         if converged:
             out.append(_coefficients(d, nearer, task.random_intercept))
             continue
         try:
             sol = _solve(
-                d,
+                drawn,
                 start=nearer,
-                weights=weights,
+                weights=drawn_weights,
                 n_agq=task.n_agq,
                 random_intercept=task.random_intercept,
                 max_iter=task.max_iter,
