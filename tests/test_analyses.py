@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -301,7 +303,8 @@ def test_a_registered_toy_analysis_reaches_summary_tables_cache_and_page(store: 
         )
         spread = float(expected["mean"].max() - expected["mean"].min())  # type: ignore[operator]
         [fit] = on_disk["fits"]
-        assert fit["analyses"]["toy"] == {"status": "fitted", "reason": None, "spread": pytest.approx(spread)}
+        assert fit["analyses"]["toy"] == {"status": "fitted", "reason": None, "seconds": pytest.approx(0, abs=60),
+                                          "spread": pytest.approx(spread)}
         toy = pl.read_parquet(folder / "toy_means.parquet")
         assert toy.columns == ["item_set", "universe", "population", "system_id", "mean", "records"]
         got = dict(zip(toy["system_id"].to_list(), toy["mean"].to_list(), strict=True))
@@ -318,6 +321,37 @@ def test_a_registered_toy_analysis_reaches_summary_tables_cache_and_page(store: 
     # Unregistered, the pipeline no longer knows it.
     assert "toy" not in {a.name for a in registered()}
     assert "toy_means" not in schemas()
+
+
+def test_each_analysis_says_its_own_seconds_in_the_summary_and_on_the_page(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Which analysis spends a fit's time: its own start, feeds and finish, apart from the others'."""
+    pause = 0.3
+    plain_finish = _ToyFitting.finish
+
+    def slow_finish(self: _ToyFitting) -> ToyResult:
+        time.sleep(pause)  # only the toy's finish waits: the time must land on the toy, not on gstudy
+        return plain_finish(self)
+
+    monkeypatch.setattr(_ToyFitting, "finish", slow_finish)
+    with registered_temporarily(ToyAnalysis()):
+        config = _config(store, tmp_path, 'analyses = ["gstudy", "toy"]\n')
+        plan = plan_fits(store, config)
+        outcomes = run_fits(store, plan.jobs, figures=False)
+        summary = publish_run(store, "seconds-run", config=config, started="t", ingest_report=None,
+                              outcomes=outcomes, timings={}, skipped=plan.skipped)
+        [fit] = summary["fits"]
+        toy, gstudy = fit["analyses"]["toy"]["seconds"], fit["analyses"]["gstudy"]["seconds"]
+        assert toy >= pause
+        assert 0 <= gstudy <= fit["seconds"] - pause
+        assert toy + gstudy <= fit["seconds"]
+        page = report_text(Path(store.root) / "results" / "seconds-run" / "report")
+        named = re.search(r"s \(((?:[a-z]+ [0-9.]+ s(?:, )?)+)\)\.", page)
+        assert named is not None
+        spent = [(part.split()[0], float(part.split()[1])) for part in named.group(1).split(", ")]
+        assert {name for name, _ in spent} == {"toy", "gstudy"}
+        assert [sec for _, sec in spent] == sorted((sec for _, sec in spent), reverse=True)  # the slowest first
 
 
 class _ProvenanceFitting:

@@ -991,7 +991,8 @@ def test_progress_says_each_fit_sent_and_back_and_breaks_every_silence(
     progress.fit_done(FitOutcome(jobs[1], "reused", None, None, None, None, 0.0))
     now[0] += 2 * QUIET_SECONDS
     assert progress.quiet_line() == f"still fitting (1 of 3 fits done; running {jobs[0].protocol} {jobs[0].name} (10 s))"
-    progress.fit_done(FitOutcome(jobs[0], "fitted", None, None, None, None, 12.25))
+    spent = {"gstudy": {"status": "fitted", "seconds": 1.04}, "sequential": {"status": "fitted", "seconds": 10.5}}
+    progress.fit_done(FitOutcome(jobs[0], "fitted", None, None, spent, None, 12.25))
     progress.fit_started(jobs[1], 3)
     progress.fit_done(FitOutcome(jobs[1], "failed", None, None, None, "boom", 0.5))
     now[0] += QUIET_SECONDS
@@ -1000,7 +1001,7 @@ def test_progress_says_each_fit_sent_and_back_and_breaks_every_silence(
     assert lines == [
         f"[   5.0 s] fit started (1 sent of 3): {jobs[0].protocol} {jobs[0].name}",
         f"[   5.0 s] fit reused, inputs unchanged (1 done of 3): {jobs[1].protocol} {jobs[1].name}",
-        f"[  15.0 s] fit fitted in 12.2 s (2 done of 3): {jobs[0].protocol} {jobs[0].name}",
+        f"[  15.0 s] fit fitted in 12.2 s (sequential 10.5 s, gstudy 1.0 s) (2 done of 3): {jobs[0].protocol} {jobs[0].name}",
         f"[  15.0 s] fit started (2 sent of 3): {jobs[1].protocol} {jobs[1].name}",
         f"[  15.0 s] fit failed in 0.5 s (3 done of 3): {jobs[1].protocol} {jobs[1].name}",
     ]

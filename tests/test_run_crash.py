@@ -63,7 +63,9 @@ VOLATILE = {"run_id", "started", "finished", "timings", "ingest", "config_digest
 def _same_fit(entry: dict[str, Any]) -> dict[str, Any]:
     """A fit entry as a clean run would have it: a fit the killed run cached is reused, not fitted, now."""
     status = "fitted" if entry.get("status") == "reused" else entry.get("status")
-    return {**{k: v for k, v in entry.items() if k != "seconds"}, "status": status}
+    analyses = {name: {k: v for k, v in part.items() if k != "seconds"}
+                for name, part in (entry.get("analyses") or {}).items()}
+    return {**{k: v for k, v in entry.items() if k != "seconds"}, "status": status, "analyses": analyses}
 
 
 def _setup(root: Path) -> Path:

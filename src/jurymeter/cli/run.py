@@ -24,6 +24,7 @@ from jurymeter.cli.common import (
 from jurymeter.cli.plans import simulate_dump_to
 from jurymeter.errors import ConfigError
 from jurymeter.pipeline.config import DEFAULT_HOME, DaskConfig
+from jurymeter.pipeline.outcome import seconds_by_analysis
 from jurymeter.pipeline.plans import plan_line
 from jurymeter.render.text import err, fmt, out, safe_text
 
@@ -227,7 +228,9 @@ class RunProgress:
         if outcome.status == "reused":
             self.say(f"fit reused, inputs unchanged ({done}): {label}")
             return
-        self.say(f"fit {outcome.status} in {outcome.seconds:.1f} s ({done}): {label}")
+        spent = seconds_by_analysis(outcome.summary) if outcome.status == "fitted" else []
+        own = f" ({', '.join(f'{safe_text(name)} {sec:.1f} s' for name, sec in spent)})" if spent else ""
+        self.say(f"fit {outcome.status} in {outcome.seconds:.1f} s{own} ({done}): {label}")
         if outcome.status == "failed":
             err.print(f"fit failed: {safe_text(outcome.job.name)}: {safe_text(outcome.error)}", markup=False)
 

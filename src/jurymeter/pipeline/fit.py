@@ -185,26 +185,35 @@ def run_fit(job: FitJob, *, scan_cells: int | None = None, mapper: Mapper = map)
     while True:
         outcomes: dict[str, AnalysisOutcome] = {}
         fittings = {}
+        spent = dict.fromkeys((a.name for a, _ in analyses), 0.0)  # which analysis spends the night
         for a, options in analyses:
+            began = time.perf_counter()
             try:
                 fittings[a.name] = a.start(scope, chunked, options)
             except NotApplicableError as exc:
-                outcomes[a.name] = AnalysisOutcome(a.name, SKIPPED, None, str(exc))
-        feeds = [(mode, add) for f in fittings.values() for mode, add in f.feeds().items()]
+                outcomes[a.name] = AnalysisOutcome(a.name, SKIPPED, None, str(exc), time.perf_counter() - began)
+            spent[a.name] += time.perf_counter() - began
+        feeds = [(name, mode, add) for name, f in fittings.items() for mode, add in f.feeds().items()]
         try:
             if feeds and chunked is not None:
                 for _, parts in chunked.parts():
-                    for mode, add in feeds:
+                    for name, mode, add in feeds:
+                        began = time.perf_counter()
                         add(parts[mode])
+                        spent[name] += time.perf_counter() - began
         except BlocksChanged:  # the blocks assumed no hole and met one: start over from the new layouts
             continue
         break
     for a, _ in analyses:
         if a.name in fittings:
+            began = time.perf_counter()
             try:
-                outcomes[a.name] = AnalysisOutcome(a.name, FITTED, fittings[a.name].finish())
+                result = fittings[a.name].finish()
+                outcomes[a.name] = AnalysisOutcome(a.name, FITTED, result, None,
+                                                   spent[a.name] + time.perf_counter() - began)
             except NotApplicableError as exc:
-                outcomes[a.name] = AnalysisOutcome(a.name, SKIPPED, None, str(exc))
+                outcomes[a.name] = AnalysisOutcome(a.name, SKIPPED, None, str(exc),
+                                                   spent[a.name] + time.perf_counter() - began)
     return {a.name: outcomes[a.name] for a, _ in analyses}
 
 
@@ -213,7 +222,7 @@ class FitResult:
     """A fit's reports, tables, summaries and figures (PNG by file name, when drawn), or its error.
 
     ``report``: ``{"analyses": {name: report or {"skipped": why}}, "seconds": s}``;
-    ``summary``: ``{name: {"status", "reason", **headline}}``, what the run's
+    ``summary``: ``{name: {"status", "reason", "seconds", **headline}}``, what the run's
     summary says of each analysis (and what a reused fit says again).
     """
 
@@ -231,6 +240,8 @@ def summarize(outcomes: Mapping[str, AnalysisOutcome]) -> dict[str, Any]:
     for name, outcome in outcomes.items():
         summary: SummaryPart[Any] = analysis_named(name)  # the summary part only
         part: dict[str, Any] = {"status": outcome.status, "reason": outcome.reason}
+        if outcome.seconds is not None:
+            part["seconds"] = round(outcome.seconds, 3)
         headline = summary.summarize(outcome.result) if outcome.result is not None else {}
         part.update({h.key: headline.get(h.key) for h in summary.headline})
         out[name] = part

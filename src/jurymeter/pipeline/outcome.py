@@ -6,6 +6,7 @@ Its own module, below both, so that neither imports the other.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,3 +25,16 @@ class AnalysisOutcome:
     status: str  # "fitted" | "skipped"
     result: Any | None  # each analysis's own result type: the registry holds Analysis[Any, Any]
     reason: str | None = None
+    seconds: float | None = None  # its own work: start, feeding the chunks, finish (not the shared scan)
+
+
+def seconds_by_analysis(analyses: Mapping[str, Any] | None) -> list[tuple[str, float]]:
+    """Each analysis's own seconds in a fit's summary entry (its ``analyses``), slowest first.
+
+    What the fit's line on the page and in ``jurymeter run`` name: which
+    analysis spends the night. Entries without seconds (summaries of older
+    runs) are left out.
+    """
+    spent = [(name, float(part["seconds"])) for name, part in (analyses or {}).items()
+             if isinstance(part, Mapping) and part.get("seconds") is not None]
+    return sorted(spent, key=lambda kv: -kv[1])

@@ -50,6 +50,7 @@ import polars as pl
 from jurymeter.analyses import registered
 from jurymeter.analyses.base import dropped_line, headline_why
 from jurymeter.analyses.headlines import fit_label, names_label, run_headlines
+from jurymeter.pipeline.outcome import seconds_by_analysis
 from jurymeter.pipeline.plans import NAMES
 from jurymeter.render.history import History, history_alerts, history_html, since_last_run_html
 from jurymeter.render.html import (
@@ -569,7 +570,9 @@ def _fit_section(
     status = str(e.get("status", "not in summary"))
     facts.append(f'status <span class="status-{_e(status)}">{_e(status)}</span>')
     if e.get("seconds") is not None:
-        facts.append(f"{_e(_num(e['seconds']))} s")
+        spent = seconds_by_analysis(e.get("analyses"))
+        own = f" ({', '.join(f'{_e(name)} {_e(_num(sec))} s' for name, sec in spent)})" if spent else ""
+        facts.append(f"{_e(_num(e['seconds']))} s{own}")
     parts.append(f"<p>{'; '.join(facts)}.</p>")
     for analysis in registered():
         if protocol and protocol not in analysis.protocols:  # another protocol's fit of the same name
