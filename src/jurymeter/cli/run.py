@@ -228,7 +228,8 @@ class RunProgress:
         if outcome.status == "reused":
             self.say(f"fit reused, inputs unchanged ({done}): {label}")
             return
-        spent = seconds_by_analysis(outcome.summary) if outcome.status == "fitted" else []
+        # none for a failed fit (it has no summary); an analysis under the line's 0.1 s says nothing
+        spent = [(name, sec) for name, sec in seconds_by_analysis(outcome.summary) if sec >= 0.05]
         own = f" ({', '.join(f'{safe_text(name)} {sec:.1f} s' for name, sec in spent)})" if spent else ""
         self.say(f"fit {outcome.status} in {outcome.seconds:.1f} s{own} ({done}): {label}")
         if outcome.status == "failed":

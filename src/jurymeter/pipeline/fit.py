@@ -12,8 +12,9 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from typing import Any
 
 import polars as pl
@@ -187,34 +188,39 @@ def run_fit(job: FitJob, *, scan_cells: int | None = None, mapper: Mapper = map)
         fittings = {}
         spent = dict.fromkeys((a.name for a, _ in analyses), 0.0)  # which analysis spends the night
         for a, options in analyses:
-            began = time.perf_counter()
-            try:
-                fittings[a.name] = a.start(scope, chunked, options)
-            except NotApplicableError as exc:
-                outcomes[a.name] = AnalysisOutcome(a.name, SKIPPED, None, str(exc), time.perf_counter() - began)
-            spent[a.name] += time.perf_counter() - began
+            with _charged_to(spent, a.name):
+                try:
+                    fittings[a.name] = a.start(scope, chunked, options)
+                except NotApplicableError as exc:
+                    outcomes[a.name] = AnalysisOutcome(a.name, SKIPPED, None, str(exc))
         feeds = [(name, mode, add) for name, f in fittings.items() for mode, add in f.feeds().items()]
         try:
             if feeds and chunked is not None:
                 for _, parts in chunked.parts():
                     for name, mode, add in feeds:
-                        began = time.perf_counter()
-                        add(parts[mode])
-                        spent[name] += time.perf_counter() - began
+                        with _charged_to(spent, name):
+                            add(parts[mode])
         except BlocksChanged:  # the blocks assumed no hole and met one: start over from the new layouts
             continue
         break
     for a, _ in analyses:
         if a.name in fittings:
-            began = time.perf_counter()
-            try:
-                result = fittings[a.name].finish()
-                outcomes[a.name] = AnalysisOutcome(a.name, FITTED, result, None,
-                                                   spent[a.name] + time.perf_counter() - began)
-            except NotApplicableError as exc:
-                outcomes[a.name] = AnalysisOutcome(a.name, SKIPPED, None, str(exc),
-                                                   spent[a.name] + time.perf_counter() - began)
-    return {a.name: outcomes[a.name] for a, _ in analyses}
+            with _charged_to(spent, a.name):
+                try:
+                    outcomes[a.name] = AnalysisOutcome(a.name, FITTED, fittings[a.name].finish())
+                except NotApplicableError as exc:
+                    outcomes[a.name] = AnalysisOutcome(a.name, SKIPPED, None, str(exc))
+    return {a.name: replace(outcomes[a.name], seconds=spent[a.name]) for a, _ in analyses}
+
+
+@contextmanager
+def _charged_to(spent: dict[str, float], name: str) -> Iterator[None]:
+    """Add the block's wall time to ``spent[name]`` (an analysis's own seconds in a fit)."""
+    began = time.perf_counter()
+    try:
+        yield
+    finally:
+        spent[name] += time.perf_counter() - began
 
 
 @dataclass(frozen=True, slots=True)
