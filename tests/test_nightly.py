@@ -543,6 +543,21 @@ def test_cache_round_trip_keeps_inf_and_schemas(fitted, small_store: Store) -> N
     # A reused fit carries the summary and report of the fitted one.
     assert back.summary == result.summary
     assert back.report == orjson.loads(orjson.dumps(result.report, option=orjson.OPT_SERIALIZE_NUMPY))
+    # What a run reuses holds neither: the report stays in its file, the figures are read as looked up
+    # (a run holding them all grew the main process by ~3 MB per reused fit, issue 25).
+    light = read_cached(small_store, job, figures=True, hold=False)
+    assert light is not None
+    assert light.report is None
+    assert light.report_file is not None
+    assert light.tables is not None
+    assert set(light.tables) == set(tables)
+    assert all(light.tables[name].equals(frame) for name, frame in tables.items())
+    assert orjson.loads(small_store.fs.cat_file(small_store.path(light.report_file))) == back.report
+    assert light.figures == result.figures
+    name = next(iter(result.figures))
+    small_store.fs.rm(small_store.path(f"{light.report_file.rsplit('/', 1)[0]}/figures/{name}"))
+    with pytest.raises(FileNotFoundError):
+        light.figures[name]  # type: ignore[index]
     assert set(back.tables) == set(tables)  # type: ignore[arg-type]
     for name, frame in tables.items():
         assert back.tables[name].equals(frame), name  # type: ignore[index]
@@ -716,6 +731,26 @@ def test_flow_on_a_local_cluster_fits_reuses_isolates_failures_and_refits(
         label = f"{fit['protocol']} {fit['item_set']} / {fit['universe']} / {fit['population']}"
         said = [line for line in progress if "] fit reused, inputs unchanged" in line and line.endswith(label)]
         assert len(said) == (fit["status"] == "reused"), (label, fit["status"])
+    # A reused fit is published as it was fitted: its report file byte for byte (copied from the cache, not
+    # held), its page but for the run's name and the fit's status line (reused, 0 s).
+    second_folder = f"results/{second['run_id']}"
+    for fit in second["fits"]:
+        if fit["status"] == "reused":
+            for run_folder in (folder, second_folder):
+                assert store.fs.exists(store.path(f"{run_folder}/fits/{fit['key']}.json")), (run_folder, fit["key"])
+            assert (store.fs.cat_file(store.path(f"{second_folder}/fits/{fit['key']}.json"))
+                    == store.fs.cat_file(store.path(f"{folder}/fits/{fit['key']}.json")))
+    pages = sorted(Path(store.path(f"{folder}/report/fits")).glob("*.html"))
+    compared = 0
+    for page in pages:
+        if "sim-chat" in page.name:
+            compared += 1
+            def lines(text: str) -> list[str]:
+                return [line for line in text.splitlines() if 'class="status-' not in line]
+
+            again = Path(store.path(f"{second_folder}/report/fits/{page.name}")).read_text()
+            assert lines(again) == lines(page.read_text().replace(first["run_id"], second["run_id"])), page.name
+    assert compared >= 2  # sim-chat's pointwise fits in two universes, and its pairwise ones
     unchanged = pl.col("item_set") == "sim-chat"
     reused = store.read_parquet(store.path(f"results/{second['run_id']}/components.parquet")).filter(unchanged)
     original = store.read_parquet(store.path(f"{folder}/components.parquet")).filter(unchanged)

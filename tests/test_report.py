@@ -405,6 +405,23 @@ def test_figures_drawn_per_fit_are_embedded_as_given(run) -> None:
     assert all(again.figures[n] == rendered.figures[n] for n in others)
 
 
+def test_pages_emitted_as_rendered_are_the_whole_reports_files(run) -> None:
+    """With ``emit``, each fit page leaves with its CSV files and figures as soon as it is rendered (a report
+    of many fits is never held whole), and the files emitted and returned are those of the whole report."""
+    rendered, tables, summary, _ = run
+    batches: list[dict[str, bytes]] = []
+    rest = render_report(tables, summary, emit=batches.append)
+    assert len(batches) == len(rendered.pages) >= 2
+    for batch in batches:
+        [page] = [name for name in batch if name.endswith(".html")]
+        stem = page.removesuffix(".html").replace("/", "__")
+        assert all(name == page or name.startswith(f"csv/{stem}__") or name.endswith(".png") for name in batch)
+    assert not rest.pages
+    emitted = {name: data for batch in batches for name, data in batch.items()}
+    assert not set(emitted) & set(rest.files())
+    assert {**emitted, **rest.files()} == rendered.files()
+
+
 def test_item_sets_not_fitted_and_failing_judges_are_on_the_page() -> None:
     """summary.json's `skipped` and `judges` (written here by hand) reach the page, escaped; healthy judges are left out."""
     summary = {

@@ -6,14 +6,23 @@ summary, report and figures as when it was fitted. The folder is
 ``results/cache/<key>/``: each table as Parquet (Parquet keeps ``inf``,
 "never reached", which JSON cannot), ``report.json``, ``summary.json``, the
 figures, and ``complete.json`` written last, which makes it visible.
+
+A run reuses most of its fits (every item set whose records did not change),
+so what it reads of them is what the main process holds until the run is
+published. It holds none of it: a reused fit's tables are read as the run's
+combined tables are built, one table at a time (:class:`CachedTables`), its
+figures as the report embeds them (:class:`CachedFigures`), and its report is
+copied as it is (:attr:`FitOutcome.report_file`). Held whole, they grew the
+main process's peak by about 3 MB per reused fit, so a night's peak grew with
+the history (issue 25; ``bench/RESULTS.md``).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 import polars as pl
@@ -26,6 +35,7 @@ if TYPE_CHECKING:
     from jurymeter.pipeline.config import RunConfig
 
 CACHE = "results/cache"
+T = TypeVar("T")
 FITTED, REUSED, FAILED = "fitted", "reused", "failed"
 
 
@@ -35,13 +45,71 @@ class FitOutcome:
 
     job: FitJob
     status: str  # "fitted" | "reused" | "failed"
-    tables: dict[str, pl.DataFrame] | None
+    tables: Mapping[str, pl.DataFrame] | None
     report: dict[str, Any] | None
     summary: dict[str, Any] | None  # each analysis's part of the run summary
     error: str | None
     seconds: float
     trace: str | None = None
-    figures: dict[str, bytes] | None = None
+    figures: Mapping[str, bytes] | None = None
+    # A reused fit read without its report: the cached report.json (relative to the store), published as it is.
+    report_file: str | None = None
+
+
+class _ReadWhenLookedUp(Mapping[str, T]):
+    """Files of a cache folder by name, each read from the store when it is looked up (not held)."""
+
+    def __init__(self, store: Store, folder: str, names: Iterable[str]) -> None:
+        self._store, self._folder, self._names = store, folder, frozenset(names)
+
+    def _read(self, name: str) -> T:
+        raise NotImplementedError
+
+    def __getitem__(self, name: str) -> T:
+        if name not in self._names:
+            raise KeyError(name)
+        return self._read(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted(self._names))
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
+class CachedTables(_ReadWhenLookedUp[pl.DataFrame]):
+    """A cached fit's tables by name, read as they are looked up.
+
+    Held, the 19 small frames of a fit cost about 0.5 MB of the process's memory each fit (polars's
+    per-frame overhead, 3x their data); read one table at a time across fits, only the combined table is.
+    """
+
+    def _read(self, name: str) -> pl.DataFrame:
+        return self._store.read_parquet(self._store.path(f"{self._folder}/{name}.parquet"))
+
+
+class CachedFigures(_ReadWhenLookedUp[bytes]):
+    """A cached fit's PNGs by file name, read as they are looked up."""
+
+    def _read(self, name: str) -> bytes:
+        data: bytes = self._store.fs.cat_file(self._store.path(f"{self._folder}/figures/{name}"))
+        return data
+
+
+class FiguresOf(Mapping[str, bytes]):
+    """The figures of several outcomes as one mapping by file name, each looked up in its own fit's."""
+
+    def __init__(self, outcomes: Iterable[FitOutcome]) -> None:
+        self._owner = {name: o.figures for o in outcomes if o.figures for name in o.figures}
+
+    def __getitem__(self, name: str) -> bytes:
+        return self._owner[name][name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._owner)
+
+    def __len__(self) -> int:
+        return len(self._owner)
 
 
 def dumps(obj: Any) -> bytes:
@@ -52,21 +120,31 @@ def _folder(job: FitJob) -> str:
     return f"{CACHE}/{job.key()}"
 
 
-def read_cached(store: Store, job: FitJob, *, figures: bool) -> FitOutcome | None:
-    """The outcome of an earlier fit with the same content key, or ``None`` when there is none."""
+def read_cached(store: Store, job: FitJob, *, figures: bool, hold: bool = True) -> FitOutcome | None:
+    """The outcome of an earlier fit with the same content key, or ``None`` when there is none.
+
+    Its figures (``figures``) are read from the store as they are looked up
+    (:class:`CachedFigures`). ``hold`` reads its tables and report now;
+    without it, the tables are read as they are looked up (:class:`CachedTables`)
+    and :attr:`FitOutcome.report_file` names the report's file instead.
+    """
     folder = _folder(job)
+    report_file = f"{folder}/report.json"
     try:
         marker = store.read_json(f"{folder}/complete.json")
         summary = store.read_json(f"{folder}/summary.json")
-        report = store.read_json(f"{folder}/report.json")
+        if hold:
+            report = store.read_json(report_file)
+        elif not store.fs.exists(store.path(report_file)):
+            return None
     except FileNotFoundError:
         return None
-    tables = {t: store.read_parquet(store.path(f"{folder}/{t}.parquet")) for t in marker["tables"]}
-    drawn = (
-        {name: store.fs.cat_file(store.path(f"{folder}/figures/{name}")) for name in marker.get("figures", [])}
-        if figures else None
-    )
-    return FitOutcome(job, REUSED, tables, report, summary, None, 0.0, figures=drawn)
+    drawn = CachedFigures(store, folder, marker.get("figures", [])) if figures else None
+    if hold:
+        tables = {t: store.read_parquet(store.path(f"{folder}/{t}.parquet")) for t in marker["tables"]}
+        return FitOutcome(job, REUSED, tables, report, summary, None, 0.0, figures=drawn)
+    return FitOutcome(job, REUSED, CachedTables(store, folder, marker["tables"]), None, summary, None, 0.0,
+                      figures=drawn, report_file=report_file)
 
 
 def cached_report(store: Store, config: RunConfig, item_set: str, analysis: str, *, universe: str = "all",
@@ -108,11 +186,15 @@ def write_cached(store: Store, job: FitJob, result: FitResult) -> None:
 
 
 def reuse(store: Store, jobs: list[FitJob], *, force: bool, figures: bool) -> tuple[dict[int, FitOutcome], list[int]]:
-    """The cached outcomes of ``jobs`` (by index) and the indices of the jobs left to fit."""
+    """The cached outcomes of ``jobs`` (by index) and the indices of the jobs left to fit.
+
+    Their tables, figures and reports stay in the cache until the run publishes them (``hold=False`` of
+    :func:`read_cached`): a run holds only the reused fits' summaries.
+    """
     outcomes: dict[int, FitOutcome] = {}
     todo: list[int] = []
     for k, job in enumerate(jobs):
-        cached = None if force else read_cached(store, job, figures=figures)
+        cached = None if force else read_cached(store, job, figures=figures, hold=False)
         if cached is None:
             todo.append(k)
         else:
@@ -156,5 +238,5 @@ def run_fits(
     return [outcomes[k] for k in range(len(jobs))]
 
 
-def tables_of(outcomes: Iterable[FitOutcome]) -> list[dict[str, pl.DataFrame]]:
+def tables_of(outcomes: Iterable[FitOutcome]) -> list[Mapping[str, pl.DataFrame]]:
     return [o.tables for o in outcomes if o.tables is not None]

@@ -19,7 +19,7 @@ import polars as pl
 from jurymeter.analyses.headlines import run_headlines
 from jurymeter.io.store import Store
 from jurymeter.pipeline.alerts import now_alerts
-from jurymeter.pipeline.cache import CACHE, FAILED, FitOutcome, dumps, tables_of
+from jurymeter.pipeline.cache import CACHE, FAILED, FiguresOf, FitOutcome, dumps, tables_of
 from jurymeter.pipeline.history import load_history
 from jurymeter.pipeline.plans import load_plans, plan_alerts, plan_checks
 from jurymeter.pipeline.tables import combine_tables, schemas
@@ -70,6 +70,8 @@ def publish_run(
     for o in outcomes:
         if o.report is not None:
             store.write_bytes(f"{folder}/fits/{o.job.key()}.json", dumps(o.report))
+        elif o.report_file is not None:  # a reused fit: its cached report as it is, one at a time
+            store.write_bytes(f"{folder}/fits/{o.job.key()}.json", store.fs.cat_file(store.path(o.report_file)))
     timings["write"] = time.perf_counter() - clock
     fits = [fit_entry(o) for o in outcomes]
     failed = sum(f["status"] == FAILED for f in fits)
@@ -106,7 +108,8 @@ def publish_run(
     timings["history"] = time.perf_counter() - clock
     if config.report:
         clock = time.perf_counter()
-        figures = {name: png for o in outcomes for name, png in (o.figures or {}).items()}
+        # Looked up by name as each page embeds them (a reused fit's are read from the cache then).
+        figures = FiguresOf(outcomes)
         write_report(store, folder, tables, summary, figures, index)
         timings["report"] = time.perf_counter() - clock
     summary["timings"] = {k: round(v, 3) for k, v in timings.items()}
@@ -174,7 +177,11 @@ def write_report(
 
     if index is None:
         index = index_parts(load_history(store, current=(tables, summary)))
-    rendered = render_report(tables, summary, figures, index)
+
+    def write_page(files: Mapping[str, bytes]) -> None:  # each fit page as it is rendered, not the report whole
+        store.write_files({f"{folder}/report/{name}": data for name, data in files.items()})
+
+    rendered = render_report(tables, summary, figures, index, emit=write_page)
     files = {f"{folder}/report/{name}": data for name, data in rendered.files().items()}
     index_file = f"{folder}/report/index.html"
     # The index last: a reader following it finds every page.

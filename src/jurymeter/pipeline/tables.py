@@ -7,7 +7,7 @@ documents them and ``tests/test_results_doc.py`` holds the two together.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -53,8 +53,12 @@ def fit_tables(job: FitJob, outcomes: Mapping[str, AnalysisOutcome]) -> dict[str
     return out
 
 
-def combine_tables(parts: list[dict[str, pl.DataFrame]]) -> dict[str, pl.DataFrame]:
-    """Concatenate the per-fit tables into the run's tables (every table present; empty ones keep their schema)."""
+def combine_tables(parts: Sequence[Mapping[str, pl.DataFrame]]) -> dict[str, pl.DataFrame]:
+    """Concatenate the per-fit tables into the run's tables (every table present; empty ones keep their schema).
+
+    One table at a time: a part that reads its tables as they are looked up
+    (:class:`jurymeter.pipeline.cache.CachedTables`) holds only that table's frames meanwhile.
+    """
     out = {}
     for table, schema in schemas().items():
         frames = [p[table].select(list(schema)).cast(schema) for p in parts if table in p]  # type: ignore[arg-type]  # as in frame()
