@@ -389,17 +389,17 @@ class Factor:
         self.h_lx = h_lx
         # level 1: D, E (n_L, n_X, v) and F's columns X = x, Y, XY = (x, .) (n_L, n_X, 1 + 2 n_Y)
         self.d = d = 1.0 + (s_lx * s_lx) * h_lx
-        self.e = e = np.empty((n_l, n_x, v))
+        e = np.empty((n_l, n_x, v))
         e[:, :, 0] = (s_lx * s_l) * h_lx
         e[:, :, 1:] = (s_lx * s_ly) * h
-        self.f = f = np.empty((n_l, n_x, 1 + 2 * n_y))
+        f = np.empty((n_l, n_x, 1 + 2 * n_y))
         f[:, :, 0] = (s_lx * s_x) * h_lx
         f[:, :, 1:1 + n_y] = (s_lx * s_y) * h
         f[:, :, 1 + n_y:] = (s_lx * s_xy) * h
         # each x's border columns in G's order: X = x, Y = 0..n_Y-1, XY = (x, 0..n_Y-1)
         iy = np.arange(n_y)
-        self.cols = np.concatenate([np.arange(n_x)[:, None], np.broadcast_to(n_x + iy, (n_x, n_y)),
-                                    n_x + n_y + np.arange(n_x)[:, None] * n_y + iy[None, :]], axis=1)
+        cols = np.concatenate([np.arange(n_x)[:, None], np.broadcast_to(n_x + iy, (n_x, n_y)),
+                               n_x + n_y + np.arange(n_x)[:, None] * n_y + iy[None, :]], axis=1)
         et_d = np.swapaxes(e / d[:, :, None], 1, 2)  # E^T D^-1, (n_L, v, n_X)
         # level 2: P' and Q'
         p = np.zeros((n_l, v, v))
@@ -426,7 +426,7 @@ class Factor:
         # every x's, so the blocks overlap there: added by bincount)
         fd = f / d[:, :, None]
         blocks = np.matmul(np.transpose(fd, (1, 2, 0)), np.swapaxes(f, 0, 1))  # (n_X, 1 + 2 n_Y, 1 + 2 n_Y)
-        at = (self.cols[:, :, None] * g + self.cols[:, None, :]).reshape(-1)
+        at = (cols[:, :, None] * g + cols[:, None, :]).reshape(-1)
         big = _border_block(sigma, h) - np.bincount(at, weights=blocks.reshape(-1), minlength=g * g).reshape(g, g)
         chol = np.linalg.cholesky(p)  # raises LinAlgError when a block is not positive definite
         # P'^{-1}: the blocks are v x v (6 at 5 judges) and >= I, so their inverse is cheap and well conditioned
@@ -464,8 +464,8 @@ class Factor:
         h, h_lx = self.h, self.h_lx
         r_lx = r.local[:, 1:1 + n_x]
         y = (s_lx * r_lx) / self.d  # s_LX D^{-1} r_LX: the SD common to E's and F's entries
-        hy = np.einsum("lxy,lx->xy", h, y)
-        hly = np.einsum("lxy,lx->ly", h, y)
+        hyc = h * y[:, :, None]
+        hy, hly = hyc.sum(axis=0), np.ones(n_x) @ hyc  # sums over L and over X
         r_v = np.empty((n_l, v))
         r_v[:, 0] = r.local[:, 0] - s_l * np.einsum("lx,lx->l", h_lx, y)
         r_v[:, 1:] = r.local[:, 1 + n_x:] - s_ly * hly
@@ -531,7 +531,8 @@ class Factor:
         w_xy = (s_x * n_x_xy + s_y * n_y_xy + s_xy * n_xy_xy) + s_l * n_l_xy + s_ly * n_ly_xy
         # z_lx = N k_lx with k_lx = s_LX sum_y h_lxy v'_(l,x,y) (LX = (l, x) meets its cells' other effects):
         # at L and X, shared by the cells of (l, x), it is the h-weighted sum of the w above; at a cell's Y, LY
-        # and XY it also takes N between that effect and the same slot's effect of each sibling cell (l, x, y)
+        # and XY, which differ between the cells of (l, x), it takes N between that effect and each effect of
+        # every sibling cell (l, x, y')
         def over_y(a: np.ndarray) -> np.ndarray:  # sum_y h_lxy a_lxy
             out: np.ndarray = np.einsum("lxy,lxy->lx", h, a)
             return out
