@@ -336,7 +336,10 @@ class Cube:
                          loc[:, 1 + n_x:].sum(), bor[n_x + n_y:].sum()])
 
     def cells_of(self, cube: np.ndarray) -> np.ndarray:
-        """The cells' values of a dense cube (the inverse of :meth:`to_cube` on present cells)."""
+        """The cells' values of a dense cube (the inverse of :meth:`to_cube` on present cells); of each row of
+        a stack of flattened cubes (shape (k, n_L n_X n_Y)) for a 2-D ``cube``."""
+        if cube.ndim == 2:
+            return cube if self.complete else cube[:, self.layout.flat]
         flat = cube.reshape(-1)
         return flat if self.complete else flat[self.layout.flat]
 
@@ -683,7 +686,7 @@ def laplace_gradient(cube: Cube, sigma: np.ndarray, theta: np.ndarray, value: La
         raise ValueError(msg)
     b, factor, g, w = value.modes, value.factor, value.g, value.w
     higher = cell_higher_derivatives(cube.eta(sigma, b), theta, cube.counts, cube.link)
-    u = np.stack([cube.cells_of(c) for c in factor.cell_inverse(sigma, cube.dims)])  # (6, C)
+    u = cube.cells_of(factor.cell_inverse(sigma, cube.dims).reshape(6, -1))  # (6, C)
     q = sigma @ u
     qw = q * higher.w_eta
     z = factor.solve(cube.gradient(sigma, qw))
