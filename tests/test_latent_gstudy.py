@@ -150,6 +150,58 @@ def test_the_block_laplace_deviance_equals_the_dense_one(link: str) -> None:
     assert ours == pytest.approx(_dense_deviance(layout, sigma, theta, link), rel=1e-10)
 
 
+def _dense_laplace_matrix(layout: object, sigma: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray,
+                                                                                  list[np.ndarray]]:
+    """``M = I + Lambda Z' W Z Lambda`` written out, its columns in the order of ``Modes`` (per level of ``L``:
+    ``L, LX, LY``; then ``X, Y, XY``), with ``Z Lambda`` and each slot's column of every cell."""
+    n_l, n_x, n_y = layout.dims  # type: ignore[attr-defined]
+    ll, xx, yy = np.unravel_index(layout.flat, layout.dims)  # type: ignore[attr-defined]
+    m = 1 + n_x + n_y
+    border = n_l * m
+    columns = [ll * m, border + xx, border + n_x + yy, ll * m + 1 + xx, ll * m + 1 + n_x + yy,
+               border + n_x + n_y + xx * n_y + yy]  # slots L, X, Y, LX, LY, XY
+    zl = np.zeros((ll.size, border + n_x + n_y + n_x * n_y))
+    for sd, col in zip(sigma, columns, strict=True):
+        zl[np.arange(ll.size), col] += sd
+    return zl.T @ (w[:, None] * zl) + np.eye(zl.shape[1]), zl, columns
+
+
+# sizes (s, i, j), share of cells kept, SDs in solver slots (L, X, Y, LX, LY, XY; a 0 is a term on its boundary)
+FACTOR_CASES = [
+    ((4, 6, 3), 0.75, [0.7, 0.5, 0.3, 0.4, 0.6, 0.2]),
+    ((3, 7, 2), 0.6, [0.8, 0.0, 0.4, 0.5, 0.0, 0.3]),
+    ((5, 8, 1), 1.0, [0.7, 0.6, 0.0, 0.5, 0.0, 0.0]),
+    ((4, 5, 2), 0.9, [0.7, 0.6, 0.2, 0.0, 0.3, 0.4]),
+]
+
+
+@pytest.mark.parametrize("case", FACTOR_CASES, ids=[str(c[0]) for c in FACTOR_CASES])
+def test_the_three_level_factor_equals_the_dense_matrix(case: tuple) -> None:  # type: ignore[type-arg]
+    # The log-determinant, a solve and the selected inverse (each cell's u_t = [M^{-1} v_c]_t) of the blocked
+    # elimination against numpy's on M written out, with incomplete designs and terms at 0.
+    sizes, keep, sds = case
+    rng = np.random.default_rng(sum(sizes))
+    s, i, j = (a.ravel() for a in np.meshgrid(*(np.arange(n) for n in sizes), indexing="ij"))
+    kept = rng.random(s.size) < keep
+    cells = LatentCells(s[kept], i[kept], j[kept], rng.integers(0, 3, (int(kept.sum()), 2)))
+    layout = design_terms(cells)
+    cube = Cube(layout, "logit")
+    sigma = np.array(sds)
+    w = rng.uniform(0.05, 2.0, layout.flat.size)
+    factor = likelihood.Factor(sigma, cube.to_cube(w))
+    m, zl, columns = _dense_laplace_matrix(layout, sigma, w)
+    assert factor.logdet == pytest.approx(np.linalg.slogdet(m)[1], rel=1e-12)
+    n_l, n_x, n_y = layout.dims
+    r = likelihood.Modes(rng.normal(size=(n_l, 1 + n_x + n_y)), rng.normal(size=n_x + n_y + n_x * n_y))
+    x = factor.solve(r)
+    dense = np.linalg.solve(m, np.concatenate([r.local.ravel(), r.border]))
+    np.testing.assert_allclose(np.concatenate([x.local.ravel(), x.border]), dense, rtol=0, atol=1e-12)
+    u = np.stack([cube.cells_of(c) for c in factor.cell_inverse(sigma, layout.dims)])
+    m_inv = np.linalg.inv(m)
+    expected = np.stack([np.einsum("ce,ce->c", m_inv[col], zl) for col in columns])
+    np.testing.assert_allclose(u, expected, rtol=0, atol=1e-12)
+
+
 # name, link, sizes, thresholds, replicates, share of cells kept, SDs (solver slots; a 0 is a component on
 # its boundary), seed
 GRADIENT_CASES = [

@@ -115,6 +115,11 @@ class _Problem:
         self.factor: Factor | None = None
         self.evaluations = 0
         self.gradients = 0
+        # The last evaluation, by its parameters' bytes: fit_latent asks again for L-BFGS-B's result, which is
+        # the last point it evaluated (its gradient for the convergence test, its deviance for the fit)
+        self._last_key: bytes | None = None
+        self._last_value: LaplaceValue | None = None
+        self._last_grad: np.ndarray | None = None
 
     def sigma6(self, sd: np.ndarray) -> np.ndarray:
         out = np.zeros(6)
@@ -126,6 +131,9 @@ class _Problem:
         return np.concatenate([tp[:1], tp[0] + np.cumsum(np.exp(tp[1:]))])
 
     def _value(self, sd: np.ndarray, tp: np.ndarray) -> LaplaceValue:
+        key = sd.tobytes() + tp.tobytes()
+        if key == self._last_key and self._last_value is not None:
+            return self._last_value
         self.evaluations += 1
         sigma = self.sigma6(sd)
         start = self.modes
@@ -135,6 +143,7 @@ class _Problem:
             start = start.rescaled(ratio, self.cube.dims)
         value = laplace_deviance(self.cube, sigma, self.thresholds(tp), start, self.factor)
         self.modes, self.modes_sigma, self.factor = value.modes, sigma, value.factor
+        self._last_key, self._last_value, self._last_grad = key, value, None
         return value
 
     def deviance(self, sd: np.ndarray, tp: np.ndarray) -> float:
@@ -144,12 +153,16 @@ class _Problem:
         """The deviance and its analytic gradient in ``(sd, tp)`` (:func:`laplace_gradient`, the chain rule
         through :meth:`thresholds`)."""
         value = self._value(sd, tp)
+        if self._last_grad is not None:  # _value found the point last evaluated, with its gradient
+            return value.deviance, self._last_grad.copy()
         self.gradients += 1
         grad_sigma, grad_theta = laplace_gradient(self.cube, self.sigma6(sd), self.thresholds(tp), value)
         # theta_1 = tp_1, theta_k = tp_1 + sum_{j < k} exp(tp_j): d theta_k / d tp_j = exp(tp_j) for j < k
         tail = np.cumsum(grad_theta[::-1])[::-1]  # sum_{k >= j} dD/dtheta_k
         grad_tp = np.concatenate([tail[:1], np.exp(tp[1:]) * tail[1:]])
-        return value.deviance, np.concatenate([grad_sigma[self.slot_of], grad_tp])
+        grad = np.concatenate([grad_sigma[self.slot_of], grad_tp])
+        self._last_grad = grad
+        return value.deviance, grad.copy()
 
 
 def _start_thresholds(counts: np.ndarray, link: Link) -> np.ndarray:
