@@ -79,7 +79,8 @@ def run_nights(opts: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
             "prefect": roles.get("prefect server", {}).get("peak", 0),
         })
         print(f"night {night + 1}: {written:,} new, {stored:,} stored, {result['wall_seconds']:.1f} s, "
-              f"CPU {result['tree_cpu_seconds']:.1f} s", flush=True)
+              f"CPU {result['tree_cpu_seconds']:.1f} s, main peak {fmt_bytes(rows[-1]['main'])}, "
+              f"worker peak {fmt_bytes(rows[-1]['worker'])}", flush=True)
         (landing / f"night-{night:03d}.jsonl").unlink()
     return rows
 
