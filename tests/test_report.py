@@ -422,6 +422,37 @@ def test_pages_emitted_as_rendered_are_the_whole_reports_files(run) -> None:
     assert {**emitted, **rest.files()} == rendered.files()
 
 
+def test_a_report_written_in_batches_is_the_whole_report_with_its_index_last(run, tmp_path, monkeypatch) -> None:
+    """write_report writes the fit pages in batches as they are rendered (here one page a batch): the files on
+    disk are the whole report's, byte for byte, and the index is written after every other file."""
+    from jurymeter.io.store import Store
+    from jurymeter.pipeline import publish
+    from jurymeter.pipeline.page import IndexParts
+
+    written: list[list[str]] = []
+
+    class Recording(Store):
+        def write_files(self, files: Any) -> None:
+            written.append(list(files))
+            super().write_files(files)
+
+        def write_bytes(self, relpath: str, data: bytes) -> None:
+            if relpath.endswith("index.html"):
+                written.append([relpath])
+            super().write_bytes(relpath, data)
+
+    rendered, tables, summary, _ = run
+    store = Recording(str(tmp_path / "store"))
+    monkeypatch.setattr(publish, "REPORT_BATCH_BYTES", 1)
+    publish.write_report(store, "results/r", tables, summary, index=IndexParts())
+    folder = tmp_path / "store" / "results" / "r" / "report"
+    on_disk = {str(f.relative_to(folder)): f.read_bytes() for f in folder.rglob("*") if f.is_file()}
+    assert on_disk == rendered.files()
+    assert len(written) >= len(rendered.pages) + 1  # a batch a page, then the index's own files, then the index
+    assert written[-1] == ["results/r/report/index.html"]
+    assert all("results/r/report/index.html" not in batch for batch in written[:-1])
+
+
 def test_item_sets_not_fitted_and_failing_judges_are_on_the_page() -> None:
     """summary.json's `skipped` and `judges` (written here by hand) reach the page, escaped; healthy judges are left out."""
     summary = {
