@@ -218,3 +218,63 @@ def test_cells_too_sparse_for_dense_arrays_are_said_once_and_the_records_scanned
     meta = orjson.loads((folder / cell_stats.MERGED_FILE).read_bytes())
     assert meta == {"format": 1, "dense": False, "sources": sorted(store.committed())}
     assert fit_cells.cell_chunks(_job(store), ("average",)) is None
+
+
+def test_sources_merged_one_at_a_time_equal_their_cells_summed_by_hand() -> None:
+    """merge_cells over sources read as needed (callables, read twice, never two held at once) equals a
+    dictionary sum of every source's rows, cells shared between sources included, onto a base."""
+    rng = np.random.default_rng(11)
+    dtypes = cell_stats.CELL_DTYPES
+
+    def source(n: int) -> pl.DataFrame:
+        keys = {"system_id": [f"s{v}" for v in rng.integers(0, 4, n)], "item_id": [f"i{v}" for v in rng.integers(0, 6, n)],
+                "judge_id": [f"j{v}" for v in rng.integers(0, 3, n)], "generation": rng.integers(0, 2, n).tolist(),
+                "replicate": np.zeros(n, dtype=int).tolist()}
+        records = rng.integers(1, 3, n)
+        count = np.minimum(records, rng.integers(0, 3, n))
+        sums = rng.normal(5, 2, n) * count
+        frame = pl.DataFrame({**keys, "records": records, "count": count, "sum": sums, "sumsq": sums * sums / np.maximum(count, 1)})
+        return frame.group_by(list(CELL_KEYS)).agg(pl.col("records", "count", "sum", "sumsq").sum()).cast(dtypes)  # type: ignore[arg-type]
+
+    first, later = [source(40) for _ in range(2)], [source(30) for _ in range(3)]
+    base = cell_stats.merge_cells(None, first, ("a", "b"))
+    assert base is not None
+    reads: list[int] = []
+
+    def reader(k: int) -> Any:
+        def read() -> pl.DataFrame:
+            reads.append(k)
+            return later[k]
+        return read
+
+    merged = cell_stats.merge_cells(base, [reader(k) for k in range(3)], ("a", "b", "c", "d", "e"))
+    assert merged is not None
+    assert reads == [0, 1, 2, 0, 1, 2]  # a pass for the levels, a pass for the cells
+    by_hand: dict[tuple[Any, ...], np.ndarray] = {}
+    for frame in [*first, *later]:
+        for row in frame.iter_rows(named=True):
+            key = tuple(row[c] for c in CELL_KEYS)
+            by_hand[key] = by_hand.get(key, np.zeros(4)) + np.array([row["records"], row["count"], row["sum"], row["sumsq"]])
+    assert merged.records == int(sum(v[0] for v in by_hand.values()))
+    assert merged.null_scores == int(sum(v[0] - v[1] for v in by_hand.values()))
+    for key, (_, count, total, squares) in by_hand.items():
+        at = tuple(levels.index(v) for levels, v in zip(merged.levels, key, strict=True))
+        assert merged.counts[at] == count
+        assert merged.sums[at] == pytest.approx(total, rel=1e-12)
+        assert merged.sumsq is not None
+        assert merged.sumsq[at] == pytest.approx(squares, rel=1e-12)
+    assert int(merged.counts.sum()) == int(sum(v[1] for v in by_hand.values()))  # nothing outside the cells given
+    # The most records of a cell the new sources touch: the base's count there plus what they add.
+    touched = {tuple(r[c] for c in CELL_KEYS) for f in later for r in f.iter_rows(named=True)}
+    base_counts: dict[tuple[Any, ...], float] = {}
+    for frame in first:
+        for row in frame.iter_rows(named=True):
+            key = tuple(row[c] for c in CELL_KEYS)
+            base_counts[key] = base_counts.get(key, 0) + row["count"]
+    added: dict[tuple[Any, ...], float] = {}
+    for frame in later:
+        for row in frame.iter_rows(named=True):
+            key = tuple(row[c] for c in CELL_KEYS)
+            added[key] = added.get(key, 0) + row["records"]
+    expected = max(base.most_records, *(base_counts.get(k, 0) + added[k] for k in touched))
+    assert merged.most_records == expected

@@ -31,8 +31,10 @@ merged table (``None``): the fit scans the records.
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -189,21 +191,44 @@ def _write_merged(store: Store, folder: str, cells: DenseCells) -> None:
         store.remove(old)
 
 
-def merge_cells(base: DenseCells | None, frames: list[pl.DataFrame], sources: tuple[str, ...]) -> DenseCells | None:
+def merge_cells(
+    base: DenseCells | None,
+    frames: Sequence[pl.DataFrame | Callable[[], pl.DataFrame]],
+    sources: tuple[str, ...],
+) -> DenseCells | None:
     """``base`` plus the cells of ``frames`` (added cell by cell), over the union of their levels.
+
+    A frame given as a callable is read when it is needed, twice (once for its
+    levels, once for its cells) and never beside another: the merge holds the
+    dense arrays and one source's cells, not every new source's at once (6M
+    cells from 12 sources merged in 1.23 GB, the concatenated frames and their
+    copy; ``bench/s3_memory.py``).
 
     ``None`` when a key is null or the full cross of the levels would exceed
     :data:`CELLS_PER_RECORD` cells a record (plus a million), or :data:`MAX_CELLS`.
     """
-    new = pl.concat(frames) if frames else pl.DataFrame()
-    if new.height and any(new.get_column(c).null_count() for c in CELL_KEYS):
-        return None
+
+    def frame(k: int) -> pl.DataFrame:
+        given = frames[k]
+        return given if isinstance(given, pl.DataFrame) else given()
+
+    found: list[list[pl.Series]] = [[] for _ in CELL_KEYS]
+    records = base.records if base is not None else 0
+    for k in range(len(frames)):
+        new = frame(k)
+        if not new.height:
+            continue
+        if any(new.get_column(c).null_count() for c in CELL_KEYS):
+            return None
+        for axis, column in enumerate(CELL_KEYS):
+            found[axis].append(new.get_column(column).unique())
+        records += int(new.get_column("records").sum())
+        del new
     levels: list[list[Any]] = []
     for axis, column in enumerate(CELL_KEYS):
-        found = new.get_column(column) if new.height else pl.Series(column, [], dtype=pl.Int64)
-        old = pl.Series(column, base.levels[axis] if base is not None else [], dtype=found.dtype)
-        levels.append(pl.concat([old, found]).unique().sort().to_list())
-    records = (base.records if base is not None else 0) + (int(new.get_column("records").sum()) if new.height else 0)
+        seen = found[axis] or [pl.Series(column, [], dtype=pl.Int64)]
+        old = pl.Series(column, base.levels[axis] if base is not None else [], dtype=seen[0].dtype)
+        levels.append(pl.concat([old, *seen]).unique().sort().to_list())
     shape = tuple(len(v) for v in levels)
     size = int(np.prod(shape))
     if not records or size > CELLS_PER_RECORD * records + 1_000_000 or size > MAX_CELLS:
@@ -215,16 +240,22 @@ def merge_cells(base: DenseCells | None, frames: list[pl.DataFrame], sources: tu
         counts[where], sums[where], sumsq[where] = base.counts, base.sums, base.sumsq
     most = base.most_records if base is not None else 0
     nulls = base.null_scores if base is not None else 0
-    if new.height:
-        flat = new.select(_flat_index(levels)).to_series().to_numpy()
-        # Records already in the touched cells (counts are records when no score is null).
-        touched, inverse = np.unique(flat, return_inverse=True)
-        before = counts.reshape(-1)[touched]
-        for target, column in ((counts, "count"), (sums, "sum"), (sumsq, "sumsq")):
-            _add(target.reshape(-1), flat, new.get_column(column).to_numpy())
-        rows = np.bincount(inverse, weights=new.get_column("records").to_numpy()) + before
+    if any(found):
+        # Records already in the touched cells (counts are records when no score is null), and those added.
+        before = counts.reshape(-1).copy() if base is not None else None
+        added = np.zeros(size, dtype=np.int64)
+        for k in range(len(frames)):
+            new = frame(k)
+            if not new.height:
+                continue
+            flat = new.select(_flat_index(levels)).to_series().to_numpy()
+            for target, column in ((counts, "count"), (sums, "sum"), (sumsq, "sumsq"), (added, "records")):
+                _add(target.reshape(-1), flat, new.get_column(column).to_numpy())
+            nulls += int((new.get_column("records") - new.get_column("count")).sum())
+            del new, flat
+        touched = np.flatnonzero(added)
+        rows = added[touched] + (before[touched] if before is not None else 0)
         most = max(most, int(rows.max()))
-        nulls += int((new.get_column("records") - new.get_column("count")).sum())
     return DenseCells(levels=levels, counts=counts, sums=sums, sumsq=sumsq, records=records, null_scores=nulls,
                       most_records=most, sources=sources)
 
@@ -281,7 +312,8 @@ def item_set_cells(store: Store, protocol: Protocol, item_set: str) -> DenseCell
     new = sorted(set(parts) - covered)
     if not new:
         return base
-    frames = [_source_cells(store, protocol, item_set, sid, parts) for sid in new]
+    # Each source's cells read when the merge needs them (twice), not all held at once.
+    frames = [functools.partial(_source_cells, store, protocol, item_set, sid, parts) for sid in new]
     merged = merge_cells(base, frames, tuple(sorted(covered | set(new))))
     if merged is not None:
         _write_merged(store, folder, merged)
