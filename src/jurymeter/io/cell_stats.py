@@ -34,7 +34,7 @@ import contextlib
 import functools
 import io
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -64,6 +64,8 @@ CELLS_PER_RECORD = 4
 # cell), and a fit the counts and sums; larger item sets are read in item chunks
 # from their records (``stats.blocks.CHUNK_CELLS``), whose memory does not grow so.
 MAX_CELLS = 64_000_000
+# Cells of a source's cell file read at a time when merged: the merge's memory beside its dense arrays.
+CELL_BATCH = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -135,22 +137,20 @@ def write_source_cells(store: Store, sid: str, protocol: Protocol | None, parts:
         store.write_parquet_atomic(cell_file(protocol, item_set, sid), part_cells(store, paths))
 
 
-def _source_cells(store: Store, protocol: Protocol, item_set: str, sid: str, parts: dict[str, list[str]]) -> pl.DataFrame:
-    """A committed source's cells: its cell file, or built from its parts and written (a store older than them)."""
+def _source_cells(store: Store, protocol: Protocol, item_set: str, sid: str, parts: dict[str, list[str]]) -> Iterator[pl.DataFrame]:
+    """A committed source's cells in batches of :data:`CELL_BATCH`: its cell file, or built from its parts and
+    written (a store older than them)."""
     relpath = cell_file(protocol, item_set, sid)
-    try:
-        if not store.is_s3:  # polars' reader: 0.5 s for 10M cells against pyarrow's 3 s
-            return pl.read_parquet(store.path(relpath))
-        if store.fs.exists(store.path(relpath)):
-            # polars' object-store reader, not pyarrow's of the whole object: 6M cells merged in
-            # 1.88 GB peak with pyarrow's (1.24 GB from local disk).
-            return store.scan_files([store.path(relpath)], list(CELL_DTYPES), protocol, dtypes=CELL_DTYPES).collect()
-    except FileNotFoundError:
-        pass
+    if store.fs.exists(store.path(relpath)):
+        # polars' own reader on both backends, a batch at a time (pyarrow's of the whole object merged 6M cells
+        # from S3 in 1.88 GB peak; whole by polars, 1.24 GB).
+        scan = store.scan_files([store.path(relpath)], list(CELL_DTYPES), protocol, dtypes=CELL_DTYPES)
+        yield from scan.collect_batches(chunk_size=CELL_BATCH)
+        return
     frame = part_cells(store, parts[sid])
     with contextlib.suppress(StoreError):  # a read-only store: built again next time
         store.write_parquet_atomic(relpath, frame)
-    return frame
+    yield frame
 
 
 def _read_merged(store: Store, folder: str, *, squares: bool) -> DenseCells | None:
@@ -193,37 +193,34 @@ def _write_merged(store: Store, folder: str, cells: DenseCells) -> None:
 
 def merge_cells(
     base: DenseCells | None,
-    frames: Sequence[pl.DataFrame | Callable[[], pl.DataFrame]],
+    frames: Sequence[pl.DataFrame | Callable[[], Iterable[pl.DataFrame]]],
     sources: tuple[str, ...],
 ) -> DenseCells | None:
     """``base`` plus the cells of ``frames`` (added cell by cell), over the union of their levels.
 
-    A frame given as a callable is read when it is needed, twice (once for its
-    levels, once for its cells) and never beside another: the merge holds the
-    dense arrays and one source's cells, not every new source's at once (6M
-    cells from 12 sources merged in 1.23 GB, the concatenated frames and their
-    copy; ``bench/s3_memory.py``).
+    A source given as a callable yields its cells in batches when it is needed,
+    twice (once for their levels, once for the cells themselves): the merge holds
+    the dense arrays and one batch, not every new source's cells at once (6M cells
+    of one source merged in 1.23 GB peak, held whole; ``bench/s3_memory.py``).
 
     ``None`` when a key is null or the full cross of the levels would exceed
     :data:`CELLS_PER_RECORD` cells a record (plus a million), or :data:`MAX_CELLS`.
     """
 
-    def frame(k: int) -> pl.DataFrame:
-        given = frames[k]
-        return given if isinstance(given, pl.DataFrame) else given()
+    def batches() -> Iterator[pl.DataFrame]:
+        for given in frames:
+            for batch in [given] if isinstance(given, pl.DataFrame) else given():
+                if batch.height:
+                    yield batch
 
     found: list[list[pl.Series]] = [[] for _ in CELL_KEYS]
     records = base.records if base is not None else 0
-    for k in range(len(frames)):
-        new = frame(k)
-        if not new.height:
-            continue
+    for new in batches():
         if any(new.get_column(c).null_count() for c in CELL_KEYS):
             return None
         for axis, column in enumerate(CELL_KEYS):
             found[axis].append(new.get_column(column).unique())
         records += int(new.get_column("records").sum())
-        del new
     levels: list[list[Any]] = []
     for axis, column in enumerate(CELL_KEYS):
         seen = found[axis] or [pl.Series(column, [], dtype=pl.Int64)]
@@ -244,15 +241,11 @@ def merge_cells(
         # Records already in the touched cells (counts are records when no score is null), and those added.
         before = counts.reshape(-1).copy() if base is not None else None
         added = np.zeros(size, dtype=np.int64)
-        for k in range(len(frames)):
-            new = frame(k)
-            if not new.height:
-                continue
+        for new in batches():
             flat = new.select(_flat_index(levels)).to_series().to_numpy()
             for target, column in ((counts, "count"), (sums, "sum"), (sumsq, "sumsq"), (added, "records")):
                 _add(target.reshape(-1), flat, new.get_column(column).to_numpy())
             nulls += int((new.get_column("records") - new.get_column("count")).sum())
-            del new, flat
         touched = np.flatnonzero(added)
         rows = added[touched] + (before[touched] if before is not None else 0)
         most = max(most, int(rows.max()))
