@@ -197,10 +197,15 @@ def test_sigkill_during_each_stage_of_a_run_then_rerun_equals_a_clean_run(tmp_pa
     assert not [p for p in store_dir.rglob("*") if ".tmp-" in p.name]
 
 
-def test_a_results_folder_of_a_killed_run_is_removed_only_by_a_run_alone(tmp_path: Path) -> None:
+def test_a_results_folder_of_a_killed_run_is_removed_only_by_a_run_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from jurymeter.pipeline.publish import clean_unpublished
 
     store = Store(str(tmp_path / "store"))
+    listed: list[str] = []
+    ages = Store.ages
+    monkeypatch.setattr(Store, "ages", lambda self, relpath: (listed.append(relpath), ages(self, relpath))[1])
     for run, done in (("20260101T000000Z-aaaaaaaa", True), ("20260102T000000Z-bbbbbbbb", False)):
         folder = tmp_path / "store" / "results" / run
         (folder / "report").mkdir(parents=True)
@@ -212,6 +217,7 @@ def test_a_results_folder_of_a_killed_run_is_removed_only_by_a_run_alone(tmp_pat
     (tmp_path / "store" / "results" / "cache" / "k").mkdir(parents=True)
     (tmp_path / "store" / "results" / "cache" / "k" / "report.json").write_text("{}")
     (tmp_path / "store" / "results" / "cache" / "k" / "report.json.tmp-0123").write_text("{")
+    (tmp_path / "store" / "results" / "latest.json.tmp-4567").write_text("{")  # cut before its rename
     with store.run_lock() as alone:
         assert alone
         with store.run_lock() as second:  # another run meanwhile: it must not touch a folder being written
@@ -224,6 +230,9 @@ def test_a_results_folder_of_a_killed_run_is_removed_only_by_a_run_alone(tmp_pat
     assert left == ["_run_lock", "results/20260101T000000Z-aaaaaaaa/leaderboard.parquet",
                     "results/20260101T000000Z-aaaaaaaa/report/index.html",
                     "results/20260101T000000Z-aaaaaaaa/summary.json", "results/cache/k/report.json"]
+    # A published run's files are never listed: every night would list the whole history's pages.
+    assert listed
+    assert not [r for r in listed if r.startswith("results/20260101T000000Z-aaaaaaaa")]
 
 
 def _server_of(proc: psutil.Process, timeout: float) -> psutil.Process:

@@ -203,6 +203,17 @@ class StoreFiles:
             msg = f"cannot list {self.display(target)}: {short_message(exc)}"
             raise StoreError(msg) from exc
 
+    def files(self, relpath: str) -> list[str]:
+        """Full paths of the files right under ``relpath``, not those in its folders (none: ``[]``)."""
+        target = self.path(relpath)
+        try:
+            return sorted(str(e["name"]) for e in self.fs.ls(target, detail=True) if e.get("type") == "file")
+        except FileNotFoundError:
+            return []
+        except Exception as exc:  # s3fs/botocore raise many types for one cause
+            msg = f"cannot list {self.display(target)}: {short_message(exc)}"
+            raise StoreError(msg) from exc
+
     def remove_folder(self, relpath: str, files: list[str]) -> None:
         """Remove ``files`` (full paths, as listings return them) and, on a local disk, the folder ``relpath``."""
         self.remove(files)

@@ -137,22 +137,25 @@ def clean_unpublished(store: Store, *, alone: bool) -> list[str]:
     (this run holds :meth:`Store.run_lock`, so no other run is publishing)
     removes them all; otherwise only those untouched for
     :data:`UNPUBLISHED_STALE_SECONDS`. Returns the folders removed.
+
+    Only the unpublished folders, ``results/`` itself and the fit cache are
+    listed: the published runs' files (a report's pages, every night's) would
+    make each night list the whole history (issue 25).
     """
-    ages = store.ages("results")
-    prefix = store.path("results") + "/"
     cache = CACHE.split("/", 1)[1]  # the fit cache lives under results/ too; its entries have their own marker
     removed = []
     for run in store.folders("results"):
         if run == cache or store.fs.exists(store.path("results", run, "summary.json")):
             continue
-        files = [p for p in ages if p.startswith(f"{prefix}{run}/")]
+        ages = store.ages(f"results/{run}")
         # No file yet: a folder made by a run killed before its first file (or being published
         # this instant, which only a run alone can rule out).
-        if alone or (files and min(ages[p] for p in files) > UNPUBLISHED_STALE_SECONDS):
-            store.remove_folder(f"results/{run}", files)
+        if alone or (ages and min(ages.values()) > UNPUBLISHED_STALE_SECONDS):
+            store.remove_folder(f"results/{run}", list(ages))
             removed.append(run)
-    if alone:  # a write cut between its temporary file and the rename (the cache's included)
-        store.remove([p for p in ages if ".tmp-" in p.rsplit("/", 1)[-1]])
+    if alone:  # a write cut between its temporary file and the rename: results/latest.json's, the cache's
+        candidates = [*store.files("results"), *store.ages(CACHE)]
+        store.remove([p for p in candidates if ".tmp-" in p.rsplit("/", 1)[-1]])
     return removed
 
 
