@@ -145,7 +145,9 @@ def judge_health(store: Store, protocol: Protocol | None = None) -> pl.DataFrame
         store.scan(protocol).select("judge_id").group_by("judge_id").agg(pl.len().alias("stored"))
         for protocol in (JUDGMENT_PROTOCOLS if scope is None else (scope,))
     ]
-    counts = pl.concat(pl.collect_all(stored)).group_by("judge_id").agg(pl.col("stored").sum().cast(pl.Int64))
+    # Streaming: the judge_id column of every stored record is never held whole (every night reads it).
+    counts = pl.concat(pl.collect_all(stored, engine="streaming")).group_by("judge_id").agg(
+        pl.col("stored").sum().cast(pl.Int64))
     # Three columns of the committed parts, lazily: a part written before judge_id
     # existed reads it as null, and its failures drop with the null judges below.
     failed = scan_committed(store, columns=["judge_id", "reason", "protocol"]).filter(
