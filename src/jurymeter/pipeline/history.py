@@ -13,7 +13,7 @@ and summary are passed in memory (``current``) and taken as the newest run.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -205,32 +205,50 @@ def load_history(
         raise ConfigError(msg)
     columns = tracked_columns()
     current_id = str(current[1].get("run_id", "")) if current is not None else None
-    summaries: list[dict[str, Any]] = []
+    # Each summary holds every fit of its run, so the summaries of a long history are not held together:
+    # a first pass keeps only their order keys, and the runs kept are read again one at a time as the
+    # history is built (issue 25: what a night holds must not grow with the history).
+    order: list[tuple[str, str, str]] = []  # (started, run_id, folder)
     for run in published_runs(store):
         if run == current_id:
             continue
-        try:
-            summary = orjson.loads(store.fs.cat_file(store.path("results", run, "summary.json")))
-        except (FileNotFoundError, orjson.JSONDecodeError):
-            continue  # a folder being written, or damaged: not a published run
-        if isinstance(summary, dict):
-            summary.setdefault("run_id", run)
-            summaries.append(summary)
-    summaries.sort(key=lambda s: (str(s.get("started") or ""), str(s["run_id"])))
+        summary = _read_summary(store, run)
+        if summary is not None:
+            order.append((str(summary.get("started") or ""), str(summary["run_id"]), run))
+    order.sort()
     if current is not None:  # a report rebuilt for an older run shows the history up to that run
         until = str(current[1].get("started") or "")
-        summaries = [s for s in summaries if str(s.get("started") or "") <= until]
+        order = [o for o in order if o[0] <= until]
     keep = limit - (current is not None)
-    summaries = summaries[len(summaries) - keep:] if keep > 0 else []
-    runs: list[Run] = [(_read_tables(store, str(s["run_id"]), columns), s) for s in summaries]
-    if current is not None:
-        tables, summary = current
-        runs.append(({t: _project(tables[t], cols) for t, cols in columns.items() if t in tables}, summary))
-    return history_of(runs)
+    order = order[len(order) - keep:] if keep > 0 else []
+
+    def runs() -> Iterator[Run]:
+        for _, _, run in order:
+            again = _read_summary(store, run)
+            if again is not None:  # removed since the first pass: left out
+                yield _read_tables(store, run, columns), again
+        if current is not None:
+            tables, now = current
+            yield {t: _project(tables[t], cols) for t, cols in columns.items() if t in tables}, now
+
+    return history_of(runs())
 
 
-def history_of(runs: Sequence[Run], analyses: Sequence[Analysis[Any, Any]] | None = None) -> RunHistory:
-    """The history of runs already read (oldest first): their tables (projected or whole) and summaries."""
+def _read_summary(store: Store, run: str) -> dict[str, Any] | None:
+    """A published run's ``summary.json`` (its ``run_id`` defaulting to the folder's name), or ``None``."""
+    try:
+        summary = orjson.loads(store.fs.cat_file(store.path("results", run, "summary.json")))
+    except (FileNotFoundError, orjson.JSONDecodeError):
+        return None  # a folder being written, or damaged: not a published run
+    if not isinstance(summary, dict):
+        return None
+    summary.setdefault("run_id", run)
+    return summary
+
+
+def history_of(runs: Iterable[Run], analyses: Sequence[Analysis[Any, Any]] | None = None) -> RunHistory:
+    """The history of runs (oldest first): their tables (projected or whole) and summaries, each taken
+    once and not kept."""
     chosen = registered() if analyses is None else tuple(analyses)
     value_parts: list[pl.DataFrame] = []
     fit_rows: list[dict[str, Any]] = []
@@ -269,7 +287,7 @@ def history_of(runs: Sequence[Run], analyses: Sequence[Analysis[Any, Any]] | Non
         failure_rates=failure_rate_changes(health),
         since=None,
     )
-    if len(runs) < 2:
+    if len(judges_of) < 2:
         return history
     since = _since(history, judges_of[-2], judges_of[-1])
     return RunHistory(history.runs, history.fits, history.values, history.failure_rates, since)
