@@ -18,6 +18,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import polars as pl
 
 from jurymeter.errors import ReportError
@@ -103,22 +104,29 @@ class FitTables(dict[str, pl.DataFrame]):
 
     A report of many fits asks every table for every fit's rows; filtering the
     whole table each time costs fits x rows (``bench/report.py``). The rows of
-    a fit are the same as the filter's, in the same order.
+    a fit are the same as the filter's, in the same order. What is kept is
+    each fit's row numbers, and a fit's rows are gathered when asked for: a
+    copy of every table split into a frame per fit held the run's tables twice
+    over, at about 30 KB a frame (19 tables a fit), while the pages were written.
     """
 
     def __init__(self, tables: Mapping[str, pl.DataFrame]) -> None:
         super().__init__(tables)
-        self._parts: dict[str, dict[tuple[Any, ...], pl.DataFrame]] = {}
+        self._rows_of: dict[str, dict[tuple[Any, ...], np.ndarray]] = {}
 
     def fit_rows(self, table: str, fit: FitName) -> pl.DataFrame | None:
         """The fit's rows of ``table``; ``None`` when its fit columns are not all strings."""
         frame = self[table]
-        if table not in self._parts:
+        if table not in self._rows_of:
             if not all(frame.schema[c] == pl.String for c in FIT_COLUMNS):
                 return None
-            self._parts[table] = frame.partition_by(list(FIT_COLUMNS), as_dict=True, maintain_order=True)
-        part = self._parts[table].get(tuple(fit))
-        return frame.clear() if part is None else part
+            groups = frame.select(FIT_COLUMNS).with_row_index("_row").group_by(list(FIT_COLUMNS), maintain_order=True)
+            self._rows_of[table] = {
+                tuple(key): np.asarray(rows, dtype=np.int64)
+                for *key, rows in groups.agg(pl.col("_row")).iter_rows()
+            }
+        rows = self._rows_of[table].get(tuple(fit))
+        return frame.clear() if rows is None else frame[rows]
 
 
 def _rows(tables: Mapping[str, pl.DataFrame], table: str, fit: FitName) -> pl.DataFrame:
