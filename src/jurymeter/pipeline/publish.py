@@ -119,8 +119,9 @@ def publish_run(
     return summary
 
 
-# Report files written in one store call once they reach this size (about 20 fit pages with their figures).
-REPORT_BATCH_BYTES = 16 * 2**20
+# Report files written in one store call once they reach this size (about 5 fit pages with their figures, ~100
+# files: one concurrent pipe on S3; 16 MiB was the largest thing a 24-fit run held while it published).
+REPORT_BATCH_BYTES = 4 * 2**20
 
 
 # A results folder without summary.json whose newest file is older than this is a
