@@ -196,7 +196,7 @@ def write_report(
 
     def write_page(files: Mapping[str, bytes]) -> None:
         pending.update({f"{folder}/report/{name}": data for name, data in files.items()})
-        if sum(map(len, pending.values())) >= REPORT_BATCH_BYTES:  # ~20 pages a batch: cheap to sum
+        if sum(map(len, pending.values())) >= REPORT_BATCH_BYTES:  # ~5 pages a batch: cheap to sum
             flush()
 
     rendered = render_report(tables, summary, figures, index, emit=write_page)
