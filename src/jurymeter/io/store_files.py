@@ -76,12 +76,15 @@ class StoreFiles:
         """Write JSON in one atomic step (rename locally, one PUT on S3)."""
         self.write_bytes(relpath, orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
 
-    def write_bytes(self, relpath: str, data: bytes) -> None:
-        """Write a file in one atomic step (rename locally, one PUT on S3)."""
+    def write_bytes(self, relpath: str, data: bytes | memoryview) -> None:
+        """Write a file in one atomic step (rename locally, one PUT on S3).
+
+        ``data`` may be a view of a buffer (``io.BytesIO.getbuffer``): written without a copy on a local disk.
+        """
         target = self.path(relpath)
         if self.is_s3:
             try:
-                self.fs.pipe_file(target, data)
+                self.fs.pipe_file(target, bytes(data) if isinstance(data, memoryview) else data)
             except Exception as exc:  # s3fs/botocore raise many types for one cause
                 raise self._write_error(target, exc) from exc
             return
