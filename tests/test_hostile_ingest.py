@@ -31,6 +31,7 @@ from hypothesis import strategies as st
 
 from ingest_util import run_ingest
 from jurymeter.errors import SourceError
+from jurymeter.io import records
 from jurymeter.io.store import Store
 
 BOM = b"\xef\xbb\xbf"
@@ -125,9 +126,14 @@ READABLE_IDS = [t for t in NUMBER_IDS if len(t.lstrip(b"-")) < 39]
 @pytest.mark.parametrize("bad_line", [False, True], ids=["clean", "with a bad line"])
 @pytest.mark.parametrize("mixed", [False, True], ids=["numbers only", "among text ids"])
 @pytest.mark.parametrize("tokens", [NUMBER_IDS, READABLE_IDS], ids=["any size", "up to 128 bits"])
+@pytest.mark.parametrize("region", [None, 1], ids=["whole block", "split to lines"])
 def test_number_ids_are_stored_as_written_whatever_shares_the_block(
-    tmp_path: Path, name: str, bad_line: bool, mixed: bool, tokens: list[bytes]
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, bad_line: bool, mixed: bool, tokens: list[bytes],
+    region: int | None,
 ) -> None:
+    if region is not None:  # the block's lines tried one by one by the fast reader (see SPLITS)
+        monkeypatch.setattr(records, "SLOW_REGION_LINES", region)
+        monkeypatch.setattr(records, "SPLIT_BUDGET", 1000)
     lines = [line(k, token) for k, token in enumerate(tokens)]
     if mixed:
         lines += [line(100 + k, b'"text-%d"' % k) for k in range(3)]
@@ -143,6 +149,40 @@ def test_number_ids_are_stored_as_written_whatever_shares_the_block(
     # Hand-checked: the distinct spellings stay distinct (none merged as a duplicate).
     ids = {row[1] for row in stored_rows(store)}
     assert {"1.50", "1.5", "1.0", "1", "1E5", "100000", "18446744073709551617"} <= ids
+
+
+def test_a_few_bad_lines_in_a_large_block_cost_their_regions_and_lose_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 6,000-line block with bad lines of every kind at random places: each is quarantined with the
+    oracle's verdict, every other line stored as written, and only the regions around them
+    (at most SLOW_REGION_LINES lines each) are read line by line."""
+    import random
+
+    rng = random.Random(7)
+    lines = [line(k, b'"item-%d"' % (k % 97)) for k in range(6000)]
+    bad = [b"{not json", b"[1, 2]", b'{"item_set":"s","item_id":"x\xff","system_id":"a","judge_id":"j","score":5}',
+           line(1, b'"x\ud800"'), line(2, b'""'), line(3, b"1.50"), line(4, b"1E5")]
+    for k, raw in zip(sorted(rng.sample(range(6000), len(bad))), bad, strict=True):
+        lines.insert(k, raw)
+    read_alone: list[int] = []
+    slow = records._slow_batch
+
+    def counted(block: bytes, starts: object, which: object, *args: object) -> object:
+        read_alone.append(len(which))  # type: ignore[arg-type]
+        return slow(block, starts, which, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(records, "_slow_batch", counted)
+    source = write(tmp_path / "dump.jsonl", b"\n".join(lines) + b"\n")
+    store = Store(str(tmp_path / "store"))
+    (only,) = run_ingest(store, source).sources
+    assert stored_rows(store) == expected_rows(lines)
+    verdicts = {k + 1: classify(raw) for k, raw in enumerate(lines)}
+    expected = {n: v for n, v in verdicts.items() if v != "valid"}
+    assert dict(quarantine(store).select("line", "reason").iter_rows()) == expected
+    assert only.read == only.accepted + only.quarantined + only.duplicates_dropped == len(lines)
+    # The line-by-line reader saw the bad lines' regions, not the block.
+    assert sum(read_alone) <= len(bad) * records.SLOW_REGION_LINES < len(lines) // 2
 
 
 def test_number_ids_in_csv_and_parquet_are_the_text_as_written(tmp_path: Path) -> None:
@@ -509,7 +549,15 @@ _TOKENS = st.one_of(
 )
 
 
-@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+# A block polars' reader refuses is split and its halves tried again (io.records.SLOW_REGION_LINES):
+# these dumps are far below the real region of 256 lines, so the property also runs with regions of
+# 1 and 2 lines (each line, or each pair, tried alone by the fast reader, with a budget wide enough
+# to reach them all, or one that runs out), where the fast reader and the line-by-line one share
+# a block and must give each line the verdict the oracle (``classify``, ``expected_rows``) gives it.
+SPLITS = [None, (1, 100), (2, 4)]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(
     tokens=st.lists(_TOKENS, min_size=1, max_size=30),
     name=st.sampled_from(JSONL_NAMES),
@@ -517,8 +565,20 @@ _TOKENS = st.one_of(
     bad_line=st.booleans(),
     cut=st.one_of(st.none(), st.floats(0.2, 0.95)),
     block=st.sampled_from([300, 64 * 1024 * 1024]),
+    split=st.sampled_from(SPLITS),
 )
 def test_any_generated_dump_reconciles_and_stores_exactly_its_valid_rows(
+    tmp_path_factory: pytest.TempPathFactory, tokens: list[bytes], name: str, bom: bool, bad_line: bool,
+    cut: float | None, block: int, split: tuple[int, int] | None,
+) -> None:
+    with pytest.MonkeyPatch.context() as patch:
+        if split is not None:
+            patch.setattr(records, "SLOW_REGION_LINES", split[0])
+            patch.setattr(records, "SPLIT_BUDGET", split[1])
+        _generated_dump(tmp_path_factory, tokens, name, bom, bad_line, cut, block)
+
+
+def _generated_dump(
     tmp_path_factory: pytest.TempPathFactory, tokens: list[bytes], name: str, bom: bool, bad_line: bool,
     cut: float | None, block: int,
 ) -> None:

@@ -186,8 +186,8 @@ def _jsonl_batches(
             yield RawBatch(frame=pl.DataFrame(), lines=np.zeros(0, dtype=np.int64), malformed=[cut],
                            raw=lambda rows: [])
             return
-        batch, n_lines = _parse_jsonl_block(block, first_line, text_fields)
-        yield batch
+        batches, n_lines = _parse_jsonl_block(block, first_line, text_fields)
+        yield from batches
         first_line += n_lines
 
 
@@ -342,29 +342,97 @@ def _parse_line(line: bytes) -> tuple[Any, str | None, bool]:
         return None, f"not valid JSON: {first_error}", bytes_invalid
 
 
+# A block polars' reader refuses (one malformed line is enough) is split in halves and each half
+# tried again, down to regions of SLOW_REGION_LINES lines, which are read line by line: a few bad
+# lines cost their regions, not the whole block (parsing in Python is 10-20x polars' reader). The
+# attempts stop once they have read SPLIT_BUDGET times the block's bytes, so a block that no
+# split makes readable (a float id on every line) costs at most that more than the line-by-line
+# read it ends in.
+SLOW_REGION_LINES = 256
+SPLIT_BUDGET = 4
+
+
 def _parse_jsonl_block(
     block: bytes, first_line: int, text_fields: frozenset[str] | None = None
-) -> tuple[RawBatch, int]:
-    """Records of one block of whole lines, and the number of physical lines in it."""
+) -> tuple[list[RawBatch], int]:
+    """Batches of the records of one block of whole lines, and the number of physical lines in it.
+
+    One batch when polars' reader takes the whole block; otherwise one batch a
+    schema for the regions it takes (see :data:`SLOW_REGION_LINES`) and one for
+    the lines read one at a time. A record's verdict does not depend on the
+    path that read it (the slow path's marks, :func:`_as_text`).
+    """
     n_lines = _count_lines(block)
-    parsed = _fast_frame(block, n_lines, text_fields) if n_lines else (pl.DataFrame(), None)
-    if parsed is not None:
-        frame, kept = parsed
+    if not n_lines:
+        return [RawBatch(frame=pl.DataFrame(), lines=np.zeros(0, dtype=np.int64), malformed=[],
+                         raw=lambda rows: [])], 0
+    whole = _fast_frame(block, n_lines, text_fields)
+    if whole is not None:
+        frame, kept = whole
         index = np.arange(n_lines, dtype=np.int64) if kept is None else kept
-
-        # Line offsets are only needed to quote rejected records; find them then.
-        def raw(rows: np.ndarray) -> list[str]:
-            return _slice_lines(block, _line_starts(block), index[rows])
-
-        batch = RawBatch(frame=frame, lines=first_line + index, malformed=[], raw=raw)
-        return batch, n_lines
+        return [_fast_batch(block, None, first_line, [(frame, index)])], n_lines
     starts = _line_starts(block)
-    # Slow path: one line at a time, so a bad line costs only itself.
+    fast: list[tuple[pl.DataFrame, np.ndarray]] = []
+    slow: list[np.ndarray] = []
+    budget = SPLIT_BUDGET * len(block)
+    # Regions to try, the next one last: halves are pushed right then left, so regions come in file order.
+    regions = [(n_lines // 2, n_lines), (0, n_lines // 2)] if n_lines > SLOW_REGION_LINES else []
+    if not regions:
+        slow.append(np.arange(n_lines, dtype=np.int64))
+    while regions:
+        lo, hi = regions.pop()
+        parsed = None
+        if budget > 0:
+            begin, end = int(starts[lo]), int(starts[hi]) if hi < n_lines else len(block)
+            budget -= end - begin
+            parsed = _fast_frame(block[begin:end], hi - lo, text_fields)
+        if parsed is not None:
+            frame, kept = parsed
+            if frame.height:
+                fast.append((frame, lo + (np.arange(hi - lo, dtype=np.int64) if kept is None else kept)))
+        elif hi - lo > SLOW_REGION_LINES and budget > 0:
+            mid = (lo + hi) // 2
+            regions += [(mid, hi), (lo, mid)]
+        else:
+            slow.append(np.arange(lo, hi, dtype=np.int64))
+    by_schema: dict[tuple[tuple[str, pl.DataType], ...], list[tuple[pl.DataFrame, np.ndarray]]] = {}
+    for frame, index in fast:
+        by_schema.setdefault(tuple(frame.schema.items()), []).append((frame, index))
+    batches = [_fast_batch(block, starts, first_line, parts) for parts in by_schema.values()]
+    if slow:
+        batches.append(_slow_batch(block, starts, np.concatenate(slow), first_line, text_fields))
+    return batches, n_lines
+
+
+def _fast_batch(
+    block: bytes, starts: np.ndarray | None, first_line: int, parts: list[tuple[pl.DataFrame, np.ndarray]]
+) -> RawBatch:
+    """One batch of frames polars' reader read (one schema), ``parts`` of (frame, 0-based lines of its rows)."""
+    frame = parts[0][0] if len(parts) == 1 else pl.concat([f for f, _ in parts], rechunk=False)
+    index = np.concatenate([i for _, i in parts])
+    known: list[np.ndarray] = [] if starts is None else [starts]
+
+    # Line offsets are only needed to quote rejected records; find them then.
+    def raw(rows: np.ndarray) -> list[str]:
+        if not known:
+            known.append(_line_starts(block))
+        return _slice_lines(block, known[0], index[rows])
+
+    return RawBatch(frame=frame, lines=first_line + index, malformed=[], raw=raw)
+
+
+def _slow_batch(
+    block: bytes, starts: np.ndarray, which: np.ndarray, first_line: int, text_fields: frozenset[str] | None
+) -> RawBatch:
+    """The records of the lines ``which`` (0-based, ascending) of ``block``, one line at a time.
+
+    A bad line costs only itself: it becomes a :class:`MalformedRecord`.
+    """
     records: list[dict[str, Any]] = []
     kept_rows: list[int] = []
     malformed: list[MalformedRecord] = []
     ends = np.append(starts[1:], len(block))
-    for k in range(n_lines):
+    for k in map(int, which):
         line = block[int(starts[k]) : int(ends[k])].rstrip(b"\r\n")
         if not line.strip():
             continue
@@ -397,14 +465,13 @@ def _parse_jsonl_block(
         records.append(record)
         kept_rows.append(k)
     kept_idx = np.asarray(kept_rows, dtype=np.int64)
-    batch = RawBatch(
+    return RawBatch(
         frame=_frame_of_text_records(records),
         lines=first_line + kept_idx,
         malformed=malformed,
         raw=lambda rows: _slice_lines(block, starts, kept_idx[rows]),
         marked=True,
     )
-    return batch, n_lines
 
 
 def _as_text(value: Any) -> str | None:
