@@ -115,14 +115,26 @@ def _quarantine(store: Store, root: Path) -> list[tuple[Any, ...]]:
     return sorted((Path(s).name, n, r, m.replace(str(root), "")) for s, n, r, m in rows)
 
 
-@pytest.mark.parametrize(("seed", "per_pass", "merge_every"), [(0, duplicates.CANDIDATES_PER_PASS, 32),
-                                                              (1, duplicates.CANDIDATES_PER_PASS, 2), (2, 7, 3)])
+def _colliding_hash(columns: list[str]) -> pl.Expr:
+    """A hash that collides on purpose: 256 values for a few hundred keys, so a new row often shares its hash
+    with one stored row of another key (judged by the join of pairs) or with several (collected), and the
+    exact comparison, not the hash, must tell them apart."""
+    return pl.struct(columns).hash() % 256
+
+
+@pytest.mark.parametrize(("seed", "per_pass", "merge_every", "collide"), [
+    (0, duplicates.CANDIDATES_PER_PASS, 32, False), (1, duplicates.CANDIDATES_PER_PASS, 2, False), (2, 7, 3, False),
+    (3, duplicates.CANDIDATES_PER_PASS, 32, True), (4, 1, 3, True)])
 def test_random_nights_keep_the_first_value_of_every_key_as_the_full_pass_does(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int, per_pass: int, merge_every: int
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int, per_pass: int, merge_every: int, collide: bool
 ) -> None:
-    """``per_pass`` 7: the candidates in many hash buckets, spilled to the staging area and read one by one;
-    ``merge_every`` 2 or 3: the values read from the merged file and the sources' files not in it yet."""
+    """``per_pass`` 7 or 1: the candidates in many hash buckets, spilled to the staging area and read one by
+    one (and the one-new-one-stored pairs judged in as many joins); ``merge_every`` 2 or 3: the values read
+    from the merged file and the sources' files not in it yet; ``collide``: a hash of few values
+    (:func:`_colliding_hash`)."""
     monkeypatch.setattr(duplicates, "CANDIDATES_PER_PASS", per_pass)
+    if collide:
+        monkeypatch.setattr(duplicates, "key_hash", _colliding_hash)
     monkeypatch.setattr(key_values, "MERGE_EVERY", merge_every)
     nights = _nights(seed)
     truth, truth_counts = _replay(nights)
