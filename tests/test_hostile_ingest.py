@@ -162,7 +162,7 @@ def test_a_few_bad_lines_in_a_large_block_cost_their_regions_and_lose_nothing(
     rng = random.Random(7)
     lines = [line(k, b'"item-%d"' % (k % 97)) for k in range(6000)]
     bad = [b"{not json", b"[1, 2]", b'{"item_set":"s","item_id":"x\xff","system_id":"a","judge_id":"j","score":5}',
-           line(1, b'"x\ud800"'), line(2, b'""'), line(3, b"1.50"), line(4, b"1E5")]
+           line(1, b'"x\\ud800"'), line(2, b'""'), line(3, b"1.50"), line(4, b"1E5")]
     for k, raw in zip(sorted(rng.sample(range(6000), len(bad))), bad, strict=True):
         lines.insert(k, raw)
     read_alone: list[int] = []
