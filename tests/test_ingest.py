@@ -125,6 +125,31 @@ def test_conflicting_duplicates_in_one_file_both_go_to_quarantine(tmp_path: Path
     assert sorted(store.scan("pointwise").collect()["item_id"].to_list()) == ["q2", "q3"]
 
 
+def test_conflicts_far_apart_quote_their_lines_as_written_across_read_blocks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Conflicting lines on both sides of read-block edges (blocks of 1 KiB here), after a BOM and with
+    CRLF endings: each quarantined record's raw text is its line as Python's own line iteration gives it."""
+    import jurymeter.io.adapters.reading as reading
+
+    monkeypatch.setattr(reading, "READ_BYTES", 1024)
+    records = [orjson.dumps(r).decode() for r in pointwise_records(300)]
+    conflicting = [7, 150, 151, 299]  # 0-based records whose copy, with another score, is appended
+    for k in conflicting:
+        records.append(orjson.dumps({**orjson.loads(records[k]), "score": 0.5}).decode())
+    path = tmp_path / "d.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + "\r\n".join(records).encode() + b"\r\n")
+    store = Store(str(tmp_path / "store"))
+    (result,) = run_ingest(store, path).sources
+    assert result.reasons == {"conflicting_duplicate": 2 * len(conflicting)}
+    with open(path, "rb") as handle:
+        as_read = [raw.rstrip(b"\r\n").removeprefix(b"\xef\xbb\xbf").decode() for raw in handle]
+    q = _quarantine(store)
+    assert len(q) == 2 * len(conflicting)
+    for line, raw in q.select("line", "raw").iter_rows():
+        assert raw == as_read[line - 1], line
+
+
 def test_exact_duplicates_are_dropped_and_counted_within_and_across_files(tmp_path: Path) -> None:
     store = Store(str(tmp_path / "store"))
     first = write_jsonl(tmp_path / "a.jsonl", [GOOD, GOOD, _bad(item_id="q2"), GOOD])

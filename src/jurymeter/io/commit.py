@@ -152,14 +152,23 @@ def _fetch_raw(source: SourceFile, lines: np.ndarray, block_bytes: int) -> dict[
         if source.adapter is not None and source.format in DOCUMENT_FORMATS:
             return {}  # a document has no lines to show; the message names the key
         found: dict[int, str] = {}
-        last = max(wanted, default=0)
-        for n, data in FileBytes(source).lines():
-            if n in wanted:
+        order = sorted(wanted)
+        k = 0
+        # The wanted lines are picked out of each block of split lines by index, not by a
+        # Python step per line of the file (a source's few conflicts cost its split alone).
+        for first, block in FileBytes(source).line_blocks():
+            end = first + len(block)
+            while k < len(order) and order[k] < end:
+                n = order[k]
+                k += 1
+                if n < first:
+                    continue  # not a line of the file (no such line number was read)
+                data = block[n - first]
                 if source.adapter is not None:
                     found[n] = data.decode("utf-8", "replace")
                 else:
                     found[n] = escaped(data.removeprefix(BOM) if n == 1 else data)
-            if n >= last:
+            if k == len(order):
                 break
         return found
     out: dict[int, str] = {}
