@@ -34,6 +34,11 @@ def _value_text(protocol: Protocol) -> pl.Expr:
     )
 
 
+def _equal_to_stored(columns: list[str]) -> pl.Expr:
+    """Whether a paired row's ``columns`` equal its stored partner's ``__old_`` ones (nulls alike)."""
+    return pl.all_horizontal([pl.col(c).eq_missing(pl.col(f"__old_{c}")) for c in columns])
+
+
 def key_hash(columns: list[str]) -> pl.Expr:
     """The 64-bit hash that makes rows candidates (equal ``columns``, equal hash); pairs are then compared exactly."""
     return pl.struct(columns).hash()
@@ -150,15 +155,12 @@ def _classify_pairs(
         pl.col(SOURCE_LINE).alias("__old_line"),
     )
     new = rows.filter(pl.col("is_new")).select("__h", *key, *values, SOURCE_LINE)
-
-    def equal(columns: list[str]) -> pl.Expr:
-        return pl.all_horizontal([pl.col(c).eq_missing(pl.col(f"__old_{c}")) for c in columns])
-
+    same_cell = _equal_to_stored(hashed)  # the key is the cell and its rating columns: each compared once
     verdicts = new.join(stored, on="__h", how="inner").select(
         SOURCE_LINE, "__old_sid", "__old_line",
-        equal(key).alias("__same_key"),
+        (same_cell & _equal_to_stored([c for c in key if c not in hashed])).alias("__same_key"),
         pl.all_horizontal([_same_value(c, f"__old_{c}") for c in values]).alias("__same_value"),
-        equal(hashed).alias("__same_cell"),
+        same_cell.alias("__same_cell"),
     ).collect(engine="streaming")
     same_key = verdicts.filter(pl.col("__same_key"))
     drop = same_key.filter(pl.col("__same_value"))[SOURCE_LINE]
@@ -259,7 +261,7 @@ def _classify_candidates(
                                                                maintain_order=True)
         paired = new.join(first.drop("__h"), left_on=key, right_on=[f"__old_{c}" for c in key], how="left",
                           nulls_equal=True, coalesce=False)
-    same_key = pl.all_horizontal([pl.col(c).eq_missing(pl.col(f"__old_{c}")) for c in key])
+    same_key = _equal_to_stored(key)
     paired = paired.with_columns(pl.when(same_key).then(pl.col(c)).alias(c) for c in ("__old_sid", "__old_line"))
     has_old = pl.col("__old_sid").is_not_null()
     with_old = paired.filter(has_old)

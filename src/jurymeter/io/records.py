@@ -369,8 +369,7 @@ def _parse_jsonl_block(
     whole = _fast_frame(block, n_lines, text_fields)
     if whole is not None:
         frame, kept = whole
-        index = np.arange(n_lines, dtype=np.int64) if kept is None else kept
-        return [_fast_batch(block, None, first_line, [(frame, index)])], n_lines
+        return [_fast_batch(block, None, first_line, [(frame, _region_lines(kept, 0, n_lines))])], n_lines
     starts = _line_starts(block)
     fast: list[tuple[pl.DataFrame, np.ndarray]] = []
     slow: list[np.ndarray] = []
@@ -389,7 +388,7 @@ def _parse_jsonl_block(
         if parsed is not None:
             frame, kept = parsed
             if frame.height:
-                fast.append((frame, lo + (np.arange(hi - lo, dtype=np.int64) if kept is None else kept)))
+                fast.append((frame, _region_lines(kept, lo, hi)))
         elif hi - lo > SLOW_REGION_LINES and budget > 0:
             mid = (lo + hi) // 2
             regions += [(mid, hi), (lo, mid)]
@@ -402,6 +401,11 @@ def _parse_jsonl_block(
     if slow:
         batches.append(_slow_batch(block, starts, np.concatenate(slow), first_line, text_fields))
     return batches, n_lines
+
+
+def _region_lines(kept: np.ndarray | None, lo: int, hi: int) -> np.ndarray:
+    """0-based block lines of the rows polars read from lines ``lo:hi``: all, or the non-blank ones (``kept``)."""
+    return lo + (np.arange(hi - lo, dtype=np.int64) if kept is None else kept)
 
 
 def _fast_batch(
